@@ -1,0 +1,5 @@
+// Package base holds the leaf vocabulary shared by every layer of Cairn:
+// inode numbers, file types, attributes and the sentinel errors that the
+// metadata and data layers return. It imports nothing of Cairn's and must
+// stay free of behaviour: no I/O, no logging, no policy.
+package base

@@ -1,0 +1,90 @@
+// Package kv defines the narrow transactional key-value interface that the
+// metadata layer is written over, and the retry policy shared by backends.
+//
+// A backend stores ordered byte-string keys inside transactions and knows
+// nothing about file systems. All file-system semantics live in package meta;
+// all key encoding lives in meta/keys.go.
+//
+// Backends: kv/memkv (tests), kv/pebble (embedded default), kv/postgres
+// (shared mode, later). Every backend passes kv/kvtest.Run.
+package kv
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrConflict is returned by a backend's commit (or any operation inside a
+// transaction) when the transaction conflicted with a concurrent one and must
+// be retried. Store.Update retries such transactions itself; callers only see
+// it if retries are exhausted.
+var ErrConflict = errors.New("kv: transaction conflict")
+
+// ErrClosed is returned by operations on a closed Store.
+var ErrClosed = errors.New("kv: store closed")
+
+// ErrLocked is returned by Open functions when another process holds the
+// store exclusively (embedded engines).
+var ErrLocked = errors.New("kv: store is locked by another process")
+
+// Reader reads a consistent view of the store.
+//
+// Keys and values passed to callbacks or returned are owned by the caller
+// only until the callback returns / the transaction ends for Scan; values
+// returned by Get are owned by the caller (backends return copies).
+type Reader interface {
+	// Get returns the value of key, or (nil, nil) if the key does not exist.
+	Get(key []byte) ([]byte, error)
+	// Scan calls fn for each key in [start, end) in ascending order (or
+	// descending order if reverse is true) until fn returns false. A nil end
+	// means no upper bound. The key and value slices passed to fn are only
+	// valid during the call.
+	Scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) error
+}
+
+// Txn is a serializable read-write transaction. Writes are visible to the
+// transaction's own reads. A Txn must not be used after its function returns
+// and must not be shared between goroutines.
+type Txn interface {
+	Reader
+	// Set stores value under key. The store copies both slices.
+	Set(key, value []byte)
+	// Delete removes key; deleting a missing key is not an error.
+	Delete(key []byte)
+}
+
+// Store is a transactional ordered key-value store. It is safe for
+// concurrent use by many goroutines.
+type Store interface {
+	// Update runs fn in a serializable read-write transaction and commits it
+	// if fn returns nil. If the commit (or a read) conflicts with another
+	// transaction, Update retries fn from the start, so fn must have no side
+	// effects outside the transaction other than ones it can repeat. An error
+	// returned by fn aborts the transaction and is returned unchanged.
+	Update(ctx context.Context, fn func(tx Txn) error) error
+	// View runs fn against a read-only consistent snapshot.
+	View(ctx context.Context, fn func(r Reader) error) error
+	// Sync makes every transaction committed so far durable on stable
+	// storage. Update may return before its transaction is durable against
+	// a machine crash (see docs/durability.md); it is always durable against
+	// a crash of the calling process once committed, to the extent the
+	// backend documents.
+	Sync(ctx context.Context) error
+	// Name returns a short description of the backend ("pebble:/path").
+	Name() string
+	// Close releases the store. Calls after Close return ErrClosed.
+	Close() error
+}
+
+// PrefixEnd returns the smallest key greater than every key with the given
+// prefix, or nil if there is none (prefix is all 0xff).
+func PrefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package meta
+
+// This file fixes the API that vfs, chunk users and the admin tools program
+// against. Bodies live in the other files of the package.
+
+import (
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+)
+
+// Settings is the volume's settings record, written by Format and read by
+// every client. Stored as JSON under the settings key (see keys.go).
+type Settings struct {
+	Name          string    `json:"name"`
+	UUID          string    `json:"uuid"`
+	FormatVersion int       `json:"format_version"`
+	BlockSize     int       `json:"block_size"` // bytes, max size of one object
+	ChunkSize     int       `json:"chunk_size"` // always base.ChunkSize for now
+	DataURL       string    `json:"data_url"`
+	Capacity      uint64    `json:"capacity,omitempty"` // bytes; 0 = unlimited
+	Inodes        uint64    `json:"inodes,omitempty"`   // 0 = unlimited
+	TrashDays     int       `json:"trash_days,omitempty"`
+	Created       time.Time `json:"created"`
+}
+
+// CurrentFormatVersion is written by Format; Open refuses newer versions.
+const CurrentFormatVersion = 1
+
+// Caller identifies who performs an operation, for permission checks and
+// ownership of new inodes.
+type Caller struct {
+	Uid  uint32
+	Gid  uint32
+	Gids []uint32 // supplementary groups (may be empty)
+	Pid  uint32
+	// KernelChecked says the front end already enforced access permissions
+	// (FUSE default_permissions): meta skips rwx access checks but still
+	// applies semantic rules (sticky bit, ownership for chmod/chown/utimes,
+	// setgid inheritance and clearing).
+	KernelChecked bool
+}
+
+// RootCaller is a caller with every permission, for admin tools.
+var RootCaller = &Caller{}
+
+// SetAttr flags select the fields of SetAttrRequest that apply.
+const (
+	SetMode = 1 << iota
+	SetUid
+	SetGid
+	SetSize
+	SetAtime
+	SetMtime
+	SetAtimeNow
+	SetMtimeNow
+	SetCtime // explicit ctime (used by restore/load)
+)
+
+// SetAttrRequest changes attributes of an inode.
+type SetAttrRequest struct {
+	Valid int // bitmask of Set* flags
+	Mode  uint32
+	Uid   uint32
+	Gid   uint32
+	Size  uint64
+	Atime int64 // ns
+	Mtime int64 // ns
+	Ctime int64 // ns
+}
+
+// Rename flags, as in renameat2(2).
+const (
+	RenameNoReplace = 1 << 0
+	RenameExchange  = 1 << 1
+)
+
+// Xattr flags, as in setxattr(2).
+const (
+	XattrCreate  = 1
+	XattrReplace = 2
+)
+
+// StatFS is the answer to statfs.
+type StatFS struct {
+	TotalBytes uint64
+	AvailBytes uint64
+	UsedBytes  uint64
+	Files      uint64 // inodes in use
+	AvailFiles uint64
+}
+
+// SessionInfo describes a client session (one mount or one admin process).
+type SessionInfo struct {
+	ID         uint64    `json:"id"`
+	Host       string    `json:"host"`
+	Pid        int       `json:"pid"`
+	MountPoint string    `json:"mount_point"`
+	Version    string    `json:"version"`
+	Started    time.Time `json:"started"`
+	Heartbeat  time.Time `json:"heartbeat"`
+}
+
+// Usage is the volume's usage counters.
+type Usage struct {
+	Bytes  uint64 // logical bytes of regular files (sum of lengths, rounded to 4 KiB)
+	Inodes uint64
+}
+
+// ChunkInfo describes one chunk of a file (for cairn info).
+type ChunkInfo struct {
+	Index  uint32
+	Slices []base.Slice
+}
+
+// Problem is one inconsistency found by Check.
+type Problem struct {
+	Kind   string   // short machine-friendly kind, e.g. "dangling-dentry"
+	Ino    base.Ino // inode concerned, if any
+	Detail string
+}
+
+// SliceUse is reported by ForEachSlice: a slice referenced by a chunk.
+type SliceUse struct {
+	Ino   base.Ino
+	Chunk uint32
+	ID    uint64
+	Size  uint32
+}
