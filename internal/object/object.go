@@ -10,10 +10,27 @@ package object
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 )
 
 // ErrNotFound is returned when an object does not exist.
 var ErrNotFound = errors.New("object: not found")
+
+// ErrInvalidKey is returned (wrapped, with the reason) by every Store method
+// given a key that breaks the key rules; see ValidKey.
+var ErrInvalidKey = errors.New("object: invalid key")
+
+// ErrConflict is returned by Put when the key and an existing key nest, that
+// is one is a "directory" of the other ("a" and "a/b"). See Store.
+var ErrConflict = errors.New("object: key nests with an existing key")
+
+// Key limits. MaxKeyLen is S3's limit; MaxSegmentLen is the usual file-name
+// limit of local file systems.
+const (
+	MaxKeyLen     = 1024
+	MaxSegmentLen = 255
+)
 
 // Info describes a stored object.
 type Info struct {
@@ -23,31 +40,80 @@ type Info struct {
 
 // Store is a blob store. It is safe for concurrent use.
 //
-// Keys are slash-separated relative paths of printable ASCII without "..",
-// leading "/" or empty segments. Objects are written whole and never
-// modified in place: Put of an existing key replaces it atomically (a
-// reader sees the old or the new object, never a mix).
+// Keys are slash-separated relative paths of printable ASCII (0x20-0x7E)
+// without "." or ".." segments, leading "/" or empty segments, at most
+// MaxKeyLen bytes with segments of at most MaxSegmentLen bytes; ValidKey
+// checks them and every method rejects other keys with ErrInvalidKey. Keys
+// must not nest: "a" and "a/b" cannot both exist, and a Put that would make
+// them fails with ErrConflict (a directory store could not hold both).
+//
+// Objects are written whole and never modified in place: Put of an existing
+// key replaces it atomically (a reader sees the old or the new object, never
+// a mix).
 type Store interface {
-	// Put stores data under key. When Put returns nil the object is durable
-	// (survives a machine crash). The store does not retain data.
+	// Put stores data under key. When Put returns nil the object is visible
+	// to every later Get, Head and List. It is durable (survives a machine
+	// crash) when Put returns, unless the store implements Syncer: then it
+	// is durable only after a Sync called after Put returned. The store does
+	// not retain data.
 	Put(ctx context.Context, key string, data []byte) error
 	// Get reads length bytes at offset off of the object; length < 0 reads to
 	// the end. Reading past the end returns the available bytes (possibly
-	// none). A missing object is ErrNotFound. The returned slice is owned by
-	// the caller.
+	// none). off < 0 is an error. A missing object is ErrNotFound. The
+	// returned slice is owned by the caller.
 	Get(ctx context.Context, key string, off, length int64) ([]byte, error)
 	// Head returns the object's size, or ErrNotFound.
 	Head(ctx context.Context, key string) (Info, error)
 	// Delete removes key. Deleting a missing key is not an error.
 	Delete(ctx context.Context, key string) error
 	// List calls fn for every object whose key starts with prefix, in
-	// ascending key order, until fn returns false.
+	// ascending key order (byte-wise), until fn returns false. Objects put
+	// or deleted during the listing may or may not be seen.
 	List(ctx context.Context, prefix string, fn func(Info) bool) error
 	// String describes the store for logs and status ("file:///data").
 	String() string
 }
 
+// Syncer is implemented by stores whose Put makes an object visible but not
+// yet durable. Sync makes every object whose Put returned before Sync was
+// called durable. It is safe to call concurrently with anything.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
 // ReadAll is a convenience that reads a whole object.
 func ReadAll(ctx context.Context, s Store, key string) ([]byte, error) {
 	return s.Get(ctx, key, 0, -1)
+}
+
+// ValidKey reports whether key follows the key rules of Store. The error
+// wraps ErrInvalidKey and says what is wrong.
+func ValidKey(key string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%w %q: %s", ErrInvalidKey, key, why)
+	}
+	switch {
+	case key == "":
+		return bad("empty")
+	case len(key) > MaxKeyLen:
+		return bad(fmt.Sprintf("longer than %d bytes", MaxKeyLen))
+	case key[0] == '/':
+		return bad(`leading "/"`)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return bad(fmt.Sprintf("byte %#02x at %d is not printable ASCII", c, i))
+		}
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		switch {
+		case seg == "":
+			return bad("empty path segment")
+		case seg == "." || seg == "..":
+			return bad(fmt.Sprintf("%q segment", seg))
+		case len(seg) > MaxSegmentLen:
+			return bad(fmt.Sprintf("segment longer than %d bytes", MaxSegmentLen))
+		}
+	}
+	return nil
 }

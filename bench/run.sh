@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Cairn vs local directory vs JuiceFS: fio and metadata benchmark.
+# See bench/README.md. Run as root (drop_caches, FUSE mounts).
+#
+#   bench/run.sh                         # all targets
+#   TARGETS="local juicefs" bench/run.sh # without Cairn
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CAIRN=${CAIRN:-./bin/cairn}
+JUICEFS=${JUICEFS:-juicefs}
+TARGETS=${TARGETS:-local cairn juicefs}
+BENCH_OUT=${BENCH_OUT:-./bench-results}
+BENCH_TMP=${BENCH_TMP:-/tmp}       # parent of all scratch dirs (same disk for every target)
+SEQ_SIZE=${SEQ_SIZE:-1G}           # file size for sequential write/read
+SEQ_BS=${SEQ_BS:-8k 32k 128k}
+RAND_SIZE=${RAND_SIZE:-1G}         # file size for random workloads
+RAND_RUNTIME=${RAND_RUNTIME:-20}   # seconds per random workload
+RAND_JOBS=${RAND_JOBS:-4}          # psync threads for random workloads
+META_FILES=${META_FILES:-10000}
+META_PROCS=${META_PROCS:-4}
+CAIRN_MOUNT_OPTS=${CAIRN_MOUNT_OPTS:-}
+JUICEFS_MOUNT_OPTS=${JUICEFS_MOUNT_OPTS:-}
+
+log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() {
+	log "ERROR: $*"
+	exit 1
+}
+
+[[ $(id -u) -eq 0 ]] || die "run as root (drop_caches and FUSE mounts need it)"
+command -v fio >/dev/null || die "fio not installed (scripts/install-test-deps.sh)"
+command -v python3 >/dev/null || die "python3 not installed"
+for t in $TARGETS; do
+	case $t in
+	local) ;;
+	cairn) [[ -x $CAIRN ]] || die "cairn binary not found at $CAIRN (set CAIRN=...)" ;;
+	juicefs) command -v "$JUICEFS" >/dev/null || die "juicefs not found (set JUICEFS=...)" ;;
+	*) die "unknown target $t (use local, cairn, juicefs)" ;;
+	esac
+done
+
+mkdir -p "$BENCH_OUT"
+BENCH_OUT=$(cd "$BENCH_OUT" && pwd)
+stamp=$(date +%Y%m%d-%H%M%S)
+results=$BENCH_OUT/results-$stamp.tsv
+table=$BENCH_OUT/results-$stamp.md
+: >"$results"
+ROOT=$(mktemp -d "$BENCH_TMP/cairn-bench.XXXXXX")
+mounts=() # mount points we mounted, for cleanup
+
+unmount() { # mountpoint, kind
+	local mp=$1 kind=$2
+	mountpoint -q "$mp" || return 0
+	case $kind in
+	cairn) "$CAIRN" umount "$mp" >/dev/null 2>&1 || true ;;
+	juicefs) "$JUICEFS" umount "$mp" >/dev/null 2>&1 || true ;;
+	esac
+	local _
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		mountpoint -q "$mp" || return 0
+		sleep 0.5
+	done
+	log "forcing lazy unmount of $mp"
+	fusermount3 -u -z "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || true
+}
+
+cleanup() {
+	local rc=$?
+	set +e
+	for m in "${mounts[@]}"; do unmount "${m%%|*}" "${m##*|}"; done
+	if [[ ${BENCH_KEEP:-0} == 1 ]]; then log "keeping $ROOT"; else rm -rf "$ROOT"; fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+drop_caches() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches || log "WARNING: cannot drop caches"
+}
+
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$results"; }
+
+# fio wrapper: target, workload-name, kind(read|write|mixed), metric(bw|iops), fio args...
+runfio() {
+	local target=$1 name=$2 kind=$3 metric=$4
+	shift 4
+	local json=$ROOT/fio-$target-$name.json
+	if ! fio --output-format=json --output="$json" --name="$name" "$@" >"$ROOT/fio-$target-$name.err" 2>&1; then
+		log "fio $name on $target failed:"
+		tail -n 5 "$ROOT/fio-$target-$name.err" >&2
+		record "$target" note "$name: fio failed" ""
+		return 0
+	fi
+	local mbps iops
+	read -r mbps iops < <(python3 "$HERE/benchlib.py" fio "$json" "$kind")
+	local v=$mbps unit=MB/s
+	if [[ $metric == iops ]]; then v=$iops unit=IOPS; fi
+	log "  $name: $mbps MB/s, $iops IOPS"
+	record "$target" "$name" "$v" "$unit"
+	cp "$json" "$BENCH_OUT/fio-$stamp-$target-$name.json"
+}
+
+# setup_<target> prints the directory to benchmark in (on stdout)
+setup_local() {
+	mkdir -p "$ROOT/local"
+	echo "$ROOT/local"
+}
+
+setup_cairn() {
+	local d=$ROOT/cairn
+	mkdir -p "$d/meta" "$d/data" "$d/mnt"
+	local meta="pebble://$d/meta" data=${CAIRN_DATA_URL:-file://$d/data}
+	"$CAIRN" format --data "$data" "$meta" bench >"$d/format.log" 2>&1 ||
+		{ cat "$d/format.log" >&2; die "cairn format failed"; }
+	# shellcheck disable=SC2086  # CAIRN_MOUNT_OPTS is a word list
+	"$CAIRN" mount -d -o allow_other $CAIRN_MOUNT_OPTS "$meta" "$d/mnt" >"$d/mount.log" 2>&1 ||
+		{ cat "$d/mount.log" >&2; die "cairn mount failed"; }
+	mounts+=("$d/mnt|cairn")
+	wait_mounted "$d/mnt"
+	echo "$d/mnt"
+}
+
+setup_juicefs() {
+	local d=$ROOT/juicefs
+	mkdir -p "$d/bucket" "$d/cache" "$d/mnt"
+	local meta="sqlite3://$d/meta.db"
+	"$JUICEFS" format --storage file --bucket "$d/bucket/" "$meta" bench >"$d/format.log" 2>&1 ||
+		{ cat "$d/format.log" >&2; die "juicefs format failed"; }
+	# shellcheck disable=SC2086  # JUICEFS_MOUNT_OPTS is a word list
+	"$JUICEFS" mount -d -o allow_other --cache-dir "$d/cache" --log "$d/juicefs.log" \
+		$JUICEFS_MOUNT_OPTS "$meta" "$d/mnt" >"$d/mount.log" 2>&1 ||
+		{ cat "$d/mount.log" >&2; die "juicefs mount failed"; }
+	mounts+=("$d/mnt|juicefs")
+	wait_mounted "$d/mnt"
+	echo "$d/mnt"
+}
+
+wait_mounted() {
+	local _
+	for _ in $(seq 1 40); do
+		mountpoint -q "$1" && return 0
+		sleep 0.25
+	done
+	die "$1 did not get mounted"
+}
+
+bench_target() {
+	local t=$1 dir
+	log "== $t: setting up"
+	# setup_* run in this shell (not $(...)) so mounts+=() is kept
+	"setup_$t" >"$ROOT/dir.$t"
+	dir=$(<"$ROOT/dir.$t")
+	local fstype
+	fstype=$(findmnt -n -o FSTYPE -T "$dir" || echo '?')
+	log "   dir $dir ($fstype)"
+
+	local direct=1
+	if ! dd if=/dev/zero of="$dir/.odirect" bs=4k count=1 oflag=direct 2>/dev/null; then
+		direct=0
+		log "   O_DIRECT refused; random workloads run buffered"
+		record "$t" note "O_DIRECT refused: random workloads are buffered" ""
+	fi
+	rm -f "$dir/.odirect"
+
+	local bs
+	for bs in $SEQ_BS; do
+		rm -f "$dir/seq.dat"
+		runfio "$t" "seq-write-$bs" write bw --filename="$dir/seq.dat" --rw=write \
+			--bs="$bs" --size="$SEQ_SIZE" --ioengine=psync --end_fsync=1
+		drop_caches
+		runfio "$t" "seq-read-$bs" read bw --filename="$dir/seq.dat" --rw=read \
+			--bs="$bs" --size="$SEQ_SIZE" --ioengine=psync
+	done
+	rm -f "$dir/seq.dat"
+
+	log "   laying out $RAND_SIZE random-I/O file"
+	fio --name=layout --filename="$dir/rand.dat" --rw=write --bs=1M --size="$RAND_SIZE" \
+		--ioengine=psync --end_fsync=1 >/dev/null 2>&1 || log "WARNING: layout failed"
+	drop_caches
+	local rcommon=(--filename="$dir/rand.dat" --size="$RAND_SIZE" --ioengine=psync
+		--direct="$direct" --numjobs="$RAND_JOBS" --group_reporting --time_based
+		--runtime="$RAND_RUNTIME" --ramp_time=2 --randrepeat=0)
+	runfio "$t" randread-4k read iops "${rcommon[@]}" --rw=randread --bs=4k
+	runfio "$t" randwrite-4k write iops "${rcommon[@]}" --rw=randwrite --bs=4k
+	runfio "$t" randrw-8k mixed iops "${rcommon[@]}" --rw=randrw --rwmixread=67 --bs=8k
+	rm -f "$dir/rand.dat"
+
+	log "   metadata: $META_FILES files, $META_PROCS processes"
+	local phase ops
+	while read -r phase ops; do
+		log "  meta-$phase: $ops ops/s"
+		record "$t" "meta-$phase" "$ops" ops/s
+	done < <(python3 "$HERE/benchlib.py" meta "$dir" "$META_FILES" "$META_PROCS")
+
+	if [[ $t != local ]]; then
+		unmount "$dir" "$t"
+	fi
+	log "== $t: done"
+}
+
+log "targets: $TARGETS; results in $BENCH_OUT; scratch $ROOT"
+start=$SECONDS
+for t in $TARGETS; do bench_target "$t"; done
+
+{
+	echo "# Cairn benchmark $stamp"
+	echo
+	echo "host: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r), scratch on $(findmnt -n -o FSTYPE -T "$BENCH_TMP")"
+	echo "seq: $SEQ_SIZE file, psync, write ends with fsync, read after drop_caches;" \
+		"random: $RAND_SIZE file, $RAND_JOBS psync jobs, ${RAND_RUNTIME}s; meta: $META_FILES files, $META_PROCS processes"
+	for t in $TARGETS; do
+		case $t in
+		juicefs) echo "juicefs: $("$JUICEFS" version 2>/dev/null | head -1), sqlite3 meta, file storage, opts: ${JUICEFS_MOUNT_OPTS:-default}" ;;
+		cairn) echo "cairn: $CAIRN, pebble meta, data ${CAIRN_DATA_URL:-file://…/data}, opts: ${CAIRN_MOUNT_OPTS:-default}" ;;
+		esac
+	done
+	echo
+	# shellcheck disable=SC2086  # TARGETS is a word list
+	python3 "$HERE/benchlib.py" table "$results" $TARGETS
+	echo
+	echo "elapsed: $((SECONDS - start)) s"
+} >"$table"
+cat "$table"
+log "table: $table"

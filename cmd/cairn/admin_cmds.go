@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairnfs/cairn/internal/daemon"
+)
+
+func newStatusCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status META-URL",
+		Short: "Show a volume's settings, usage and sessions",
+		Long: `Show a volume's settings, usage and client sessions. Works whether or not the
+volume is mounted (an embedded volume is asked through its mount process).`,
+		Example: "  cairn status pebble:///var/lib/cairn/meta",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAdmin(cmd.Context(), args[0], daemon.Request{Verb: "status"}, cmd.OutOrStdout())
+		},
+	}
+}
+
+func newFsckCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "fsck META-URL",
+		Short: "Check metadata invariants and that referenced objects exist",
+		Long: `Check the volume's metadata invariants (dentries, link counts, parents, chunk
+maps, counters) and that every block object the metadata references exists.
+Exits 1 and lists the problems if any are found.`,
+		Example: "  cairn fsck pebble:///var/lib/cairn/meta",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAdmin(cmd.Context(), args[0], daemon.Request{Verb: "fsck"}, cmd.OutOrStdout())
+		},
+	}
+}
+
+func newGCCommand() *cobra.Command {
+	var del bool
+	cmd := &cobra.Command{
+		Use:   "gc [--delete] META-URL",
+		Short: "Find (and delete) objects that no metadata references",
+		Long: `List block objects in the data store that no metadata references: leftovers of
+writes that never committed (a client killed mid-write) or of interrupted
+deletes. With --delete, remove them. Slices being written by the live mount
+are never touched.`,
+		Example: "  cairn gc pebble:///var/lib/cairn/meta\n  cairn gc --delete pebble:///var/lib/cairn/meta",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := daemon.Request{Verb: "gc", Flags: map[string]string{"delete": strconv.FormatBool(del)}}
+			return runAdmin(cmd.Context(), args[0], req, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&del, "delete", false, "delete the orphan objects")
+	return cmd
+}
+
+func newInfoCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "info PATH...",
+		Short: "Show inode, chunks, slices and objects of files in a mounted volume",
+		Long: `Show, for files inside a mounted Cairn volume, the inode, attributes, chunks,
+slices and the block objects that hold their content.`,
+		Example: "  cairn info /mnt/cairn/data.db",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mounts, err := daemon.Mounts()
+			if err != nil {
+				return err
+			}
+			type group struct {
+				inos  []string
+				names []string
+			}
+			groups := map[string]*group{}
+			var order []string
+			for _, p := range args {
+				abs, err := filepath.Abs(p)
+				if err != nil {
+					return err
+				}
+				var st syscall.Stat_t
+				if err := syscall.Lstat(abs, &st); err != nil {
+					return fmt.Errorf("%s: %w", p, err)
+				}
+				src := ""
+				best := -1
+				for _, m := range mounts {
+					if m.FsType != "fuse.cairn" {
+						continue
+					}
+					if abs == m.MountPoint || strings.HasPrefix(abs, strings.TrimSuffix(m.MountPoint, "/")+"/") {
+						if len(m.MountPoint) > best {
+							best, src = len(m.MountPoint), m.Source
+						}
+					}
+				}
+				if src == "" {
+					return fmt.Errorf("%s is not inside a mounted Cairn volume", p)
+				}
+				g := groups[src]
+				if g == nil {
+					g = &group{}
+					groups[src] = g
+					order = append(order, src)
+				}
+				ino := strconv.FormatUint(st.Ino, 10)
+				g.inos = append(g.inos, ino)
+				g.names = append(g.names, ino+"="+p)
+			}
+			sort.Strings(order)
+			var errs []error
+			for _, src := range order {
+				g := groups[src]
+				req := daemon.Request{Verb: "info", Args: g.inos, Flags: map[string]string{"names": strings.Join(g.names, "\x00")}}
+				if err := runAdmin(cmd.Context(), src, req, cmd.OutOrStdout()); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Print the version",
+		Example: "  cairn version",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "cairn %s\n", version)
+			return nil
+		},
+	}
+}
+
+var _ = os.Getpid

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// run executes the CLI in-process and returns its output and error.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func wantErr(t *testing.T, err error, substr string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want an error containing %q, got success", substr)
+	}
+	if !strings.Contains(err.Error(), substr) {
+		t.Fatalf("error %q does not contain %q", err, substr)
+	}
+}
+
+// dirSnapshot lists every file under dir with its size, to prove a failed
+// command changed nothing.
+func dirSnapshot(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() && !strings.HasSuffix(p, ".log") {
+			b.WriteString(p)
+			b.WriteString(" ")
+			b.WriteString(fi.ModTime().String())
+			b.WriteString("\n")
+		}
+		return nil
+	})
+	return b.String()
+}
+
+func TestFormatAndStatus(t *testing.T) {
+	dir := t.TempDir()
+	meta := "pebble://" + dir + "/meta"
+	out, err := run(t, "format", meta, "vol1")
+	if err != nil {
+		t.Fatalf("format: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "file://"+dir+"/data") {
+		t.Fatalf("default data dir not beside metadata:\n%s", out)
+	}
+	out, err = run(t, "status", meta)
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	for _, want := range []string{"vol1", "Block size", "Sessions"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run(t, "fsck", meta)
+	if err != nil {
+		t.Fatalf("fsck of a fresh volume: %v\n%s", err, out)
+	}
+	out, err = run(t, "gc", meta)
+	if err != nil || !strings.Contains(out, "0 orphans") {
+		t.Fatalf("gc of a fresh volume: %v\n%s", err, out)
+	}
+}
+
+func TestFormatRefusesExistingVolume(t *testing.T) {
+	dir := t.TempDir()
+	meta := "pebble://" + dir + "/meta"
+	if _, err := run(t, "format", meta, "first"); err != nil {
+		t.Fatal(err)
+	}
+	// Pebble rewrites its own files on every open, so compare the volume's
+	// logical state (status) and the data store's files.
+	before := dirSnapshot(t, dir+"/data")
+	statusBefore, _ := run(t, "status", meta)
+	_, err := run(t, "format", meta, "second")
+	wantErr(t, err, `already holds volume "first"`)
+	wantErr(t, err, "--force")
+	statusAfter, _ := run(t, "status", meta)
+	if after := dirSnapshot(t, dir+"/data"); after != before || statusAfter != statusBefore {
+		t.Fatalf("refused format changed the volume:\nbefore:\n%s%s\nafter:\n%s%s", before, statusBefore, after, statusAfter)
+	}
+	// A second volume must not take over the first one's data store.
+	_, err = run(t, "format", "--data", "file://"+dir+"/data", "pebble://"+dir+"/meta2", "third")
+	wantErr(t, err, `already belongs to volume "first"`)
+	if _, err := run(t, "format", "--force", meta, "second"); err != nil {
+		t.Fatalf("format --force: %v", err)
+	}
+	out, err := run(t, "status", meta)
+	if err != nil || !strings.Contains(out, "second") {
+		t.Fatalf("status after --force: %v\n%s", err, out)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown scheme", []string{"format", "redis://x/y", "v"}, `unknown scheme "redis"`},
+		{"relative pebble path", []string{"format", "pebble://rel/path", "v"}, "pebble:///absolute/path"},
+		{"no scheme", []string{"status", "/var/lib/x"}, "no scheme"},
+		{"bad data url", []string{"format", "--data", "s4://b", "pebble://" + dir + "/m", "v"}, `unknown scheme "s4"`},
+		{"bad block size", []string{"format", "--block-size", "3M", "pebble://" + dir + "/m2", "v"}, "block size"},
+		{"unformatted", []string{"status", "pebble://" + dir + "/empty"}, "holds no Cairn volume"},
+		{"missing mountpoint", []string{"mount", "pebble://" + dir + "/m3", dir + "/nope"}, "does not exist"},
+		{"mountpoint is a file", []string{"mount", "pebble://" + dir + "/m3", "/etc/hostname"}, "not a directory"},
+		{"mount unknown scheme", []string{"mount", "etcd://x", dir}, "unknown scheme"},
+		{"umount non-mount", []string{"umount", dir}, "not a mount point"},
+		{"info outside cairn", []string{"info", "/etc/hostname"}, "not inside a mounted Cairn volume"},
+		{"missing args", []string{"format", "pebble:///x"}, "accepts 2 arg"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := run(t, c.args...)
+			wantErr(t, err, c.want)
+		})
+	}
+	if _, err := os.Stat(dir + "/m2/MANIFEST-000001"); err == nil {
+		t.Errorf("a refused format left metadata behind")
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for _, c := range newRootCommand().Commands() {
+		if c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		if c.Example == "" {
+			t.Errorf("%s --help has no example", c.Name())
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]uint64{"4096": 4096, "64K": 64 << 10, "4M": 4 << 20, "1g": 1 << 30, "2TiB": 2 << 40} {
+		got, err := parseSize(in)
+		if err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if _, err := parseSize("x12"); err == nil {
+		t.Error("parseSize accepted garbage")
+	}
+}

@@ -1,0 +1,337 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests drive the real binary: format, mount -d (a real FUSE mount),
+// real programs on the mount, admin verbs while mounted, kill -9.
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+func cairnBinary(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end mounts need root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cairn-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "cairn")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// cairn runs the binary and fails the test on error.
+func cairn(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := cairnErr(t, args...)
+	if err != nil {
+		t.Fatalf("cairn %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func cairnErr(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	c := exec.Command(cairnBinary(t), args...)
+	out, err := c.CombinedOutput()
+	return string(out), err
+}
+
+func sh(t *testing.T, dir, script string) string {
+	t.Helper()
+	c := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	c.Dir = dir
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	return string(out)
+}
+
+type e2eVolume struct {
+	dir, meta, mnt string
+}
+
+func newE2EVolume(t *testing.T) *e2eVolume {
+	t.Helper()
+	dir := t.TempDir()
+	v := &e2eVolume{dir: dir, meta: "pebble://" + dir + "/meta", mnt: filepath.Join(dir, "mnt")}
+	if err := os.Mkdir(v.mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cairn(t, "format", v.meta, "e2e")
+	return v
+}
+
+// mount mounts in the background and registers an unmount at cleanup.
+func (v *e2eVolume) mount(t *testing.T) {
+	t.Helper()
+	cairn(t, "mount", "-d", "-o", "allow_other", "--log", v.dir+"/mount.log", v.meta, v.mnt)
+	t.Cleanup(func() { v.unmount(t) })
+}
+
+func (v *e2eVolume) unmount(t *testing.T) {
+	if _, ok := mountedAt(v.mnt); !ok {
+		return
+	}
+	var out string
+	var err error
+	for i := 0; i < 50; i++ {
+		if out, err = cairnErr(t, "umount", v.mnt); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("umount: %v\n%s", err, out)
+	_ = syscall.Unmount(v.mnt, syscall.MNT_DETACH)
+}
+
+func mountedAt(p string) (string, bool) {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 && f[4] == p {
+			return l, true
+		}
+	}
+	return "", false
+}
+
+func treeSums(t *testing.T, root string) map[string]string {
+	t.Helper()
+	sums := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sums[rel] = fmt.Sprintf("%x", sha256.Sum256(b))
+		} else if d.Type()&fs.ModeSymlink != 0 {
+			l, _ := os.Readlink(p)
+			sums[rel] = "link:" + l
+		} else if d.IsDir() {
+			sums[rel] = "dir"
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sums
+}
+
+func sameTrees(t *testing.T, a, b map[string]string) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("trees differ in size: %d vs %d entries", len(a), len(b))
+	}
+	for k, v := range a {
+		if b[k] != v {
+			t.Fatalf("%s differs: %s vs %s", k, v, b[k])
+		}
+	}
+}
+
+func TestE2EWorkloads(t *testing.T) {
+	v := newE2EVolume(t)
+	v.mount(t)
+	src, _ := filepath.Abs("../..")
+	srcTree := filepath.Join(src, "internal")
+	want := treeSums(t, srcTree)
+
+	// Copy a source tree in; identical bytes.
+	sh(t, v.mnt, "cp -a "+srcTree+" tree")
+	sameTrees(t, want, treeSums(t, filepath.Join(v.mnt, "tree")))
+
+	// git init && commit on the mount.
+	if _, err := exec.LookPath("git"); err == nil {
+		out := sh(t, filepath.Join(v.mnt, "tree"), `git init -q . && git -c user.email=t@e -c user.name=t add -A && git -c user.email=t@e -c user.name=t commit -qm init && git fsck --strict 2>&1 && git status --porcelain | wc -l`)
+		if !strings.HasSuffix(strings.TrimSpace(out), "0") {
+			t.Fatalf("git status not clean after commit:\n%s", out)
+		}
+	}
+
+	// SQLite database with transactions and an integrity check.
+	if _, err := exec.LookPath("sqlite3"); err == nil {
+		out := sh(t, v.mnt, `sqlite3 db.sqlite "create table t(a integer primary key, b text); with recursive c(x) as (select 1 union all select x+1 from c where x<20000) insert into t select x, hex(randomblob(40)) from c; update t set b = 'x' where a % 7 = 0; delete from t where a % 11 = 0; pragma integrity_check; select count(*) from t;"`)
+		if !strings.Contains(out, "ok") || !strings.Contains(out, "18182") {
+			t.Fatalf("sqlite3: %s", out)
+		}
+	}
+
+	// tar out and back.
+	local := t.TempDir()
+	sh(t, v.mnt, "tar cf "+local+"/out.tar tree && mkdir -p "+local+"/x && tar xf "+local+"/out.tar -C "+local+"/x")
+	sameTrees(t, treeSums(t, filepath.Join(v.mnt, "tree")), treeSums(t, filepath.Join(local, "x", "tree")))
+	sh(t, v.mnt, "mkdir back && tar xf "+local+"/out.tar -C back")
+	sameTrees(t, treeSums(t, filepath.Join(local, "x", "tree")), treeSums(t, filepath.Join(v.mnt, "back", "tree")))
+
+	// Admin verbs while mounted reach the mount process.
+	st := cairn(t, "status", v.meta)
+	if !strings.Contains(st, v.mnt) {
+		t.Fatalf("status does not list the mount's session:\n%s", st)
+	}
+	info := cairn(t, "info", filepath.Join(v.mnt, "db.sqlite"))
+	if !strings.Contains(info, "slice ") || !strings.Contains(info, "chunks/") {
+		t.Fatalf("info shows no slices/objects:\n%s", info)
+	}
+	cairn(t, "fsck", v.meta)
+	gc := cairn(t, "gc", v.meta)
+	if !strings.Contains(gc, " 0 orphans") {
+		t.Fatalf("gc found orphans on a healthy mounted volume:\n%s", gc)
+	}
+
+	// A second mount of the embedded volume is refused, naming the holder.
+	other := filepath.Join(v.dir, "mnt2")
+	os.Mkdir(other, 0o755)
+	out, err := cairnErr(t, "mount", "-d", v.meta, other)
+	if err == nil || !strings.Contains(out, "in use by cairn pid") || !strings.Contains(out, v.mnt) {
+		t.Fatalf("second mount: err=%v\n%s", err, out)
+	}
+	// The busy mountpoint is refused too.
+	out, err = cairnErr(t, "mount", "-d", v.meta, v.mnt)
+	if err == nil || !strings.Contains(out, "busy") {
+		t.Fatalf("mount on a busy mountpoint: err=%v\n%s", err, out)
+	}
+
+	v.unmount(t)
+	// After unmount the admin verbs open the volume directly.
+	cairn(t, "fsck", v.meta)
+}
+
+func TestE2EKill9(t *testing.T) {
+	v := newE2EVolume(t)
+	bin := cairnBinary(t)
+	start := func() *exec.Cmd {
+		c := exec.Command(bin, "mount", v.meta, v.mnt)
+		logf, _ := os.OpenFile(v.dir+"/fg.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		c.Stdout, c.Stderr = logf, logf
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 100; i++ {
+			if _, ok := mountedAt(v.mnt); ok {
+				return c
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatal("mount did not appear")
+		return nil
+	}
+	c := start()
+	t.Cleanup(func() {
+		_ = syscall.Unmount(v.mnt, syscall.MNT_DETACH)
+	})
+
+	// Fsynced data must survive.
+	synced := make([]byte, 9<<20)
+	rand.Read(synced)
+	f, err := os.Create(filepath.Join(v.mnt, "synced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(synced); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := os.Open(v.mnt)
+	d.Sync()
+	d.Close()
+	// An unfinished write: large, never flushed, open at the kill.
+	g, err := os.Create(filepath.Join(v.mnt, "unfinished"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := make([]byte, 1<<20)
+	for i := 0; i < 24; i++ {
+		if _, err := g.Write(junk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // let full blocks upload
+	if err := c.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.Wait()
+	g.Close()
+	f.Close()
+	if err := syscall.Unmount(v.mnt, syscall.MNT_DETACH); err != nil {
+		t.Fatalf("detaching the dead mount: %v", err)
+	}
+
+	// Admin verbs work on the volume of the dead process.
+	fsck := cairn(t, "fsck", v.meta)
+	t.Logf("fsck after kill -9:\n%s", fsck)
+	gc := cairn(t, "gc", v.meta)
+	t.Logf("gc after kill -9:\n%s", gc)
+	if !strings.Contains(gc, "orphan chunks/") {
+		t.Errorf("gc found no orphans of the unfinished write:\n%s", gc)
+	}
+	cairn(t, "gc", "--delete", v.meta)
+	cairn(t, "fsck", v.meta)
+
+	c = start()
+	got, err := os.ReadFile(filepath.Join(v.mnt, "synced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, synced) {
+		t.Fatal("fsynced data did not survive kill -9")
+	}
+	c.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("clean shutdown on SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		c.Process.Kill()
+		t.Fatal("mount process did not exit on SIGTERM")
+	}
+	if _, ok := mountedAt(v.mnt); ok {
+		t.Fatal("SIGTERM left the mount in place")
+	}
+	cairn(t, "fsck", v.meta)
+	_ = io.EOF
+}

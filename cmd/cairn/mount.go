@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairnfs/cairn/internal/daemon"
+)
+
+// readyFDEnv names the environment variable that tells a daemonized mount
+// process which file descriptor to report readiness on.
+const readyFDEnv = "CAIRN_READY_FD"
+
+func newMountCommand() *cobra.Command {
+	var (
+		background                            bool
+		logFile                               string
+		opts                                  []string
+		allowOther                            bool
+		readOnly                              bool
+		debug                                 bool
+		cacheMem                              string
+		bufferSize                            string
+		attrTimeout, entryTimeout, negTimeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "mount [-d] [--log FILE] [options] META-URL MOUNTPOINT",
+		Short: "Mount a volume with FUSE",
+		Long: `Mount the volume at META-URL on MOUNTPOINT. Runs in the foreground until
+unmounted or interrupted (SIGINT/SIGTERM flush buffered writes, then unmount).
+With -d it starts in the background and returns once the mount is ready.
+
+While mounted, admin commands (status, info, fsck, gc) reach the volume
+through the mount process.`,
+		Example: `  cairn mount -d pebble:///var/lib/cairn/meta /mnt/cairn
+  cairn mount -o allow_other --cache-mem 1G pebble:///var/lib/cairn/meta /mnt/cairn`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			metaURL, mp := args[0], args[1]
+			if _, err := daemon.ParseMetaURL(metaURL); err != nil {
+				return err
+			}
+			abs, err := daemon.CheckMountPoint(mp)
+			if err != nil {
+				return err
+			}
+			if background {
+				return daemonize(cmd, logFile, abs)
+			}
+			var extra []string
+			for _, o := range opts {
+				for _, p := range strings.Split(o, ",") {
+					switch p {
+					case "":
+					case "allow_other":
+						allowOther = true
+					case "ro":
+						readOnly = true
+					default:
+						extra = append(extra, p)
+					}
+				}
+			}
+			cm, err := parseSize(cacheMem)
+			if err != nil {
+				return fmt.Errorf("--cache-mem: %w", err)
+			}
+			bs, err := parseSize(bufferSize)
+			if err != nil {
+				return fmt.Errorf("--buffer-size: %w", err)
+			}
+			var logw io.Writer = os.Stderr
+			if logFile != "" && os.Getenv(readyFDEnv) == "" {
+				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return fmt.Errorf("--log: %w", err)
+				}
+				defer f.Close()
+				logw = f
+			}
+			level := slog.LevelInfo
+			if debug {
+				level = slog.LevelDebug
+			}
+			log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
+			ready := readyReporter()
+			mo := daemon.MountOptions{
+				Volume:     daemon.VolumeOptions{MetaURL: metaURL, ReadOnly: readOnly, CacheMem: int64(cm), BufferLimit: int64(bs)},
+				MountPoint: abs,
+				Version:    version,
+				Logger:     log,
+				Ready:      func() { ready(nil) },
+			}
+			mo.Fuse.AllowOther = allowOther
+			mo.Fuse.AttrTimeout = attrTimeout
+			mo.Fuse.EntryTimeout = entryTimeout
+			mo.Fuse.NegativeTimeout = negTimeout
+			mo.Fuse.Debug = debug
+			mo.Fuse.ExtraOptions = extra
+			err = daemon.Mount(cmd.Context(), mo)
+			if err != nil {
+				ready(err)
+				log.Error("mount", "err", err)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVarP(&background, "daemon", "d", false, "run in the background; return once mounted")
+	f.StringVar(&logFile, "log", "", "log file (default: stderr; with -d: cairn-mount.log in the metadata directory)")
+	f.StringSliceVarP(&opts, "options", "o", nil, "mount options, comma separated (allow_other, ro, ...)")
+	f.BoolVar(&allowOther, "allow-other", false, "let other users access the mount (needed by multi-user tests)")
+	f.BoolVar(&readOnly, "read-only", false, "mount read-only")
+	f.BoolVar(&debug, "debug", false, "log every FUSE request")
+	f.StringVar(&cacheMem, "cache-mem", "256M", "memory block cache size")
+	f.StringVar(&bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
+	f.DurationVar(&attrTimeout, "attr-timeout", time.Second, "how long the kernel caches attributes")
+	f.DurationVar(&entryTimeout, "entry-timeout", time.Second, "how long the kernel caches names")
+	f.DurationVar(&negTimeout, "negative-timeout", 0, "how long the kernel caches failed lookups")
+	return cmd
+}
+
+// readyReporter returns the function a daemonized child calls once: nil
+// when mounted, or the error that stopped it.
+func readyReporter() func(error) {
+	fdStr := os.Getenv(readyFDEnv)
+	if fdStr == "" {
+		return func(error) {}
+	}
+	os.Unsetenv(readyFDEnv)
+	var fd int
+	fmt.Sscanf(fdStr, "%d", &fd)
+	f := os.NewFile(uintptr(fd), "ready")
+	done := false
+	return func(err error) {
+		if done || f == nil {
+			return
+		}
+		done = true
+		if err == nil {
+			fmt.Fprintln(f, "ok")
+		} else {
+			fmt.Fprintln(f, "error: "+err.Error())
+		}
+		f.Close()
+	}
+}
+
+// daemonize starts this command again in the background without -d and
+// waits until it reports that the mount is ready (or why it failed).
+func daemonize(cmd *cobra.Command, logFile, mountpoint string) error {
+	loc, _ := daemon.ParseMetaURL(cmd.Flags().Arg(0))
+	if logFile == "" {
+		if err := os.MkdirAll(loc.Path, 0o755); err == nil {
+			logFile = loc.Path + "/cairn-mount.log"
+		} else {
+			logFile = os.DevNull
+		}
+	}
+	lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("--log: %w", err)
+	}
+	defer lf.Close()
+	var args []string
+	for _, a := range os.Args[1:] {
+		if a == "-d" || a == "--daemon" || a == "--daemon=true" {
+			continue
+		}
+		args = append(args, a)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	c := exec.Command(exe, args...)
+	c.Env = append(os.Environ(), readyFDEnv+"=3")
+	c.Stdin = nil
+	c.Stdout = lf
+	c.Stderr = lf
+	c.ExtraFiles = []*os.File{pw}
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("starting the mount process: %w", err)
+	}
+	pw.Close()
+	line, _ := bufio.NewReader(pr).ReadString('\n')
+	line = strings.TrimSpace(line)
+	pid := c.Process.Pid
+	_ = c.Process.Release()
+	switch {
+	case line == "ok":
+		fmt.Fprintf(cmd.OutOrStdout(), "mounted %s at %s (pid %d, log %s)\n", loc.URL, mountpoint, pid, logFile)
+		return nil
+	case strings.HasPrefix(line, "error: "):
+		return errors.New(strings.TrimPrefix(line, "error: "))
+	default:
+		return fmt.Errorf("the mount process (pid %d) exited before the mount was ready; see %s", pid, logFile)
+	}
+}
+
+func newUmountCommand() *cobra.Command {
+	var lazy bool
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "umount MOUNTPOINT",
+		Short: "Unmount a Cairn volume and wait for its mount process to finish",
+		Long: `Unmount a Cairn volume. Fails while files are in use unless --lazy is given.
+Waits until the mount process has flushed everything and exited, so the
+volume can be used by another command right after.`,
+		Example: "  cairn umount /mnt/cairn",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			abs, err := absPath(args[0])
+			if err != nil {
+				return err
+			}
+			src, ok := daemon.MountedAt(abs)
+			if !ok {
+				return fmt.Errorf("%s is not a mount point", abs)
+			}
+			pid := 0
+			if loc, err := daemon.ParseMetaURL(src); err == nil {
+				if h, err := daemon.QueryHolder(loc); err == nil && h.MountPoint == abs {
+					pid = h.Pid
+				}
+			}
+			flags := 0
+			if lazy {
+				flags = syscall.MNT_DETACH
+			}
+			if err := syscall.Unmount(abs, flags); err != nil {
+				if errors.Is(err, syscall.EBUSY) {
+					return fmt.Errorf("%s is busy: files or directories inside it are in use (close them, or use --lazy)", abs)
+				}
+				return fmt.Errorf("unmount %s: %w", abs, err)
+			}
+			if pid == 0 {
+				return nil
+			}
+			deadline := time.Now().Add(wait)
+			for time.Now().Before(deadline) {
+				if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+					return nil
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			return fmt.Errorf("unmounted %s, but its mount process (pid %d) is still running after %s", abs, pid, wait)
+		},
+	}
+	cmd.Flags().BoolVar(&lazy, "lazy", false, "detach now even if busy; finish when no longer in use")
+	cmd.Flags().DurationVar(&wait, "wait", time.Minute, "how long to wait for the mount process to exit")
+	return cmd
+}

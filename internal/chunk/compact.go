@@ -1,0 +1,62 @@
+package chunk
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cairnfs/cairn/internal/base"
+)
+
+// Compact reads the chunk range covered by slices (from the lowest Pos to
+// the highest Pos+Len, holes and ID-0 slices included as zeros) and stores
+// it as the new slice newID. It returns the reference that replaces slices:
+// Pos = lowest Pos, ID = newID, Off = 0, Len = Size = range length. The
+// caller commits it through meta (replacing exactly the slices it passed)
+// and deletes the new slice with DeleteSlice if that commit fails. On error
+// Compact deletes the blocks it wrote. Its memory use is bounded by
+// Options.UploadConcurrency blocks; it does not count against BufferLimit.
+func (s *Store) Compact(ctx context.Context, slices []base.Slice, newID uint64) (base.Slice, error) {
+	if newID == 0 {
+		return base.Slice{}, fmt.Errorf("chunk: compact into slice id 0: %w", base.ErrInvalid)
+	}
+	lo, hi := uint64(base.ChunkSize), uint64(0)
+	for _, sl := range slices {
+		if sl.Len == 0 {
+			continue
+		}
+		lo = min(lo, uint64(sl.Pos))
+		hi = max(hi, uint64(sl.Pos)+uint64(sl.Len))
+	}
+	if hi <= lo {
+		return base.Slice{}, fmt.Errorf("chunk: compact: no data in %d slices: %w", len(slices), base.ErrInvalid)
+	}
+	if hi > base.ChunkSize {
+		return base.Slice{}, fmt.Errorf("chunk: compact: slices end at %d, past the chunk: %w", hi, base.ErrIO)
+	}
+	size := uint32(hi - lo)
+	bs := s.opts.BlockSize
+	n := s.numBlocks(size)
+	errs := make([]error, n)
+	parallel(n, s.opts.UploadConcurrency, func(i int) {
+		if ctx.Err() != nil {
+			errs[i] = ctx.Err()
+			return
+		}
+		blen := s.blockLen(size, i)
+		buf := make([]byte, blen, EncodedLen(blen))
+		if _, err := s.ReadChunk(ctx, slices, uint32(lo)+uint32(i*bs), buf); err != nil {
+			errs[i] = err
+			return
+		}
+		errs[i] = s.putBlock(ctx, BlockKey(newID, i, blen), buf)
+	})
+	for _, err := range errs {
+		if err != nil {
+			if derr := s.DeleteSlice(context.WithoutCancel(ctx), newID, size); derr != nil {
+				s.log.Warn("compact: deleting partial slice", "slice", newID, "err", derr)
+			}
+			return base.Slice{}, fmt.Errorf("chunk: compact into slice %d: %w", newID, err)
+		}
+	}
+	return base.Slice{Pos: uint32(lo), ID: newID, Size: size, Off: 0, Len: size}, nil
+}

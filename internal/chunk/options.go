@@ -1,0 +1,92 @@
+package chunk
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/cairnfs/cairn/internal/base"
+)
+
+// Defaults of Options.
+const (
+	DefaultBlockSize         = 4 << 20
+	DefaultBufferLimit       = 256 << 20
+	DefaultUploadConcurrency = 16
+	DefaultReadAhead         = 2
+	DefaultReadConcurrency   = 8
+	DefaultMaxChunkSlices    = 32
+
+	// MinBlockSize is the smallest block size accepted.
+	MinBlockSize = 4 << 10
+)
+
+// Options configures a Store. The zero value of every field means its
+// default; Validate fills them in and rejects impossible values.
+type Options struct {
+	// BlockSize is the size of every block object but the last of a slice
+	// (the volume's block size). It must be the same for every client of a
+	// volume, since readers derive block keys from it. Default 4 MiB; at
+	// least MinBlockSize, at most base.ChunkSize.
+	BlockSize int
+	// BufferLimit bounds the bytes buffered by all Writers of the Store that
+	// are not yet uploaded. Writes block (honouring their context) while the
+	// bound would be exceeded. Default 256 MiB.
+	BufferLimit int64
+	// UploadConcurrency bounds the block uploads in flight for the whole
+	// Store (writes and compaction). Default 16.
+	UploadConcurrency int
+	// ReadConcurrency bounds the block fetches one ReadChunk call runs in
+	// parallel. Default 8.
+	ReadConcurrency int
+	// ReadAhead is the number of blocks a Reader prefetches ahead of a
+	// sequential reader. Default 2; negative disables read-ahead. Read-ahead
+	// needs a block cache (it fetches into the cache).
+	ReadAhead int
+	// MaxChunkSlices is the number of uncommitted slices one chunk of one
+	// Writer may have before Write flushes the Writer itself (so small
+	// scattered writes are committed and compacted instead of piling up).
+	// Default 32.
+	MaxChunkSlices int
+	// Logger receives checksum mismatches and background upload failures.
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+// Validate fills in defaults and checks the options.
+func (o *Options) Validate() error {
+	if o.BlockSize == 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.BlockSize < MinBlockSize || o.BlockSize > base.ChunkSize {
+		return fmt.Errorf("chunk: block size %d outside [%d, %d]: %w",
+			o.BlockSize, MinBlockSize, base.ChunkSize, base.ErrInvalid)
+	}
+	if o.BufferLimit == 0 {
+		o.BufferLimit = DefaultBufferLimit
+	}
+	if o.BufferLimit < 0 {
+		return fmt.Errorf("chunk: negative buffer limit %d: %w", o.BufferLimit, base.ErrInvalid)
+	}
+	if o.UploadConcurrency == 0 {
+		o.UploadConcurrency = DefaultUploadConcurrency
+	}
+	if o.ReadConcurrency == 0 {
+		o.ReadConcurrency = DefaultReadConcurrency
+	}
+	if o.UploadConcurrency < 0 || o.ReadConcurrency < 0 {
+		return fmt.Errorf("chunk: negative concurrency: %w", base.ErrInvalid)
+	}
+	if o.ReadAhead == 0 {
+		o.ReadAhead = DefaultReadAhead
+	}
+	if o.MaxChunkSlices == 0 {
+		o.MaxChunkSlices = DefaultMaxChunkSlices
+	}
+	if o.MaxChunkSlices < 0 {
+		return fmt.Errorf("chunk: negative MaxChunkSlices: %w", base.ErrInvalid)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}

@@ -1,0 +1,241 @@
+package chunk
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/cairnfs/cairn/internal/base"
+)
+
+// piece is a run of chunk positions served by one slice reference (or by
+// zeros, when ref.ID == 0).
+type piece struct {
+	pos, end uint64 // chunk positions [pos, end)
+	ref      base.Slice
+}
+
+// resolve paints [a, b) with the slices, newest (last) first, and returns
+// the pieces served by slices with a non-zero id. Positions not in any
+// returned piece read as zeros. It rejects references that cannot be valid.
+func resolve(slices []base.Slice, a, b uint64) ([]piece, error) {
+	type span struct{ a, b uint64 }
+	open := []span{{a, b}}
+	var out []piece
+	for i := len(slices) - 1; i >= 0 && len(open) > 0; i-- {
+		s := slices[i]
+		lo, hi := uint64(s.Pos), uint64(s.Pos)+uint64(s.Len)
+		if s.Len == 0 {
+			continue
+		}
+		if hi > base.ChunkSize || (s.ID != 0 && uint64(s.Off)+uint64(s.Len) > uint64(s.Size)) {
+			return nil, fmt.Errorf("chunk: invalid slice reference %+v: %w", s, base.ErrIO)
+		}
+		var next []span
+		for _, sp := range open {
+			if hi <= sp.a || lo >= sp.b {
+				next = append(next, sp)
+				continue
+			}
+			x, y := max(lo, sp.a), min(hi, sp.b)
+			if sp.a < x {
+				next = append(next, span{sp.a, x})
+			}
+			if y < sp.b {
+				next = append(next, span{y, sp.b})
+			}
+			if s.ID != 0 {
+				out = append(out, piece{x, y, s})
+			}
+		}
+		open = next
+	}
+	return out, nil
+}
+
+// blockPart is the part of one block that a read copies.
+type blockPart struct {
+	key    string
+	length int // block length
+	boff   int // offset in the block
+	dst    int // offset in the destination
+	n      int // bytes
+}
+
+// blockParts splits pieces into per-block parts, relative to destination
+// start a.
+func (s *Store) blockParts(pieces []piece, a uint64) []blockPart {
+	bs := uint64(s.opts.BlockSize)
+	var parts []blockPart
+	for _, pc := range pieces {
+		so := uint64(pc.ref.Off) + (pc.pos - uint64(pc.ref.Pos)) // slice offset
+		dst := pc.pos - a
+		for left := pc.end - pc.pos; left > 0; {
+			idx := so / bs
+			boff := so % bs
+			n := min(left, bs-boff)
+			blen := s.blockLen(pc.ref.Size, int(idx))
+			parts = append(parts, blockPart{
+				key: BlockKey(pc.ref.ID, int(idx), blen), length: blen,
+				boff: int(boff), dst: int(dst), n: int(n),
+			})
+			so += n
+			dst += n
+			left -= n
+		}
+	}
+	return parts
+}
+
+// ReadChunk fills p with the content of one chunk from position pos, as
+// described by slices (the chunk's slice list, oldest first; later entries
+// win where they overlap). Holes and ID-0 slices read as zeros. It reads
+// min(len(p), base.ChunkSize-pos) bytes and returns that count, or an
+// error: a block whose checksum does not match wraps base.ErrChecksum, a
+// missing block wraps base.ErrIO; on error the content of p is undefined.
+// The caller clamps p to the file length and splits reads at chunk
+// boundaries. ReadChunk sees only committed data: what the slices reference.
+// Blocks spanned by the read are fetched concurrently. It does no
+// read-ahead; use a Reader for that. slices is not retained or modified.
+func (s *Store) ReadChunk(ctx context.Context, slices []base.Slice, pos uint32, p []byte) (int, error) {
+	if uint64(pos) >= base.ChunkSize {
+		return 0, nil
+	}
+	p = p[:min(len(p), base.ChunkSize-int(pos))]
+	a, b := uint64(pos), uint64(pos)+uint64(len(p))
+	pieces, err := resolve(slices, a, b)
+	if err != nil {
+		return 0, err
+	}
+	clear(p)
+	parts := s.blockParts(pieces, a)
+	if err := s.readParts(ctx, parts, p); err != nil {
+		return 0, err
+	}
+	s.st.bytesRead.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// readParts fetches the distinct blocks of parts concurrently and copies
+// the parts into p.
+func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	type blk struct {
+		key    string
+		length int
+		data   []byte
+		err    error
+	}
+	var blocks []*blk
+	byKey := make(map[string]*blk, len(parts))
+	owner := make([]*blk, len(parts))
+	for i, pt := range parts {
+		b := byKey[pt.key]
+		if b == nil {
+			b = &blk{key: pt.key, length: pt.length}
+			byKey[pt.key] = b
+			blocks = append(blocks, b)
+		}
+		owner[i] = b
+	}
+	parallel(len(blocks), s.opts.ReadConcurrency, func(i int) {
+		b := blocks[i]
+		b.data, b.err = s.getBlock(ctx, b.key, b.length)
+	})
+	for _, b := range blocks {
+		if b.err != nil {
+			return b.err
+		}
+	}
+	for i, pt := range parts {
+		copy(p[pt.dst:pt.dst+pt.n], owner[i].data[pt.boff:pt.boff+pt.n])
+	}
+	return nil
+}
+
+// Reader reads chunks for one sequential stream (one open file handle) and
+// prefetches ahead of it. When consecutive reads continue where the
+// previous one ended, it fetches the next Options.ReadAhead blocks of the
+// same chunk into the block cache in the background; random reads trigger
+// nothing. Prefetches use a small global pool of slots and are skipped when
+// it is full, so they never delay foreground reads. Without a block cache
+// it behaves like Store.ReadChunk. It is safe for concurrent use, though
+// concurrent use by several streams defeats the detection.
+type Reader struct {
+	s *Store
+
+	mu      sync.Mutex
+	next    uint64 // file offset where the previous read ended
+	seq     int    // consecutive sequential reads
+	raChunk uint32 // chunk of raUpTo
+	raUpTo  uint64 // chunk position up to which prefetch was issued
+}
+
+// NewReader returns a Reader for one sequential stream.
+func (s *Store) NewReader() *Reader { return &Reader{s: s} }
+
+// ReadChunk is Store.ReadChunk for chunk index of the file (used only to
+// detect sequential access), plus read-ahead.
+func (r *Reader) ReadChunk(ctx context.Context, index uint32, slices []base.Slice, pos uint32, p []byte) (int, error) {
+	s := r.s
+	if s.cache == nil || s.opts.ReadAhead < 0 || uint64(pos) >= base.ChunkSize {
+		return s.ReadChunk(ctx, slices, pos, p)
+	}
+	off := uint64(index)*base.ChunkSize + uint64(pos)
+	end := uint64(pos) + uint64(min(len(p), base.ChunkSize-int(pos)))
+	r.mu.Lock()
+	if off == r.next && off != 0 {
+		r.seq++
+	} else {
+		r.seq = 0
+	}
+	r.next = uint64(index)*base.ChunkSize + end
+	var from, to uint64
+	if r.seq > 0 {
+		from = end
+		if r.raChunk == index && r.raUpTo > from {
+			from = r.raUpTo
+		}
+		to = min(end+uint64(s.opts.ReadAhead)*uint64(s.opts.BlockSize), base.ChunkSize)
+		if from < to {
+			r.raChunk, r.raUpTo = index, to
+		}
+	}
+	r.mu.Unlock()
+	if from < to {
+		s.prefetch(slices, from, to)
+	}
+	return s.ReadChunk(ctx, slices, pos, p)
+}
+
+// prefetch starts background fetches into the cache of the blocks serving
+// chunk positions [a, b), as long as read-ahead slots are free.
+func (s *Store) prefetch(slices []base.Slice, a, b uint64) {
+	pieces, err := resolve(slices, a, b)
+	if err != nil {
+		return
+	}
+	seen := make(map[string]bool)
+	for _, pt := range s.blockParts(pieces, a) {
+		if seen[pt.key] {
+			continue
+		}
+		seen[pt.key] = true
+		if _, ok := s.cacheGet(pt.key, pt.length); ok {
+			continue
+		}
+		select {
+		case s.raSem <- struct{}{}:
+		default:
+			return // busy: stay out of the way
+		}
+		s.st.prefetches.Add(1)
+		c := s.startFetch(context.Background(), pt.key, pt.length)
+		go func() {
+			<-c.done
+			<-s.raSem
+		}()
+	}
+}

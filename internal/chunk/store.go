@@ -1,0 +1,314 @@
+package chunk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/object"
+)
+
+// BlockCache caches verified block data by block key. It is safe for
+// concurrent use. Get returns data the caller must not modify; Put takes
+// ownership of data (chunk never modifies it afterwards). A cache may drop
+// entries at any time. Block keys are never reused for different content,
+// so a cache needs no invalidation for correctness.
+type BlockCache interface {
+	Get(key string) ([]byte, bool)
+	Put(key string, data []byte)
+}
+
+// BlockCacheDeleter is an optional ability of a BlockCache: DeleteSlice
+// drops the blocks of deleted slices from caches that implement it.
+type BlockCacheDeleter interface {
+	Delete(key string)
+}
+
+// syncer is object.Syncer, restated so the assertion is local.
+type syncer interface {
+	Sync(ctx context.Context) error
+}
+
+var _ syncer = object.Syncer(nil)
+
+// Store reads and writes slices of file content in an object store. It is
+// safe for concurrent use.
+type Store struct {
+	obj   object.Store
+	cache BlockCache // may be nil
+	opts  Options
+	log   *slog.Logger
+
+	upSem chan struct{} // upload slots (global)
+	raSem chan struct{} // read-ahead slots (global, try-acquire only)
+
+	sfMu     sync.Mutex
+	inflight map[string]*fetchCall
+
+	// Write buffer accounting: bytes copied into Writers and not yet
+	// uploaded, guarded by bufMu; bufWake is closed (and replaced) whenever
+	// bytes are released.
+	bufMu    sync.Mutex
+	buffered int64
+	peak     int64 // highest value of buffered
+	bufWake  chan struct{}
+
+	writersMu sync.Mutex
+	writers   map[*Writer]struct{}
+
+	st stats
+}
+
+type fetchCall struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+// New returns a Store over obj. cache may be nil (no caching; then
+// read-ahead is off). opts is validated (defaults filled in).
+func New(obj object.Store, cache BlockCache, opts Options) (*Store, error) {
+	if obj == nil {
+		return nil, fmt.Errorf("chunk: nil object store: %w", base.ErrInvalid)
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return &Store{
+		obj:      obj,
+		cache:    cache,
+		opts:     opts,
+		log:      opts.Logger,
+		upSem:    make(chan struct{}, opts.UploadConcurrency),
+		raSem:    make(chan struct{}, max(opts.ReadAhead, 1)*2),
+		inflight: make(map[string]*fetchCall),
+		bufWake:  make(chan struct{}),
+		writers:  make(map[*Writer]struct{}),
+	}, nil
+}
+
+// Options returns the validated options in use.
+func (s *Store) Options() Options { return s.opts }
+
+// BlockSize returns the block size in use.
+func (s *Store) BlockSize() int { return s.opts.BlockSize }
+
+// blockLen returns the length of block index of a slice of size bytes.
+func (s *Store) blockLen(size uint32, index int) int {
+	bs := s.opts.BlockSize
+	return min(bs, int(size)-index*bs)
+}
+
+// numBlocks returns the number of blocks of a slice of size bytes.
+func (s *Store) numBlocks(size uint32) int {
+	return (int(size) + s.opts.BlockSize - 1) / s.opts.BlockSize
+}
+
+// getBlock returns the verified data of a block, from the cache or the
+// object store. Concurrent misses of one block share one fetch; the fetch
+// keeps running if ctx is cancelled, so other waiters (and the cache) still
+// get it. The returned slice must not be modified.
+func (s *Store) getBlock(ctx context.Context, key string, length int) ([]byte, error) {
+	if d, ok := s.cacheGet(key, length); ok {
+		s.st.cacheHits.Add(1)
+		return d, nil
+	}
+	s.st.cacheMisses.Add(1)
+	c := s.startFetch(ctx, key, length)
+	select {
+	case <-c.done:
+		return c.data, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Store) cacheGet(key string, length int) ([]byte, bool) {
+	if s.cache == nil {
+		return nil, false
+	}
+	d, ok := s.cache.Get(key)
+	return d, ok && len(d) == length
+}
+
+// startFetch joins or starts the fetch of key. The leader puts the result in
+// the cache before it leaves the in-flight table, so a caller that finds
+// neither an in-flight fetch nor a cache entry (checked under sfMu) really
+// has to fetch.
+func (s *Store) startFetch(ctx context.Context, key string, length int) *fetchCall {
+	s.sfMu.Lock()
+	if c := s.inflight[key]; c != nil {
+		s.sfMu.Unlock()
+		return c
+	}
+	if d, ok := s.cacheGet(key, length); ok {
+		s.sfMu.Unlock()
+		c := &fetchCall{done: make(chan struct{}), data: d}
+		close(c.done)
+		return c
+	}
+	c := &fetchCall{done: make(chan struct{})}
+	s.inflight[key] = c
+	s.sfMu.Unlock()
+	fctx := context.WithoutCancel(ctx)
+	go func() {
+		c.data, c.err = s.fetch(fctx, key, length)
+		if c.err == nil && s.cache != nil {
+			s.cache.Put(key, c.data)
+		}
+		s.sfMu.Lock()
+		delete(s.inflight, key)
+		s.sfMu.Unlock()
+		close(c.done)
+	}()
+	return c
+}
+
+// fetch reads and verifies one block object.
+func (s *Store) fetch(ctx context.Context, key string, length int) ([]byte, error) {
+	s.st.objectGets.Add(1)
+	obj, err := object.ReadAll(ctx, s.obj, key)
+	if err != nil {
+		if errors.Is(err, object.ErrNotFound) {
+			s.log.Error("block object missing", "key", key, "store", s.obj.String())
+			return nil, fmt.Errorf("chunk: block %s missing: %w: %w", key, base.ErrIO, err)
+		}
+		return nil, fmt.Errorf("chunk: get block %s: %w", key, err)
+	}
+	s.st.bytesFetched.Add(int64(len(obj)))
+	data, err := DecodeBlock(obj, length)
+	if err != nil {
+		s.st.checksumErrors.Add(1)
+		s.log.Error("block checksum mismatch", "key", key, "store", s.obj.String(), "err", err)
+		return nil, fmt.Errorf("chunk: block %s: %w", key, err)
+	}
+	return data, nil
+}
+
+// putBlock encodes data as a block object and stores it under key, holding
+// an upload slot. It may append the CRC table into data's spare capacity.
+func (s *Store) putBlock(ctx context.Context, key string, data []byte) error {
+	select {
+	case s.upSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.upSem }()
+	obj := EncodeBlock(data)
+	s.st.objectPuts.Add(1)
+	if err := s.obj.Put(ctx, key, obj); err != nil {
+		return fmt.Errorf("chunk: put block %s: %w", key, err)
+	}
+	s.st.bytesWritten.Add(int64(len(data)))
+	return nil
+}
+
+// SyncObjects makes every block uploaded so far durable, when the object
+// store implements object.Syncer (otherwise Put already is durable and this
+// does nothing). Writer.Flush does not sync; fsync calls Flush, then
+// SyncObjects, then syncs metadata, in that order.
+func (s *Store) SyncObjects(ctx context.Context) error {
+	if sy, ok := s.obj.(syncer); ok {
+		if err := sy.Sync(ctx); err != nil {
+			return fmt.Errorf("chunk: sync %s: %w", s.obj, err)
+		}
+	}
+	return nil
+}
+
+// DeleteSlice deletes every block object of slice id of size bytes and
+// drops them from the cache (if it implements BlockCacheDeleter). Blocks
+// already missing are fine, so it may be repeated. It tries every block
+// and returns the first error.
+func (s *Store) DeleteSlice(ctx context.Context, id uint64, size uint32) error {
+	if id == 0 {
+		return nil
+	}
+	del, _ := s.cache.(BlockCacheDeleter)
+	n := s.numBlocks(size)
+	errs := make([]error, n)
+	parallel(n, s.opts.UploadConcurrency, func(i int) {
+		key := BlockKey(id, i, s.blockLen(size, i))
+		if del != nil {
+			del.Delete(key)
+		}
+		s.st.objectDeletes.Add(1)
+		if err := s.obj.Delete(ctx, key); err != nil {
+			errs[i] = fmt.Errorf("chunk: delete block %s: %w", key, err)
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parallel runs fn(0..n-1) with at most limit running at once and waits.
+func parallel(n, limit int, fn func(i int)) {
+	if n == 1 || limit <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(i)
+		})
+	}
+	wg.Wait()
+}
+
+// Stats are cumulative counters of a Store (Buffered is a gauge).
+type Stats struct {
+	BytesWritten   int64 // data bytes uploaded in blocks (excl. CRC tables)
+	BytesRead      int64 // bytes returned by ReadChunk
+	BytesFetched   int64 // object bytes fetched from the object store
+	ObjectPuts     int64
+	ObjectGets     int64
+	ObjectDeletes  int64
+	CacheHits      int64
+	CacheMisses    int64
+	ChecksumErrors int64
+	Prefetches     int64 // blocks fetched by read-ahead
+	Buffered       int64 // bytes buffered in Writers, not yet uploaded
+	BufferedPeak   int64 // highest Buffered seen
+}
+
+type stats struct {
+	bytesWritten, bytesRead, bytesFetched  atomic.Int64
+	objectPuts, objectGets, objectDeletes  atomic.Int64
+	cacheHits, cacheMisses, checksumErrors atomic.Int64
+	prefetches                             atomic.Int64
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Store) Stats() Stats {
+	s.bufMu.Lock()
+	buffered, peak := s.buffered, s.peak
+	s.bufMu.Unlock()
+	return Stats{
+		BytesWritten:   s.st.bytesWritten.Load(),
+		BytesRead:      s.st.bytesRead.Load(),
+		BytesFetched:   s.st.bytesFetched.Load(),
+		ObjectPuts:     s.st.objectPuts.Load(),
+		ObjectGets:     s.st.objectGets.Load(),
+		ObjectDeletes:  s.st.objectDeletes.Load(),
+		CacheHits:      s.st.cacheHits.Load(),
+		CacheMisses:    s.st.cacheMisses.Load(),
+		ChecksumErrors: s.st.checksumErrors.Load(),
+		Prefetches:     s.st.prefetches.Load(),
+		Buffered:       buffered,
+		BufferedPeak:   peak,
+	}
+}

@@ -1,0 +1,549 @@
+package chunk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+)
+
+// Committer is the metadata side of a Writer, implemented by the caller
+// (vfs, over meta).
+type Committer interface {
+	// NewSliceID returns a fresh, never reused, non-zero slice id. It is
+	// called from background upload goroutines (with a context that is
+	// cancelled by Writer.Close), at most once per slice unless it fails.
+	NewSliceID(ctx context.Context) (uint64, error)
+	// CommitSlice appends s to the slice list of chunk chunkIndex of the
+	// file. It is called only from Writer.Flush (and from Write when it
+	// flushes by itself), one call at a time, in the order the slices were
+	// started, after every block of s is uploaded. After an error the same
+	// slice is committed again by the next Flush, so a commit that failed
+	// ambiguously may be repeated.
+	CommitSlice(ctx context.Context, chunkIndex uint32, s base.Slice) error
+}
+
+// ErrWriterClosed is returned by Write and Flush after Close.
+var ErrWriterClosed = fmt.Errorf("chunk: writer closed: %w", base.ErrBadFD)
+
+type blockState uint8
+
+const (
+	filling   blockState = iota // accepting writes
+	uploading                   // frozen, upload in flight
+	uploaded                    // in the object store; buffer released
+	failed                      // frozen, last upload failed; retried by Flush
+)
+
+// wblock is one block of a buffered slice. len(buf) is the number of bytes
+// written to it (writes within a slice are contiguous from its start).
+type wblock struct {
+	buf   []byte
+	n     int // data length, fixed when frozen
+	state blockState
+	done  chan struct{} // closed when the current upload attempt ends
+	err   error         // error of the last failed upload
+}
+
+// wslice is a slice being buffered: bytes [pos, pos+length) of one chunk.
+type wslice struct {
+	chunk  uint32
+	pos    uint32
+	length int
+	blocks []*wblock
+	sealed bool // no more writes; every block frozen
+
+	idMu sync.Mutex
+	id   uint64
+}
+
+func (ws *wslice) ensureID(ctx context.Context, c Committer) (uint64, error) {
+	ws.idMu.Lock()
+	defer ws.idMu.Unlock()
+	if ws.id != 0 {
+		return ws.id, nil
+	}
+	id, err := c.NewSliceID(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("chunk: new slice id: %w", err)
+	}
+	if id == 0 {
+		return 0, fmt.Errorf("chunk: committer returned slice id 0: %w", base.ErrIO)
+	}
+	ws.id = id
+	return id, nil
+}
+
+func (ws *wslice) ref() base.Slice {
+	ws.idMu.Lock()
+	defer ws.idMu.Unlock()
+	return base.Slice{Pos: ws.pos, ID: ws.id, Size: uint32(ws.length), Off: 0, Len: uint32(ws.length)}
+}
+
+// Writer buffers the writes of one file (one per open inode, shared by all
+// its handles) as slices, uploads their blocks and commits them. All methods
+// are safe for concurrent use; Write and Flush are meant to be serialised by
+// the caller per file (vfs holds a per-file lock) but need not be.
+//
+// Slices: a write that starts inside the not-yet-uploaded tail of the
+// chunk's open slice (at or after its last full block, at or before its
+// end) goes into it, overwriting or extending it; any other write seals the
+// open slice and starts a new one. Slices never span chunks. Each full
+// block is uploaded in the background as soon as it fills; the last,
+// partial block when the slice is sealed (Flush, a new slice in its chunk,
+// or memory pressure).
+//
+// Memory: bytes not yet uploaded count against Options.BufferLimit for the
+// whole Store. Write waits while the bound would be exceeded (a single write
+// larger than the bound waits until nothing else is buffered), and while it
+// waits it seals the oldest slices of the Writer holding the most unsealed
+// bytes so their uploads free memory.
+//
+// Auto-flush: when one chunk has more than Options.MaxChunkSlices
+// uncommitted slices, Write flushes the Writer itself (errors are logged and
+// left for the next Flush to report). Flushing idle files is the caller's
+// job: vfs flushes files whose last write is older than its flush interval.
+type Writer struct {
+	s      *Store
+	c      Committer
+	ctx    context.Context // uploads; cancelled by Close
+	cancel context.CancelFunc
+
+	uploads sync.WaitGroup
+	flushMu sync.Mutex // serialises Flush and Close
+
+	mu       sync.Mutex
+	pending  []*wslice          // uncommitted slices, in start order
+	open     map[uint32]*wslice // the open (unsealed) slice of each chunk
+	perChunk map[uint32]int     // uncommitted slices per chunk
+	unsealed int64              // bytes in filling blocks
+	closed   bool
+}
+
+// NewWriter returns a Writer committing through c. Close it when the file
+// is closed.
+func (s *Store) NewWriter(c Committer) *Writer {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Writer{
+		s: s, c: c, ctx: ctx, cancel: cancel,
+		open:     make(map[uint32]*wslice),
+		perChunk: make(map[uint32]int),
+	}
+	s.writersMu.Lock()
+	s.writers[w] = struct{}{}
+	s.writersMu.Unlock()
+	return w
+}
+
+// Write copies p into the buffer at file offset off. It returns once the
+// data is buffered (not uploaded, not visible to ReadChunk); it blocks while
+// the Store's buffer is full and then returns ctx's error if ctx ends. On
+// error a prefix of p may have been buffered. p is not retained.
+func (w *Writer) Write(ctx context.Context, off int64, p []byte) error {
+	if off < 0 {
+		return fmt.Errorf("chunk: write at negative offset %d: %w", off, base.ErrInvalid)
+	}
+	if off+int64(len(p)) > int64(math.MaxUint32+1)*base.ChunkSize {
+		return fmt.Errorf("chunk: write beyond the last chunk: %w", base.ErrFileTooBig)
+	}
+	bs := w.s.opts.BlockSize
+	flush := false
+	for len(p) > 0 {
+		idx, pos := uint32(off/base.ChunkSize), int(off%base.ChunkSize)
+		// At most one block per step, so back-pressure is fine-grained.
+		n := min(len(p), base.ChunkSize-pos, bs-pos%bs)
+		f, err := w.writeChunk(ctx, idx, uint32(pos), p[:n])
+		if err != nil {
+			return err
+		}
+		flush = flush || f
+		p, off = p[n:], off+int64(n)
+	}
+	if flush {
+		if err := w.Flush(ctx); err != nil {
+			w.s.log.Warn("auto-flush of a chunk with many slices failed; data stays buffered", "err", err)
+		}
+	}
+	return nil
+}
+
+// writeChunk writes p (within one chunk and one block-sized step) and
+// reports whether the chunk has too many uncommitted slices.
+func (w *Writer) writeChunk(ctx context.Context, idx, pos uint32, p []byte) (bool, error) {
+	s := w.s
+	if err := s.reserve(ctx, len(p)); err != nil {
+		return false, err
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		s.release(int64(len(p)))
+		return false, ErrWriterClosed
+	}
+	ws := w.open[idx]
+	if ws == nil || !w.fits(ws, pos) {
+		if ws != nil {
+			w.seal(ws)
+		}
+		ws = &wslice{chunk: idx, pos: pos}
+		w.pending = append(w.pending, ws)
+		w.open[idx] = ws
+		w.perChunk[idx]++
+	}
+	rel := int(pos - ws.pos)
+	growth := w.copyIn(ws, rel, p)
+	bs := s.opts.BlockSize
+	for i := rel / bs; i <= (rel+len(p)-1)/bs; i++ {
+		if b := ws.blocks[i]; b.state == filling && len(b.buf) == bs {
+			w.startUpload(ws, i)
+		}
+	}
+	many := w.perChunk[idx] > s.opts.MaxChunkSlices
+	w.mu.Unlock()
+	s.release(int64(len(p) - growth))
+	return many, nil
+}
+
+// fits reports whether a write at chunk position pos can go into ws: it
+// must start inside ws's unfrozen tail or at its end.
+func (w *Writer) fits(ws *wslice, pos uint32) bool {
+	if ws.sealed || pos < ws.pos {
+		return false
+	}
+	bs := w.s.opts.BlockSize
+	rel := int(pos - ws.pos)
+	return rel <= ws.length && rel >= ws.length/bs*bs
+}
+
+// copyIn copies p to offset rel of ws and returns how much ws grew.
+func (w *Writer) copyIn(ws *wslice, rel int, p []byte) int {
+	bs := w.s.opts.BlockSize
+	old := ws.length
+	for len(p) > 0 {
+		idx, boff := rel/bs, rel%bs
+		for len(ws.blocks) <= idx {
+			ws.blocks = append(ws.blocks, &wblock{})
+		}
+		b := ws.blocks[idx]
+		n := min(len(p), bs-boff)
+		if need := boff + n; need > len(b.buf) {
+			if need > cap(b.buf) {
+				c := max(need, 2*cap(b.buf), 16<<10)
+				if c >= bs {
+					c = EncodedLen(bs) // room to encode in place
+				}
+				nb := make([]byte, len(b.buf), c)
+				copy(nb, b.buf)
+				b.buf = nb
+			}
+			b.buf = b.buf[:need]
+		}
+		copy(b.buf[boff:], p[:n])
+		p, rel = p[n:], rel+n
+	}
+	ws.length = max(ws.length, rel)
+	growth := ws.length - old
+	w.unsealed += int64(growth)
+	return growth
+}
+
+// seal closes ws to writes and starts the upload of its unfrozen blocks.
+// Called with w.mu held.
+func (w *Writer) seal(ws *wslice) {
+	if ws.sealed {
+		return
+	}
+	ws.sealed = true
+	if w.open[ws.chunk] == ws {
+		delete(w.open, ws.chunk)
+	}
+	for i, b := range ws.blocks {
+		if b.state == filling {
+			w.startUpload(ws, i)
+		}
+	}
+}
+
+// startUpload freezes block i of ws (if still filling) and uploads it in
+// the background. Called with w.mu held.
+func (w *Writer) startUpload(ws *wslice, i int) {
+	if w.closed {
+		return
+	}
+	b := ws.blocks[i]
+	if b.state == filling {
+		b.n = len(b.buf)
+		w.unsealed -= int64(b.n)
+	}
+	b.state, b.err = uploading, nil
+	done := make(chan struct{})
+	b.done = done
+	data := b.buf[:b.n]
+	w.uploads.Add(1)
+	go func() {
+		defer w.uploads.Done()
+		err := w.uploadBlock(ws, i, data)
+		released := 0
+		w.mu.Lock()
+		if err == nil {
+			b.state, b.buf = uploaded, nil
+			released = b.n
+		} else {
+			b.state, b.err = failed, err
+		}
+		// Release before done: whoever waited for the upload sees the
+		// buffer accounting already updated.
+		w.s.release(int64(released))
+		close(done)
+		w.mu.Unlock()
+		if err != nil && w.ctx.Err() == nil {
+			w.s.log.Warn("block upload failed; Flush will retry", "chunk", ws.chunk, "block", i, "err", err)
+		}
+	}()
+}
+
+// uploadBlock uploads block i of ws, retrying a few times.
+func (w *Writer) uploadBlock(ws *wslice, i int, data []byte) error {
+	id, err := ws.ensureID(w.ctx, w.c)
+	if err != nil {
+		return err
+	}
+	key := BlockKey(id, i, len(data))
+	for attempt := 0; ; attempt++ {
+		err = w.s.putBlock(w.ctx, key, data)
+		if err == nil || attempt == 2 || w.ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(100 * time.Millisecond << attempt)
+		select {
+		case <-t.C:
+		case <-w.ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+}
+
+// Flush uploads every buffered block (retrying failed uploads), waits for
+// the uploads, then commits the slices through the Committer in the order
+// they were started, each exactly once on success. Writes made while Flush
+// runs go into new slices and are left for the next Flush.
+//
+// On error (an upload, a commit, or ctx) Flush returns it and stops at the
+// first slice it could not commit: the slices before it are committed, that
+// slice and the later ones stay buffered, and the next Flush retries them.
+// The error is never swallowed; the caller reports it (to fsync or close).
+// Flush does not make the objects durable on stores implementing
+// object.Syncer; see Store.SyncObjects.
+func (w *Writer) Flush(ctx context.Context) error {
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrWriterClosed
+	}
+	for _, ws := range w.open {
+		w.seal(ws)
+	}
+	list := slices.Clone(w.pending)
+	var waits []chan struct{}
+	for _, ws := range list {
+		for i, b := range ws.blocks {
+			if b.state == failed {
+				w.startUpload(ws, i)
+			}
+			if b.state == uploading {
+				waits = append(waits, b.done)
+			}
+		}
+	}
+	w.mu.Unlock()
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, ws := range list {
+		if err := w.uploadError(ws); err != nil {
+			return fmt.Errorf("chunk: upload of a slice of chunk %d: %w", ws.chunk, err)
+		}
+		ref := ws.ref()
+		if err := w.c.CommitSlice(ctx, ws.chunk, ref); err != nil {
+			return fmt.Errorf("chunk: commit slice %d to chunk %d: %w", ref.ID, ws.chunk, err)
+		}
+		w.mu.Lock()
+		if len(w.pending) > 0 && w.pending[0] == ws {
+			w.pending[0] = nil
+			w.pending = w.pending[1:]
+		}
+		if w.perChunk[ws.chunk]--; w.perChunk[ws.chunk] <= 0 {
+			delete(w.perChunk, ws.chunk)
+		}
+		w.mu.Unlock()
+	}
+	return nil
+}
+
+func (w *Writer) uploadError(ws *wslice) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, b := range ws.blocks {
+		if b.state != uploaded {
+			if b.err != nil {
+				return b.err
+			}
+			return errors.New("chunk: upload did not finish")
+		}
+	}
+	return nil
+}
+
+// Pending reports whether the Writer holds data not yet committed.
+func (w *Writer) Pending() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending) > 0
+}
+
+// Len returns the highest file offset covered by uncommitted data (the
+// end of the furthest pending slice), or 0 when nothing is pending. vfs
+// reports max(committed length, Len) as the size of a file being written.
+func (w *Writer) Len() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var n int64
+	for _, ws := range w.pending {
+		n = max(n, int64(ws.chunk)*base.ChunkSize+int64(ws.pos)+int64(ws.length))
+	}
+	return n
+}
+
+// Close discards whatever is still buffered (call Flush first and report
+// its error), stops the uploads in flight and releases the Writer's share of
+// the buffer. Blocks uploaded but never committed are left for gc. Close is
+// idempotent; Write and Flush fail with ErrWriterClosed afterwards.
+func (w *Writer) Close() {
+	w.s.writersMu.Lock()
+	delete(w.s.writers, w)
+	w.s.writersMu.Unlock()
+	w.cancel()
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	w.mu.Unlock()
+	w.uploads.Wait()
+	w.mu.Lock()
+	var n int64
+	for _, ws := range w.pending {
+		for _, b := range ws.blocks {
+			n += int64(len(b.buf))
+			b.buf = nil
+		}
+	}
+	w.pending, w.unsealed = nil, 0
+	clear(w.open)
+	clear(w.perChunk)
+	w.mu.Unlock()
+	w.s.release(n)
+}
+
+// sealOldest seals the oldest open slices until about half of the Writer's
+// unsealed bytes are on their way to the object store. Used under memory
+// pressure.
+func (w *Writer) sealOldest() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	target := w.unsealed / 2
+	for _, ws := range w.pending {
+		if !ws.sealed && w.unsealed > target {
+			w.seal(ws)
+		}
+	}
+}
+
+// reserve takes n bytes of the buffer budget, waiting while it would exceed
+// BufferLimit (unless nothing is buffered) and relieving pressure meanwhile.
+func (s *Store) reserve(ctx context.Context, n int) error {
+	for {
+		s.bufMu.Lock()
+		if s.buffered == 0 || s.buffered+int64(n) <= s.opts.BufferLimit {
+			s.buffered += int64(n)
+			s.peak = max(s.peak, s.buffered)
+			s.bufMu.Unlock()
+			return nil
+		}
+		wake := s.bufWake
+		s.bufMu.Unlock()
+		s.relieve()
+		t := time.NewTimer(time.Second)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+// release returns n bytes to the buffer budget and wakes waiters.
+func (s *Store) release(n int64) {
+	if n == 0 {
+		return
+	}
+	s.bufMu.Lock()
+	s.buffered -= n
+	close(s.bufWake)
+	s.bufWake = make(chan struct{})
+	s.bufMu.Unlock()
+}
+
+// relieve makes the Writer with the most unsealed bytes seal its oldest
+// slices, and every Writer retry its failed uploads.
+func (s *Store) relieve() {
+	s.writersMu.Lock()
+	ws := make([]*Writer, 0, len(s.writers))
+	for w := range s.writers {
+		ws = append(ws, w)
+	}
+	s.writersMu.Unlock()
+	var best *Writer
+	var most int64
+	for _, w := range ws {
+		w.mu.Lock()
+		n := w.unsealed
+		w.retryFailed()
+		w.mu.Unlock()
+		if n > most {
+			best, most = w, n
+		}
+	}
+	if best != nil {
+		best.sealOldest()
+	}
+}
+
+// retryFailed restarts failed uploads. Called with w.mu held.
+func (w *Writer) retryFailed() {
+	for _, ws := range w.pending {
+		for i, b := range ws.blocks {
+			if b.state == failed {
+				w.startUpload(ws, i)
+			}
+		}
+	}
+}

@@ -1,0 +1,310 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/object"
+)
+
+// ErrProblems is returned by fsck when it found inconsistencies, so the
+// command exits non-zero after printing them.
+var ErrProblems = fmt.Errorf("the volume has problems (listed above)")
+
+// RunAdmin runs one admin verb. It is used both in the process that opened
+// the volume itself and, through the control socket, in a mount process.
+func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
+	switch req.Verb {
+	case "status":
+		return Status(ctx, v, w)
+	case "info":
+		inos := make([]base.Ino, 0, len(req.Args))
+		for _, a := range req.Args {
+			n, err := strconv.ParseUint(a, 10, 64)
+			if err != nil {
+				return fmt.Errorf("info: bad inode number %q", a)
+			}
+			inos = append(inos, base.Ino(n))
+		}
+		return Info(ctx, v, inos, req.Flags["names"], w)
+	case "fsck":
+		return Fsck(ctx, v, w)
+	case "gc":
+		return GC(ctx, v, req.Flags["delete"] == "true", w)
+	}
+	return fmt.Errorf("unknown admin verb %q", req.Verb)
+}
+
+// Status prints settings, usage and sessions.
+func Status(ctx context.Context, v *Volume, w io.Writer) error {
+	s := v.Settings
+	u, err := v.Meta.Usage(ctx)
+	if err != nil {
+		return err
+	}
+	sf, err := v.Meta.StatFS(ctx)
+	if err != nil {
+		return err
+	}
+	sessions, err := v.Meta.ListSessions(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "Volume\t%s\n", s.Name)
+	fmt.Fprintf(tw, "UUID\t%s\n", s.UUID)
+	fmt.Fprintf(tw, "Format version\t%d\n", s.FormatVersion)
+	fmt.Fprintf(tw, "Created\t%s\n", s.Created.Format(time.RFC3339))
+	fmt.Fprintf(tw, "Metadata\t%s\n", v.Loc.URL)
+	fmt.Fprintf(tw, "Data\t%s\n", s.DataURL)
+	fmt.Fprintf(tw, "Block size\t%s\n", humanBytes(uint64(s.BlockSize)))
+	fmt.Fprintf(tw, "Chunk size\t%s\n", humanBytes(uint64(s.ChunkSize)))
+	capStr := "unlimited"
+	if s.Capacity > 0 {
+		capStr = humanBytes(s.Capacity)
+	}
+	fmt.Fprintf(tw, "Capacity\t%s\n", capStr)
+	fmt.Fprintf(tw, "Used\t%s (%d bytes)\n", humanBytes(u.Bytes), u.Bytes)
+	fmt.Fprintf(tw, "Inodes\t%d\n", u.Inodes)
+	fmt.Fprintf(tw, "Available\t%s, %d inodes\n", humanBytes(sf.AvailBytes), sf.AvailFiles)
+	tw.Flush()
+	fmt.Fprintf(w, "\nSessions (%d):\n", len(sessions))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ID\tHOST\tPID\tMOUNTPOINT\tSTARTED\tHEARTBEAT\tVERSION")
+	for _, se := range sessions {
+		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s ago\t%s\n", se.ID, se.Host, se.Pid, orDash(se.MountPoint),
+			se.Started.Format(time.RFC3339), time.Since(se.Heartbeat).Round(time.Second), se.Version)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// Info prints inode, chunks, slices and objects of each inode. names maps
+// inodes to the paths the user gave, as "ino=path" joined by NUL.
+func Info(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Writer) error {
+	paths := map[string]string{}
+	for _, kvp := range strings.Split(names, "\x00") {
+		if k, p, ok := strings.Cut(kvp, "="); ok {
+			paths[k] = p
+		}
+	}
+	for _, ino := range inos {
+		a, err := v.Meta.GetAttr(ctx, ino)
+		if err != nil {
+			return fmt.Errorf("inode %d: %w", ino, err)
+		}
+		if p := paths[strconv.FormatUint(uint64(ino), 10)]; p != "" {
+			fmt.Fprintf(w, "%s:\n", p)
+		}
+		fmt.Fprintf(w, "  inode: %d\n  type: %s\n  mode: %04o\n  uid: %d\n  gid: %d\n  nlink: %d\n  length: %d (%s)\n",
+			ino, a.Type, a.Mode, a.Uid, a.Gid, a.Nlink, a.Length, humanBytes(a.Length))
+		fmt.Fprintf(w, "  mtime: %s\n  ctime: %s\n", base.NsToTime(a.Mtime).Format(time.RFC3339Nano), base.NsToTime(a.Ctime).Format(time.RFC3339Nano))
+		if a.Type != base.TypeFile {
+			continue
+		}
+		chunks, err := v.Meta.Chunks(ctx, ino)
+		if err != nil {
+			return err
+		}
+		nslices, nobjs := 0, 0
+		for _, c := range chunks {
+			nslices += len(c.Slices)
+		}
+		fmt.Fprintf(w, "  chunks: %d\n  slices: %d\n", len(chunks), nslices)
+		for _, c := range chunks {
+			fmt.Fprintf(w, "  chunk %d (file offset %d):\n", c.Index, uint64(c.Index)*base.ChunkSize)
+			for _, s := range c.Slices {
+				if s.ID == 0 {
+					fmt.Fprintf(w, "    zeros pos=%d len=%d\n", s.Pos, s.Len)
+					continue
+				}
+				fmt.Fprintf(w, "    slice %d pos=%d off=%d len=%d size=%d\n", s.ID, s.Pos, s.Off, s.Len, s.Size)
+				for i, n := range blockLens(s.Size, v.Settings.BlockSize) {
+					fmt.Fprintf(w, "      %s\n", chunk.BlockKey(s.ID, i, n))
+					nobjs++
+				}
+			}
+		}
+		fmt.Fprintf(w, "  objects: %d\n", nobjs)
+	}
+	return nil
+}
+
+// blockLens returns the lengths of the blocks a slice of size bytes is
+// stored in.
+func blockLens(size uint32, blockSize int) []int {
+	var out []int
+	for rest := int(size); rest > 0; rest -= blockSize {
+		out = append(out, min(rest, blockSize))
+	}
+	return out
+}
+
+// Fsck checks the metadata invariants and that every block object that
+// metadata references exists with the right size.
+func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
+	start := time.Now()
+	problems, err := v.Meta.Check(ctx, false)
+	if err != nil {
+		return fmt.Errorf("metadata check: %w", err)
+	}
+	for _, p := range problems {
+		fmt.Fprintf(w, "metadata: %s ino=%d: %s\n", p.Kind, p.Ino, p.Detail)
+	}
+	type blk struct {
+		key  string
+		size int
+		use  meta.SliceUse
+	}
+	work := make(chan blk, 256)
+	var missing, checked atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range work {
+				info, err := v.Objects.Head(ctx, b.key)
+				checked.Add(1)
+				if err == nil && info.Size >= int64(b.size) {
+					continue
+				}
+				missing.Add(1)
+				mu.Lock()
+				if err != nil {
+					fmt.Fprintf(w, "data: object %s of inode %d chunk %d: %v\n", b.key, b.use.Ino, b.use.Chunk, err)
+				} else {
+					fmt.Fprintf(w, "data: object %s of inode %d chunk %d is %d bytes, want at least %d\n", b.key, b.use.Ino, b.use.Chunk, info.Size, b.size)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	seen := map[uint64]bool{}
+	nslices := 0
+	err = v.Meta.ForEachSlice(ctx, func(u meta.SliceUse) error {
+		if u.ID == 0 || seen[u.ID] {
+			return nil
+		}
+		seen[u.ID] = true
+		nslices++
+		for i, n := range blockLens(u.Size, v.Settings.BlockSize) {
+			select {
+			case work <- blk{key: chunk.BlockKey(u.ID, i, n), size: n, use: u}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	close(work)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "checked %d slices, %d objects in %s: %d metadata problems, %d missing objects\n",
+		nslices, checked.Load(), time.Since(start).Round(time.Millisecond), len(problems), missing.Load())
+	if len(problems) > 0 || missing.Load() > 0 {
+		return ErrProblems
+	}
+	return nil
+}
+
+// GC lists block objects that no metadata references (orphans of writes
+// that never committed, or of deletes that did not finish) and deletes
+// them with del. Slices being written by a live client of this volume are
+// never touched.
+func GC(ctx context.Context, v *Volume, del bool, w io.Writer) error {
+	live := map[uint64]bool{}
+	if err := v.Meta.ForEachSlice(ctx, func(u meta.SliceUse) error {
+		live[u.ID] = true
+		return nil
+	}); err != nil {
+		return err
+	}
+	pending := map[uint64]bool{}
+	pd, err := v.Meta.TakeDeletes(ctx, 1<<30)
+	if err != nil {
+		return err
+	}
+	for _, s := range pd {
+		pending[s.ID] = true
+	}
+	inflight := v.Meta.InFlightSlices()
+	var orphans []object.Info
+	var total, totalBytes, orphanBytes, skipped int64
+	err = v.Objects.List(ctx, "chunks/", func(info object.Info) bool {
+		total++
+		totalBytes += info.Size
+		id, _, _, perr := chunk.ParseBlockKey(info.Key)
+		if perr != nil {
+			fmt.Fprintf(w, "not a block object, left alone: %s\n", info.Key)
+			return true
+		}
+		if live[id] {
+			return true
+		}
+		if pending[id] || inflight[id] {
+			skipped++
+			return true
+		}
+		orphans = append(orphans, info)
+		orphanBytes += info.Size
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", v.Settings.DataURL, err)
+	}
+	sort.Slice(orphans, func(i, j int) bool { return orphans[i].Key < orphans[j].Key })
+	for _, o := range orphans {
+		fmt.Fprintf(w, "orphan %s (%d bytes)\n", o.Key, o.Size)
+	}
+	fmt.Fprintf(w, "%d objects (%s): %d referenced slices, %d orphans (%s), %d pending or in flight\n",
+		total, humanBytes(uint64(totalBytes)), len(live), len(orphans), humanBytes(uint64(orphanBytes)), skipped)
+	if !del {
+		if len(orphans) > 0 {
+			fmt.Fprintln(w, "run again with --delete to remove the orphans")
+		}
+		return nil
+	}
+	var deleted int
+	for _, o := range orphans {
+		if err := v.Objects.Delete(ctx, o.Key); err != nil {
+			return fmt.Errorf("deleting %s: %w (deleted %d of %d)", o.Key, err, deleted, len(orphans))
+		}
+		deleted++
+	}
+	fmt.Fprintf(w, "deleted %d orphan objects (%s)\n", deleted, humanBytes(uint64(orphanBytes)))
+	return nil
+}
+
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,197 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/cache"
+	"github.com/cairnfs/cairn/internal/chunk"
+)
+
+// The control socket lets admin commands reach a volume whose embedded
+// store is held by a mount process. Protocol: the client sends one JSON
+// Request line; the server answers with JSON reply lines: {"out": text}
+// chunks of the command's output, then one final {"done": true, "err":
+// message}.
+
+// Request is one admin request.
+type Request struct {
+	Verb  string            `json:"verb"`
+	Args  []string          `json:"args,omitempty"`
+	Flags map[string]string `json:"flags,omitempty"`
+}
+
+type reply struct {
+	Out  string `json:"out,omitempty"`
+	Done bool   `json:"done,omitempty"`
+	Err  string `json:"err,omitempty"`
+}
+
+// Holder describes the process serving a control socket.
+type Holder struct {
+	Pid        int    `json:"pid"`
+	Host       string `json:"host"`
+	MountPoint string `json:"mount_point"`
+}
+
+// AdminFunc runs an admin verb against an open volume, writing its output
+// to w.
+type AdminFunc func(ctx context.Context, v *Volume, req Request, w io.Writer) error
+
+// ControlServer serves admin requests for an open volume.
+type ControlServer struct {
+	ln     net.Listener
+	vol    *Volume
+	holder Holder
+	run    AdminFunc
+	log    *slog.Logger
+	wg     sync.WaitGroup
+}
+
+// ServeControl listens on the volume's control socket. A stale socket
+// file (from a process that died) is replaced; we hold the store lock, so
+// nobody else can be serving it.
+func ServeControl(vol *Volume, holder Holder, run AdminFunc) (*ControlServer, error) {
+	path := vol.Loc.SocketPath()
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	_ = os.Chmod(path, 0o600)
+	s := &ControlServer{ln: ln, vol: vol, holder: holder, run: run, log: vol.Log}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+func (s *ControlServer) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer c.Close()
+			s.serve(c)
+		}()
+	}
+}
+
+type replyWriter struct {
+	enc *json.Encoder
+	mu  sync.Mutex
+}
+
+func (w *replyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.enc.Encode(reply{Out: string(p)}); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (s *ControlServer) serve(c net.Conn) {
+	var req Request
+	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
+		return
+	}
+	enc := json.NewEncoder(c)
+	if req.Verb == "holder" {
+		b, _ := json.Marshal(s.holder)
+		_ = enc.Encode(reply{Out: string(b)})
+		_ = enc.Encode(reply{Done: true})
+		return
+	}
+	w := &replyWriter{enc: enc}
+	err := s.run(context.Background(), s.vol, req, w)
+	r := reply{Done: true}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	w.mu.Lock()
+	_ = enc.Encode(r)
+	w.mu.Unlock()
+}
+
+// Close stops serving and removes the socket.
+func (s *ControlServer) Close() error {
+	err := s.ln.Close()
+	s.wg.Wait()
+	_ = os.Remove(s.vol.Loc.SocketPath())
+	return err
+}
+
+// ErrRemote wraps an error reported by the process behind the socket.
+var ErrRemote = errors.New("remote")
+
+// CallControl sends req to the process holding loc and copies its output
+// to w. An error the command reported comes back as an error.
+func CallControl(loc MetaLocation, req Request, w io.Writer) error {
+	c, err := net.DialTimeout("unix", loc.SocketPath(), 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("cannot reach the process holding %s through %s: %w", loc.URL, loc.SocketPath(), err)
+	}
+	defer c.Close()
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bufio.NewReader(c))
+	for {
+		var r reply
+		if err := dec.Decode(&r); err != nil {
+			return fmt.Errorf("control socket %s: connection lost before the command finished: %w", loc.SocketPath(), err)
+		}
+		if r.Out != "" {
+			if _, err := io.WriteString(w, r.Out); err != nil {
+				return err
+			}
+		}
+		if r.Done {
+			if r.Err != "" {
+				return errors.New(r.Err)
+			}
+			return nil
+		}
+	}
+}
+
+// QueryHolder asks the process behind loc's socket who it is.
+func QueryHolder(loc MetaLocation) (Holder, error) {
+	var out stringsBuilder
+	if err := CallControl(loc, Request{Verb: "holder"}, &out); err != nil {
+		return Holder{}, err
+	}
+	var h Holder
+	err := json.Unmarshal([]byte(out.String()), &h)
+	return h, err
+}
+
+type stringsBuilder struct{ b []byte }
+
+func (s *stringsBuilder) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
+func (s *stringsBuilder) String() string              { return string(s.b) }
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func newMemCache(n int64) chunk.BlockCache { return cache.NewMemory(n) }

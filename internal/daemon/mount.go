@@ -1,0 +1,224 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/fuse"
+	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/vfs"
+)
+
+// MountOptions configures Mount.
+type MountOptions struct {
+	Volume     VolumeOptions
+	MountPoint string
+	Fuse       fuse.Options
+	// Version is recorded in the session.
+	Version string
+	// Ready is called once the file system is mounted and serving.
+	Ready  func()
+	Logger *slog.Logger
+}
+
+// CheckMountPoint verifies that mp exists, is a directory and is not
+// already a mount point.
+func CheckMountPoint(mp string) (string, error) {
+	abs, err := filepath.Abs(mp)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("mount point %s does not exist: create it with mkdir -p %s", abs, abs)
+		}
+		return "", fmt.Errorf("mount point %s: %w", abs, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("mount point %s is not a directory", abs)
+	}
+	if src, ok := MountedAt(abs); ok {
+		return "", fmt.Errorf("mount point %s is busy: %s is already mounted there (cairn umount %s first)", abs, src, abs)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return "", fmt.Errorf("no /dev/fuse on this machine (%v): load the fuse module (modprobe fuse) or give the container the device", err)
+	}
+	return abs, nil
+}
+
+// MountInfo is one line of /proc/self/mountinfo that matters to us.
+type MountInfo struct {
+	MountPoint string
+	FsType     string
+	Source     string
+}
+
+// Mounts lists the mounts of this mount namespace.
+func Mounts() ([]MountInfo, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []MountInfo
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 5 || len(fields) < sep+3 {
+			continue
+		}
+		out = append(out, MountInfo{MountPoint: unescapeMount(fields[4]), FsType: fields[sep+1], Source: unescapeMount(fields[sep+2])})
+	}
+	return out, sc.Err()
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &v); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// MountedAt reports what is mounted at path, if anything.
+func MountedAt(path string) (string, bool) {
+	ms, err := Mounts()
+	if err != nil {
+		return "", false
+	}
+	for _, m := range ms {
+		if m.MountPoint == path {
+			return m.Source, true
+		}
+	}
+	return "", false
+}
+
+// Mount opens the volume, mounts it and serves until SIGINT/SIGTERM or an
+// external unmount; then it flushes, unmounts and closes everything.
+func Mount(ctx context.Context, o MountOptions) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	mp, err := CheckMountPoint(o.MountPoint)
+	if err != nil {
+		return err
+	}
+	o.Volume.Logger = log
+	vol, err := OpenVolume(ctx, o.Volume)
+	if err != nil {
+		return err
+	}
+	defer vol.Close()
+	host, _ := os.Hostname()
+	if _, err := vol.Meta.NewSession(ctx, meta.SessionInfo{
+		Host: host, Pid: os.Getpid(), MountPoint: mp, Version: o.Version, Started: time.Now(),
+	}); err != nil {
+		return fmt.Errorf("registering session: %w", err)
+	}
+	defer func() {
+		if err := vol.Meta.CloseSession(context.Background()); err != nil {
+			log.Warn("closing session", "err", err)
+		}
+	}()
+	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{Logger: log, ReadOnly: o.Volume.ReadOnly})
+	fo := o.Fuse
+	fo.FsName = vol.Loc.URL
+	fo.Logger = log
+	fo.ReadOnly = o.Volume.ReadOnly
+	srv, err := fuse.Mount(v, mp, fo)
+	if err != nil {
+		_ = v.Close(context.Background())
+		return err
+	}
+	ctl, err := ServeControl(vol, Holder{Pid: os.Getpid(), Host: host, MountPoint: mp}, RunAdmin)
+	if err != nil {
+		_ = srv.Unmount()
+		_ = v.Close(context.Background())
+		return err
+	}
+	defer ctl.Close()
+	log.Info("mounted", "volume", vol.Settings.Name, "meta", vol.Loc.URL, "mountpoint", mp)
+	if o.Ready != nil {
+		o.Ready()
+	}
+
+	stopHB := make(chan struct{})
+	go func() {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopHB:
+				return
+			case <-t.C:
+				if err := vol.Meta.Heartbeat(context.Background()); err != nil {
+					log.Warn("heartbeat", "err", err)
+				}
+			}
+		}
+	}()
+	defer close(stopHB)
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	served := make(chan struct{})
+	go func() {
+		srv.Wait()
+		close(served)
+	}()
+	select {
+	case <-served:
+		log.Info("unmounted externally", "mountpoint", mp)
+	case s := <-sigs:
+		log.Info("signal: flushing and unmounting", "signal", s.String())
+		if err := v.FlushAll(context.Background()); err != nil {
+			log.Error("flush before unmount", "err", err)
+		}
+		if err := srv.Unmount(); err != nil {
+			log.Warn("unmount busy; detaching lazily", "err", err)
+			_ = syscall.Unmount(mp, syscall.MNT_DETACH)
+		}
+		<-served
+	case <-ctx.Done():
+		_ = srv.Unmount()
+		<-served
+	}
+	if err := v.Close(context.Background()); err != nil {
+		log.Error("final flush", "err", err)
+		return fmt.Errorf("final flush: %w", err)
+	}
+	log.Info("clean shutdown", "mountpoint", mp)
+	return nil
+}

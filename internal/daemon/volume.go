@@ -1,0 +1,331 @@
+// Package daemon is Cairn's composition root: it turns URLs and options
+// into concrete backends (kv engine, object store), opens the metadata and
+// data layers, serves the front ends, and answers admin requests. Only
+// cmd/cairn imports it; nothing here is imported by the layers below.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/kv"
+	"github.com/cairnfs/cairn/internal/kv/pebble"
+	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/object/local"
+)
+
+// markerKey is the object every data store of a Cairn volume holds: it
+// names the volume, so a data store is never shared by two volumes by
+// mistake and an unreachable store is found at mount time.
+const markerKey = "cairn/volume.json"
+
+type marker struct {
+	Name string `json:"name"`
+	UUID string `json:"uuid"`
+}
+
+// MetaLocation is a parsed metadata URL.
+type MetaLocation struct {
+	URL    string
+	Scheme string
+	Path   string // pebble: the directory
+}
+
+// ParseMetaURL checks a metadata URL. Supported: pebble:///absolute/path.
+func ParseMetaURL(s string) (MetaLocation, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return MetaLocation{}, fmt.Errorf("metadata URL %q: %w", s, err)
+	}
+	switch u.Scheme {
+	case "pebble":
+		if u.Host != "" || !filepath.IsAbs(u.Path) {
+			return MetaLocation{}, fmt.Errorf("metadata URL %q: want pebble:///absolute/path (three slashes)", s)
+		}
+		return MetaLocation{URL: s, Scheme: "pebble", Path: filepath.Clean(u.Path)}, nil
+	case "":
+		return MetaLocation{}, fmt.Errorf("metadata URL %q has no scheme: want pebble:///absolute/path", s)
+	default:
+		return MetaLocation{}, fmt.Errorf("metadata URL %q: unknown scheme %q (supported: pebble)", s, u.Scheme)
+	}
+}
+
+// DefaultDataURL is the data store used when format gets no --data: a
+// directory named "data" beside the metadata directory.
+func (l MetaLocation) DefaultDataURL() string {
+	return "file://" + filepath.Join(filepath.Dir(l.Path), "data")
+}
+
+// SocketPath is where the process that holds an embedded store listens
+// for admin requests.
+func (l MetaLocation) SocketPath() string {
+	return filepath.Join(l.Path, "cairn.sock")
+}
+
+// OpenStore opens the metadata engine. An embedded store held by another
+// process fails with an error wrapping kv.ErrLocked.
+func OpenStore(loc MetaLocation, log *slog.Logger) (kv.Store, error) {
+	switch loc.Scheme {
+	case "pebble":
+		return pebble.Open(loc.Path, pebble.Options{Logger: log})
+	}
+	return nil, fmt.Errorf("unknown metadata scheme %q", loc.Scheme)
+}
+
+// OpenObjects opens a data store by URL. Supported: file:///absolute/path.
+func OpenObjects(s string) (object.Store, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("data URL %q: %w", s, err)
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" || !filepath.IsAbs(u.Path) {
+			return nil, fmt.Errorf("data URL %q: want file:///absolute/path (three slashes)", s)
+		}
+		st, err := local.Open(filepath.Clean(u.Path))
+		if err != nil {
+			return nil, fmt.Errorf("data store %s: %w", s, err)
+		}
+		return st, nil
+	case "":
+		return nil, fmt.Errorf("data URL %q has no scheme: want file:///absolute/path", s)
+	default:
+		return nil, fmt.Errorf("data URL %q: unknown scheme %q (supported: file)", s, u.Scheme)
+	}
+}
+
+// FormatOptions are the inputs of Format.
+type FormatOptions struct {
+	MetaURL   string
+	DataURL   string // default: MetaLocation.DefaultDataURL
+	Name      string
+	BlockSize int // default 4 MiB
+	Capacity  uint64
+	Inodes    uint64
+	Force     bool
+	Logger    *slog.Logger
+}
+
+// Format creates a volume. It checks everything before writing anything:
+// the metadata URL, the data store (reachable, writable, not another
+// volume's), and whether a volume exists already.
+func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	loc, err := ParseMetaURL(o.MetaURL)
+	if err != nil {
+		return meta.Settings{}, err
+	}
+	if o.DataURL == "" {
+		o.DataURL = loc.DefaultDataURL()
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = 4 << 20
+	}
+	if err := validateFormat(o); err != nil {
+		return meta.Settings{}, err
+	}
+	objs, err := OpenObjects(o.DataURL)
+	if err != nil {
+		return meta.Settings{}, err
+	}
+	if c, ok := objs.(io.Closer); ok {
+		defer c.Close()
+	}
+	store, err := OpenStore(loc, o.Logger)
+	if err != nil {
+		return meta.Settings{}, describeLocked(loc, err)
+	}
+	defer store.Close()
+	s := meta.Settings{
+		Name:          o.Name,
+		UUID:          newUUID(),
+		FormatVersion: meta.CurrentFormatVersion,
+		BlockSize:     o.BlockSize,
+		ChunkSize:     base.ChunkSize,
+		DataURL:       o.DataURL,
+		Capacity:      o.Capacity,
+		Inodes:        o.Inodes,
+	}
+	if old, err := meta.LoadSettings(ctx, store); err == nil && !o.Force {
+		return meta.Settings{}, fmt.Errorf("%s already holds volume %q (uuid %s); nothing was changed. Use --force to format over it (its files become unreachable)", o.MetaURL, old.Name, old.UUID)
+	}
+	if data, err := object.ReadAll(ctx, objs, markerKey); err == nil {
+		var m marker
+		_ = json.Unmarshal(data, &m)
+		if !o.Force {
+			return meta.Settings{}, fmt.Errorf("data store %s already belongs to volume %q (uuid %s); nothing was changed. Use another --data or --force", o.DataURL, m.Name, m.UUID)
+		}
+	} else if !errors.Is(err, object.ErrNotFound) {
+		return meta.Settings{}, fmt.Errorf("data store %s does not answer: %w", o.DataURL, err)
+	}
+	if err := meta.Format(ctx, store, s, o.Force); err != nil {
+		return meta.Settings{}, err
+	}
+	s, err = meta.LoadSettings(ctx, store)
+	if err != nil {
+		return s, err
+	}
+	mk, _ := json.Marshal(marker{Name: s.Name, UUID: s.UUID})
+	if err := objs.Put(ctx, markerKey, mk); err != nil {
+		return s, fmt.Errorf("writing volume marker to %s: %w", o.DataURL, err)
+	}
+	if sy, ok := objs.(object.Syncer); ok {
+		if err := sy.Sync(ctx); err != nil {
+			return s, err
+		}
+	}
+	return s, store.Sync(ctx)
+}
+
+// VolumeOptions configures OpenVolume.
+type VolumeOptions struct {
+	MetaURL  string
+	ReadOnly bool
+	Logger   *slog.Logger
+	// CacheMem bounds the memory block cache (bytes; default 256 MiB).
+	CacheMem int64
+	// BufferLimit bounds buffered writes (bytes; default 256 MiB).
+	BufferLimit int64
+}
+
+// Volume is an open volume: metadata client, data store and chunk layer.
+type Volume struct {
+	Loc      MetaLocation
+	Store    kv.Store
+	Meta     *meta.Meta
+	Objects  object.Store
+	Chunks   *chunk.Store
+	Settings meta.Settings
+	Log      *slog.Logger
+}
+
+// OpenVolume opens a formatted volume and checks that its data store
+// answers and belongs to it.
+func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	loc, err := ParseMetaURL(o.MetaURL)
+	if err != nil {
+		return nil, err
+	}
+	if loc.Scheme == "pebble" {
+		if _, err := os.Stat(loc.Path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s holds no Cairn volume (%s does not exist): run 'cairn format %s NAME' first", o.MetaURL, loc.Path, o.MetaURL)
+		}
+	}
+	store, err := OpenStore(loc, o.Logger)
+	if err != nil {
+		return nil, describeLocked(loc, err)
+	}
+	v := &Volume{Loc: loc, Store: store, Log: o.Logger}
+	ok := false
+	defer func() {
+		if !ok {
+			v.Close()
+		}
+	}()
+	v.Settings, err = meta.LoadSettings(ctx, store)
+	if errors.Is(err, base.ErrNotFound) {
+		return nil, fmt.Errorf("%s holds no Cairn volume: run 'cairn format %s NAME' first", o.MetaURL, o.MetaURL)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v.Objects, err = OpenObjects(v.Settings.DataURL)
+	if err != nil {
+		return nil, err
+	}
+	data, err := object.ReadAll(ctx, v.Objects, markerKey)
+	switch {
+	case errors.Is(err, object.ErrNotFound):
+		return nil, fmt.Errorf("data store %s has no marker of volume %q: is it the right store (was it moved or wiped)?", v.Settings.DataURL, v.Settings.Name)
+	case err != nil:
+		return nil, fmt.Errorf("data store %s of volume %q does not answer: %w", v.Settings.DataURL, v.Settings.Name, err)
+	}
+	var mk marker
+	if err := json.Unmarshal(data, &mk); err != nil || mk.UUID != v.Settings.UUID {
+		return nil, fmt.Errorf("data store %s belongs to volume %q (uuid %s), not to %q (uuid %s)", v.Settings.DataURL, mk.Name, mk.UUID, v.Settings.Name, v.Settings.UUID)
+	}
+	v.Meta, err = meta.Open(ctx, store, meta.Options{Logger: o.Logger, ReadOnly: o.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	var cache chunk.BlockCache
+	if o.CacheMem != 0 {
+		cache = newMemCache(o.CacheMem)
+	} else {
+		cache = newMemCache(256 << 20)
+	}
+	v.Chunks, err = chunk.New(v.Objects, cache, chunk.Options{
+		BlockSize:   v.Settings.BlockSize,
+		BufferLimit: o.BufferLimit,
+		Logger:      o.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return v, nil
+}
+
+// Close releases the volume's backends.
+func (v *Volume) Close() error {
+	var first error
+	if v.Meta != nil {
+		if err := v.Meta.Close(); err != nil {
+			first = err
+		}
+	}
+	if c, ok := v.Objects.(io.Closer); ok && v.Objects != nil {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if v.Store != nil {
+		if err := v.Store.Sync(context.Background()); err != nil && first == nil && !errors.Is(err, kv.ErrClosed) {
+			first = err
+		}
+		if err := v.Store.Close(); err != nil && first == nil && !errors.Is(err, kv.ErrClosed) {
+			first = err
+		}
+	}
+	return first
+}
+
+// describeLocked turns a locked embedded store into a message that says
+// who holds it.
+func describeLocked(loc MetaLocation, err error) error {
+	if !errors.Is(err, kv.ErrLocked) {
+		return err
+	}
+	if h, herr := QueryHolder(loc); herr == nil {
+		return fmt.Errorf("%s is in use by cairn pid %d on %s (mounted at %s): %w", loc.URL, h.Pid, h.Host, h.MountPoint, err)
+	}
+	return fmt.Errorf("%s is in use by another process: %w", loc.URL, err)
+}
+
+func validateFormat(o FormatOptions) error {
+	if strings.TrimSpace(o.Name) == "" || len(o.Name) > 255 || strings.ContainsAny(o.Name, "/\x00") {
+		return fmt.Errorf("volume name %q: want 1-255 characters without '/'", o.Name)
+	}
+	bs := o.BlockSize
+	if bs < 64<<10 || bs > 16<<20 || bs&(bs-1) != 0 {
+		return fmt.Errorf("block size %d: want a power of two from 64K to 16M", bs)
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+// Package deptest checks that Cairn's package dependencies point one way,
+// as drawn in DESIGN.md: cmd → daemon → front ends → vfs → {meta, chunk};
+// meta → kv; chunk → cache → object.
+package deptest
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/cairnfs/cairn/"
+
+// forbidden lists, per package prefix, Cairn packages it must not depend
+// on (directly or indirectly).
+var forbidden = map[string][]string{
+	"internal/base":   {"internal/"},
+	"internal/kv":     {"internal/meta", "internal/chunk", "internal/object", "internal/vfs", "internal/fuse", "internal/daemon", "internal/cache"},
+	"internal/object": {"internal/base", "internal/kv", "internal/meta", "internal/chunk", "internal/vfs", "internal/fuse", "internal/daemon", "internal/cache"},
+	"internal/cache":  {"internal/kv", "internal/meta", "internal/chunk", "internal/vfs", "internal/fuse", "internal/daemon"},
+	"internal/meta":   {"internal/chunk", "internal/object", "internal/cache", "internal/vfs", "internal/fuse", "internal/daemon", "internal/kv/pebble", "internal/kv/memkv"},
+	"internal/chunk":  {"internal/meta", "internal/kv", "internal/vfs", "internal/fuse", "internal/daemon", "internal/object/"},
+	"internal/vfs":    {"internal/fuse", "internal/daemon", "internal/kv/", "internal/object/"},
+	"internal/fuse":   {"internal/daemon", "internal/kv/", "internal/object/"},
+}
+
+type pkg struct {
+	ImportPath string
+	Deps       []string
+}
+
+func TestDependencyDirections(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps=false", "-json", "github.com/cairnfs/cairn/...").Output()
+	if err != nil {
+		t.Skipf("go list unavailable: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	n := 0
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		rel := strings.TrimPrefix(p.ImportPath, mod)
+		for prefix, bad := range forbidden {
+			if rel != prefix && !strings.HasPrefix(rel, prefix+"/") {
+				continue
+			}
+			// kv backends may import kv; object backends object.
+			for _, d := range p.Deps {
+				if !strings.HasPrefix(d, mod) {
+					continue
+				}
+				drel := strings.TrimPrefix(d, mod)
+				for _, b := range bad {
+					if drel == strings.TrimSuffix(b, "/") && strings.HasSuffix(b, "/") {
+						continue // "x/" forbids sub-packages only
+					}
+					if drel == b || strings.HasPrefix(drel, strings.TrimSuffix(b, "/")+"/") {
+						t.Errorf("%s depends on %s (forbidden for %s)", rel, drel, prefix)
+					}
+				}
+			}
+		}
+		if strings.HasPrefix(rel, "internal/") && !strings.HasPrefix(rel, "internal/daemon") && !strings.HasPrefix(rel, "internal/fstest") {
+			for _, d := range p.Deps {
+				if d == mod+"internal/daemon" {
+					t.Errorf("%s imports the composition root internal/daemon", rel)
+				}
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("only %d packages listed", n)
+	}
+}

@@ -1,0 +1,447 @@
+// Package fuse adapts vfs to the kernel's FUSE protocol through go-fuse's
+// raw API: Cairn inode numbers are FUSE node ids, so the adapter keeps no
+// tree of nodes in memory. It translates wire types only; every semantic
+// decision is made in vfs and meta.
+package fuse
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"syscall"
+	"time"
+
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/vfs"
+)
+
+// Options configures a mount.
+type Options struct {
+	// FsName is shown as the source in /proc/mounts (the meta URL).
+	FsName string
+	// AllowOther lets users other than the mounting one use the mount.
+	AllowOther bool
+	// AttrTimeout and EntryTimeout are how long the kernel may cache
+	// attributes and names. NegativeTimeout caches failed lookups.
+	AttrTimeout, EntryTimeout, NegativeTimeout time.Duration
+	// MaxWrite is the largest write request (default 1 MiB).
+	MaxWrite int
+	// MaxBackground is the number of outstanding background requests
+	// (read-ahead, async writes) the kernel may issue (default 64).
+	MaxBackground int
+	// ReadOnly mounts read-only.
+	ReadOnly bool
+	// Debug logs every FUSE request.
+	Debug bool
+	// Logger receives adapter errors.
+	Logger *slog.Logger
+	// ExtraOptions are passed to the kernel mount as -o options.
+	ExtraOptions []string
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxWrite <= 0 {
+		o.MaxWrite = 1 << 20
+	}
+	if o.MaxBackground <= 0 {
+		o.MaxBackground = 64
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Server is a mounted file system.
+type Server struct {
+	srv *gofuse.Server
+	fs  *rawFS
+}
+
+// Mount mounts v at mountpoint and starts serving. It returns once the
+// kernel has the mount ready.
+func Mount(v *vfs.VFS, mountpoint string, opts Options) (*Server, error) {
+	opts.setDefaults()
+	fs := &rawFS{RawFileSystem: gofuse.NewDefaultRawFileSystem(), v: v, opts: opts}
+	mo := &gofuse.MountOptions{
+		AllowOther:    opts.AllowOther,
+		FsName:        opts.FsName,
+		Name:          "cairn",
+		MaxWrite:      opts.MaxWrite,
+		MaxReadAhead:  opts.MaxWrite,
+		MaxBackground: opts.MaxBackground,
+		// The kernel checks access permissions from the attributes we
+		// return, with the caller's full group list (which FUSE does not
+		// pass to us); meta applies the semantic rules.
+		Options:     append([]string{"default_permissions"}, opts.ExtraOptions...),
+		Debug:       opts.Debug,
+		DirectMount: true,
+	}
+	if opts.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+	}
+	srv, err := gofuse.NewServer(fs, mountpoint, mo)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		_ = srv.Unmount()
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	return &Server{srv: srv, fs: fs}, nil
+}
+
+// Unmount detaches the mount; it fails with EBUSY while files are in use.
+func (s *Server) Unmount() error { return s.srv.Unmount() }
+
+// Wait blocks until the file system is unmounted.
+func (s *Server) Wait() { s.srv.Wait() }
+
+type rawFS struct {
+	gofuse.RawFileSystem
+	v    *vfs.VFS
+	opts Options
+}
+
+func (fs *rawFS) String() string { return "cairn" }
+
+func caller(h *gofuse.InHeader) *meta.Caller {
+	return &meta.Caller{Uid: h.Uid, Gid: h.Gid, Pid: h.Pid, KernelChecked: true}
+}
+
+func st(e syscall.Errno) gofuse.Status { return gofuse.Status(e) }
+
+func splitNs(ns int64) (uint64, uint32) {
+	if ns < 0 {
+		s := ns / 1e9
+		r := ns % 1e9
+		if r < 0 {
+			s--
+			r += 1e9
+		}
+		return uint64(s), uint32(r)
+	}
+	return uint64(ns / 1e9), uint32(ns % 1e9)
+}
+
+func fillAttr(ino base.Ino, a *base.Attr, out *gofuse.Attr) {
+	out.Ino = uint64(ino)
+	out.Size = a.Length
+	out.Blocks = (a.Length + 511) / 512
+	out.Atime, out.Atimensec = splitNs(a.Atime)
+	out.Mtime, out.Mtimensec = splitNs(a.Mtime)
+	out.Ctime, out.Ctimensec = splitNs(a.Ctime)
+	out.Mode = a.FullMode()
+	out.Nlink = a.Nlink
+	out.Uid = a.Uid
+	out.Gid = a.Gid
+	out.Rdev = a.Rdev
+	out.Blksize = 1 << 16
+}
+
+func timeout(d time.Duration) (uint64, uint32) {
+	return uint64(d / time.Second), uint32(d % time.Second)
+}
+
+func (fs *rawFS) fillEntry(ino base.Ino, a *base.Attr, out *gofuse.EntryOut) {
+	out.NodeId = uint64(ino)
+	out.Generation = 1
+	out.EntryValid, out.EntryValidNsec = timeout(fs.opts.EntryTimeout)
+	out.AttrValid, out.AttrValidNsec = timeout(fs.opts.AttrTimeout)
+	fillAttr(ino, a, &out.Attr)
+}
+
+func (fs *rawFS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
+	ino, a, e := fs.v.Lookup(context.Background(), caller(h), base.Ino(h.NodeId), name)
+	if e == syscall.ENOENT && fs.opts.NegativeTimeout > 0 {
+		out.NodeId = 0
+		out.EntryValid, out.EntryValidNsec = timeout(fs.opts.NegativeTimeout)
+		return gofuse.OK
+	}
+	if e != 0 {
+		return st(e)
+	}
+	fs.fillEntry(ino, &a, out)
+	return gofuse.OK
+}
+
+func (fs *rawFS) Forget(nodeid, nlookup uint64) {}
+
+func (fs *rawFS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) gofuse.Status {
+	a, e := fs.v.GetAttr(context.Background(), base.Ino(in.NodeId))
+	if e != 0 {
+		return st(e)
+	}
+	out.AttrValid, out.AttrValidNsec = timeout(fs.opts.AttrTimeout)
+	fillAttr(base.Ino(in.NodeId), &a, &out.Attr)
+	return gofuse.OK
+}
+
+func (fs *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.AttrOut) gofuse.Status {
+	var req meta.SetAttrRequest
+	valid := in.Valid
+	if valid&gofuse.FATTR_MODE != 0 {
+		req.Valid |= meta.SetMode
+		req.Mode = in.Mode & 0o7777
+	}
+	if valid&gofuse.FATTR_UID != 0 {
+		req.Valid |= meta.SetUid
+		req.Uid = in.Uid
+	}
+	if valid&gofuse.FATTR_GID != 0 {
+		req.Valid |= meta.SetGid
+		req.Gid = in.Gid
+	}
+	if valid&gofuse.FATTR_SIZE != 0 {
+		req.Valid |= meta.SetSize
+		req.Size = in.Size
+	}
+	if valid&gofuse.FATTR_ATIME_NOW != 0 {
+		req.Valid |= meta.SetAtimeNow
+	} else if valid&gofuse.FATTR_ATIME != 0 {
+		req.Valid |= meta.SetAtime
+		req.Atime = int64(in.Atime)*1e9 + int64(in.Atimensec)
+	}
+	if valid&gofuse.FATTR_MTIME_NOW != 0 {
+		req.Valid |= meta.SetMtimeNow
+	} else if valid&gofuse.FATTR_MTIME != 0 {
+		req.Valid |= meta.SetMtime
+		req.Mtime = int64(in.Mtime)*1e9 + int64(in.Mtimensec)
+	}
+	if valid&gofuse.FATTR_CTIME != 0 {
+		req.Valid |= meta.SetCtime
+		req.Ctime = int64(in.Ctime)*1e9 + int64(in.Ctimensec)
+	}
+	a, e := fs.v.SetAttr(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), req)
+	if e != 0 {
+		return st(e)
+	}
+	out.AttrValid, out.AttrValidNsec = timeout(fs.opts.AttrTimeout)
+	fillAttr(base.Ino(in.NodeId), &a, &out.Attr)
+	return gofuse.OK
+}
+
+func (fs *rawFS) mknod(h *gofuse.InHeader, name string, typ base.FileType, mode, umask, rdev uint32, target string, out *gofuse.EntryOut) gofuse.Status {
+	ino, a, e := fs.v.Mknod(context.Background(), caller(h), base.Ino(h.NodeId), name, typ, mode&0o7777, umask, rdev, target)
+	if e != 0 {
+		return st(e)
+	}
+	fs.fillEntry(ino, &a, out)
+	return gofuse.OK
+}
+
+func (fs *rawFS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	typ := base.TypeFromMode(in.Mode)
+	if typ == 0 {
+		typ = base.TypeFile
+	}
+	if typ == base.TypeDir || typ == base.TypeSymlink {
+		return gofuse.EINVAL
+	}
+	return fs.mknod(&in.InHeader, name, typ, in.Mode, in.Umask, in.Rdev, "", out)
+}
+
+func (fs *rawFS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	return fs.mknod(&in.InHeader, name, base.TypeDir, in.Mode, in.Umask, 0, "", out)
+}
+
+func (fs *rawFS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name string, out *gofuse.EntryOut) gofuse.Status {
+	return fs.mknod(h, name, base.TypeSymlink, 0o777, 0, 0, target, out)
+}
+
+func (fs *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, gofuse.Status) {
+	t, e := fs.v.Readlink(context.Background(), base.Ino(h.NodeId))
+	if e != 0 {
+		return nil, st(e)
+	}
+	return []byte(t), gofuse.OK
+}
+
+func (fs *rawFS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	return st(fs.v.Unlink(context.Background(), caller(h), base.Ino(h.NodeId), name))
+}
+
+func (fs *rawFS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	return st(fs.v.Rmdir(context.Background(), caller(h), base.Ino(h.NodeId), name))
+}
+
+func (fs *rawFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newName string) gofuse.Status {
+	var flags uint32
+	if in.Flags&1 != 0 { // RENAME_NOREPLACE
+		flags |= meta.RenameNoReplace
+	}
+	if in.Flags&2 != 0 { // RENAME_EXCHANGE
+		flags |= meta.RenameExchange
+	}
+	if in.Flags&^3 != 0 { // RENAME_WHITEOUT and unknown flags
+		return gofuse.EINVAL
+	}
+	return st(fs.v.Rename(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), oldName, base.Ino(in.Newdir), newName, flags))
+}
+
+func (fs *rawFS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	a, e := fs.v.Link(context.Background(), caller(&in.InHeader), base.Ino(in.Oldnodeid), base.Ino(in.NodeId), name)
+	if e != 0 {
+		return st(e)
+	}
+	fs.fillEntry(base.Ino(in.Oldnodeid), &a, out)
+	return gofuse.OK
+}
+
+func (fs *rawFS) Access(cancel <-chan struct{}, in *gofuse.AccessIn) gofuse.Status {
+	return st(fs.v.Access(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), in.Mask))
+}
+
+func (fs *rawFS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, dest []byte) (uint32, gofuse.Status) {
+	val, e := fs.v.GetXattr(context.Background(), caller(h), base.Ino(h.NodeId), name)
+	if e != 0 {
+		return 0, st(e)
+	}
+	if len(dest) < len(val) {
+		return uint32(len(val)), gofuse.ERANGE
+	}
+	copy(dest, val)
+	return uint32(len(val)), gofuse.OK
+}
+
+func (fs *rawFS) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte) (uint32, gofuse.Status) {
+	names, e := fs.v.ListXattr(context.Background(), caller(h), base.Ino(h.NodeId))
+	if e != 0 {
+		return 0, st(e)
+	}
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(n)
+		b.WriteByte(0)
+	}
+	if len(dest) < b.Len() {
+		return uint32(b.Len()), gofuse.ERANGE
+	}
+	copy(dest, b.String())
+	return uint32(b.Len()), gofuse.OK
+}
+
+func (fs *rawFS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name string, data []byte) gofuse.Status {
+	return st(fs.v.SetXattr(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), name, data, int(in.Flags)))
+}
+
+func (fs *rawFS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	return st(fs.v.RemoveXattr(context.Background(), caller(h), base.Ino(h.NodeId), name))
+}
+
+func openFlags(flags uint32) uint32 {
+	if flags&syscall.O_DIRECT != 0 {
+		return gofuse.FOPEN_DIRECT_IO
+	}
+	return 0
+}
+
+func (fs *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
+	ino, a, fh, e := fs.v.Create(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), name, in.Mode&0o7777, in.Umask, int(in.Flags))
+	if e != 0 {
+		return st(e)
+	}
+	fs.fillEntry(ino, &a, &out.EntryOut)
+	out.Fh = fh
+	out.OpenFlags = openFlags(in.Flags)
+	return gofuse.OK
+}
+
+func (fs *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
+	fh, e := fs.v.Open(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), int(in.Flags))
+	if e != 0 {
+		return st(e)
+	}
+	out.Fh = fh
+	out.OpenFlags = openFlags(in.Flags)
+	return gofuse.OK
+}
+
+func (fs *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gofuse.ReadResult, gofuse.Status) {
+	if int(in.Size) < len(buf) {
+		buf = buf[:in.Size]
+	}
+	n, e := fs.v.Read(context.Background(), in.Fh, int64(in.Offset), buf)
+	if e != 0 {
+		return nil, st(e)
+	}
+	return gofuse.ReadResultData(buf[:n]), gofuse.OK
+}
+
+func (fs *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
+	n, e := fs.v.Write(context.Background(), in.Fh, int64(in.Offset), data)
+	return uint32(n), st(e)
+}
+
+func (fs *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status {
+	return st(fs.v.Flush(context.Background(), in.Fh))
+}
+
+func (fs *rawFS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
+	return st(fs.v.Fsync(context.Background(), in.Fh))
+}
+
+func (fs *rawFS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
+	if e := fs.v.Release(context.Background(), in.Fh); e != 0 {
+		fs.opts.Logger.Warn("release", "ino", in.NodeId, "errno", e)
+	}
+}
+
+func (fs *rawFS) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) gofuse.Status {
+	return st(fs.v.Fallocate(context.Background(), caller(&in.InHeader), in.Fh, in.Mode, int64(in.Offset), int64(in.Length)))
+}
+
+func (fs *rawFS) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
+	fh, e := fs.v.OpenDir(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId))
+	if e != 0 {
+		return st(e)
+	}
+	out.Fh = fh
+	return gofuse.OK
+}
+
+func (fs *rawFS) ReadDir(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
+	return st(fs.v.ReadDir(context.Background(), caller(&in.InHeader), in.Fh, in.Offset, false, func(e vfs.DirEntry) bool {
+		return out.AddDirEntry(gofuse.DirEntry{Name: e.Name, Ino: uint64(e.Ino), Mode: e.Type.ModeBits(), Off: e.Off})
+	}))
+}
+
+func (fs *rawFS) ReadDirPlus(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
+	return st(fs.v.ReadDir(context.Background(), caller(&in.InHeader), in.Fh, in.Offset, true, func(e vfs.DirEntry) bool {
+		eo := out.AddDirLookupEntry(gofuse.DirEntry{Name: e.Name, Ino: uint64(e.Ino), Mode: e.Type.ModeBits(), Off: e.Off})
+		if eo == nil {
+			return false
+		}
+		if e.Name != "." && e.Name != ".." && e.Attr != nil {
+			fs.fillEntry(e.Ino, e.Attr, eo)
+		}
+		return true
+	}))
+}
+
+func (fs *rawFS) ReleaseDir(in *gofuse.ReleaseIn) { fs.v.ReleaseDir(in.Fh) }
+
+func (fs *rawFS) FsyncDir(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
+	return st(fs.v.FsyncDir(context.Background(), base.Ino(in.NodeId)))
+}
+
+func (fs *rawFS) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.StatfsOut) gofuse.Status {
+	s, e := fs.v.StatFS(context.Background())
+	if e != 0 {
+		return st(e)
+	}
+	const bsize = 4096
+	out.Bsize = bsize
+	out.Frsize = bsize
+	out.NameLen = 255
+	out.Blocks = s.TotalBytes / bsize
+	out.Bfree = s.AvailBytes / bsize
+	out.Bavail = s.AvailBytes / bsize
+	out.Files = s.Files + s.AvailFiles
+	out.Ffree = s.AvailFiles
+	return gofuse.OK
+}

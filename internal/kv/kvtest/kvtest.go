@@ -1,0 +1,643 @@
+// Package kvtest is the conformance suite every kv.Store backend must pass.
+//
+// A backend's test calls Run with a constructor for fresh, empty stores:
+//
+//	func TestConformance(t *testing.T) {
+//		kvtest.Run(t, func(t *testing.T) kv.Store { return memkv.New() })
+//	}
+//
+// The suite closes each store it creates itself (and checks that closing
+// again reports kv.ErrClosed), so constructors should not register their own
+// Close with t.Cleanup. It only tests the kv contract; backend-specific
+// behaviour (persistence, locking) belongs in the backend's own tests.
+package kvtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// Run runs the conformance suite against stores made by newStore.
+func Run(t *testing.T, newStore func(t *testing.T) kv.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s kv.Store)
+	}{
+		{"GetSetDelete", testGetSetDelete},
+		{"EmptyValue", testEmptyValue},
+		{"BinaryKeys", testBinaryKeys},
+		{"Scan", testScan},
+		{"ReadYourWrites", testReadYourWrites},
+		{"ErrorDiscardsWrites", testErrorDiscardsWrites},
+		{"ViewSnapshot", testViewSnapshot},
+		{"ConcurrentCounter", testConcurrentCounter},
+		{"BankTransfers", testBankTransfers},
+		{"CancelledContext", testCancelledContext},
+		{"ValuesAreCopies", testValuesAreCopies},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			t.Cleanup(func() { _ = s.Close() })
+			tc.fn(t, s)
+		})
+	}
+	t.Run("Close", func(t *testing.T) { testClose(t, newStore(t)) })
+	t.Run("PrefixEnd", testPrefixEnd)
+}
+
+func set(t *testing.T, s kv.Store, kvs ...string) {
+	t.Helper()
+	err := s.Update(context.Background(), func(tx kv.Txn) error {
+		for i := 0; i+1 < len(kvs); i += 2 {
+			tx.Set([]byte(kvs[i]), []byte(kvs[i+1]))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+}
+
+// get reads key in a View; ok is false if the key does not exist.
+func get(t *testing.T, s kv.Store, key string) (value string, ok bool) {
+	t.Helper()
+	var v []byte
+	err := s.View(context.Background(), func(r kv.Reader) error {
+		var err error
+		v, err = r.Get([]byte(key))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("View: %v", err)
+	}
+	return string(v), v != nil
+}
+
+func wantGet(t *testing.T, s kv.Store, key, want string, wantOK bool) {
+	t.Helper()
+	got, ok := get(t, s, key)
+	if got != want || ok != wantOK {
+		t.Fatalf("Get(%q) = %q, %v; want %q, %v", key, got, ok, want, wantOK)
+	}
+}
+
+// scan collects "k=v" strings from r.Scan, stopping after limit entries
+// if limit > 0.
+func scan(t *testing.T, r kv.Reader, start, end []byte, reverse bool, limit int) []string {
+	t.Helper()
+	var out []string
+	err := r.Scan(start, end, reverse, func(k, v []byte) bool {
+		out = append(out, string(k)+"="+string(v))
+		return limit <= 0 || len(out) < limit
+	})
+	if err != nil {
+		t.Fatalf("Scan: %v", err)
+	}
+	return out
+}
+
+func viewScan(t *testing.T, s kv.Store, start, end []byte, reverse bool, limit int) []string {
+	t.Helper()
+	var out []string
+	err := s.View(context.Background(), func(r kv.Reader) error {
+		out = scan(t, r, start, end, reverse, limit)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("View: %v", err)
+	}
+	return out
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func testGetSetDelete(t *testing.T, s kv.Store) {
+	wantGet(t, s, "a", "", false)
+	set(t, s, "a", "1", "b", "2")
+	wantGet(t, s, "a", "1", true)
+	wantGet(t, s, "b", "2", true)
+	set(t, s, "a", "3")
+	wantGet(t, s, "a", "3", true)
+	err := s.Update(context.Background(), func(tx kv.Txn) error {
+		tx.Delete([]byte("a"))
+		tx.Delete([]byte("missing"))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantGet(t, s, "a", "", false)
+	wantGet(t, s, "b", "2", true)
+	wantGet(t, s, "missing", "", false)
+}
+
+func testEmptyValue(t *testing.T, s kv.Store) {
+	set(t, s, "empty", "")
+	err := s.View(context.Background(), func(r kv.Reader) error {
+		v, err := r.Get([]byte("empty"))
+		if err != nil {
+			return err
+		}
+		if v == nil || len(v) != 0 {
+			t.Errorf("Get(empty) = %#v; want non-nil empty slice", v)
+		}
+		v, err = r.Get([]byte("missing"))
+		if v != nil || err != nil {
+			t.Errorf("Get(missing) = %#v, %v; want nil, nil", v, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same inside a transaction, for a buffered empty value.
+	err = s.Update(context.Background(), func(tx kv.Txn) error {
+		tx.Set([]byte("empty2"), nil)
+		v, err := tx.Get([]byte("empty2"))
+		if v == nil || len(v) != 0 || err != nil {
+			t.Errorf("txn Get(empty2) = %#v, %v; want non-nil empty slice", v, err)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantGet(t, s, "empty2", "", true)
+	if got, want := viewScan(t, s, nil, nil, false, 0), []string{"empty=", "empty2="}; !equal(got, want) {
+		t.Errorf("Scan = %q; want %q", got, want)
+	}
+}
+
+func testBinaryKeys(t *testing.T, s kv.Store) {
+	keys := []string{"\x00", "\x00\x00", "\x00\xff", "a\x00", "a\x00b", "a", "\xff", "\xff\x00", "\xff\xff"}
+	err := s.Update(context.Background(), func(tx kv.Txn) error {
+		for i, k := range keys {
+			tx.Set([]byte(k), []byte{byte(i), 0, 0xff})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if got, _ := get(t, s, k); got != string([]byte{byte(i), 0, 0xff}) {
+			t.Errorf("Get(%q) = %q", k, got)
+		}
+	}
+	var got []string
+	err = s.View(context.Background(), func(r kv.Reader) error {
+		return r.Scan(nil, nil, false, func(k, _ []byte) bool {
+			got = append(got, string(k))
+			return true
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"\x00", "\x00\x00", "\x00\xff", "a", "a\x00", "a\x00b", "\xff", "\xff\x00", "\xff\xff"}
+	if !equal(got, want) {
+		t.Errorf("Scan keys = %q; want %q", got, want)
+	}
+	// Prefix scans around 0x00 and 0xff.
+	if got := viewScan(t, s, []byte("a"), kv.PrefixEnd([]byte("a")), false, 0); len(got) != 3 {
+		t.Errorf("prefix a: %q", got)
+	}
+	if got := viewScan(t, s, []byte("\xff"), kv.PrefixEnd([]byte("\xff")), true, 0); len(got) != 3 || got[0][:2] != "\xff\xff" {
+		t.Errorf("prefix 0xff reverse: %q", got)
+	}
+	if got := viewScan(t, s, []byte("\x00"), []byte("\x00\x00"), false, 0); len(got) != 1 {
+		t.Errorf("[0x00, 0x0000): %q", got)
+	}
+}
+
+func testScan(t *testing.T, s kv.Store) {
+	set(t, s, "a", "1", "b", "2", "c", "3", "d", "4", "e", "5")
+	b := func(s string) []byte { return []byte(s) }
+	tests := []struct {
+		start, end []byte
+		reverse    bool
+		limit      int
+		want       string
+	}{
+		{nil, nil, false, 0, "a=1 b=2 c=3 d=4 e=5"},
+		{nil, nil, true, 0, "e=5 d=4 c=3 b=2 a=1"},
+		{b("b"), b("d"), false, 0, "b=2 c=3"},
+		{b("b"), b("d"), true, 0, "c=3 b=2"},
+		{b("bb"), b("dd"), false, 0, "c=3 d=4"},
+		{b("bb"), b("dd"), true, 0, "d=4 c=3"},
+		{b("c"), nil, false, 0, "c=3 d=4 e=5"},
+		{b("c"), nil, true, 0, "e=5 d=4 c=3"},
+		{nil, b("c"), false, 0, "a=1 b=2"},
+		{nil, b("c"), true, 0, "b=2 a=1"},
+		{b(""), b("c"), true, 0, "b=2 a=1"},
+		{b("c"), b("c"), false, 0, ""},
+		{b("d"), b("b"), false, 0, ""},
+		{b("d"), b("b"), true, 0, ""},
+		{b("f"), nil, false, 0, ""},
+		{nil, b("a"), true, 0, ""},
+		{nil, nil, false, 2, "a=1 b=2"},
+		{nil, nil, true, 2, "e=5 d=4"},
+		{b("b"), b("e"), false, 1, "b=2"},
+		{b("b"), b("e"), true, 1, "d=4"},
+	}
+	for _, tc := range tests {
+		got := fmt.Sprint(viewScan(t, s, tc.start, tc.end, tc.reverse, tc.limit))
+		if want := fmt.Sprint(splitNonEmpty(tc.want)); got != want {
+			t.Errorf("Scan(%q, %q, reverse=%v, limit=%d) = %s; want %s", tc.start, tc.end, tc.reverse, tc.limit, got, want)
+		}
+	}
+}
+
+func splitNonEmpty(s string) []string {
+	var out []string
+	for _, f := range bytes.Fields([]byte(s)) {
+		out = append(out, string(f))
+	}
+	return out
+}
+
+func testReadYourWrites(t *testing.T, s kv.Store) {
+	set(t, s, "a", "1", "c", "3", "e", "5", "g", "7")
+	err := s.Update(context.Background(), func(tx kv.Txn) error {
+		tx.Set([]byte("b"), []byte("2"))  // new key between existing ones
+		tx.Set([]byte("c"), []byte("33")) // overwrite
+		tx.Delete([]byte("e"))            // delete existing
+		tx.Delete([]byte("f"))            // delete missing
+		tx.Set([]byte("h"), []byte("8"))  // new key after all
+		tx.Set([]byte("0"), []byte("0"))  // new key before all
+		tx.Set([]byte("x"), []byte("x"))
+		tx.Delete([]byte("x")) // set then delete
+		tx.Delete([]byte("g"))
+		tx.Set([]byte("g"), []byte("77")) // delete then set
+
+		for k, want := range map[string]string{"a": "1", "b": "2", "c": "33", "h": "8", "0": "0", "g": "77"} {
+			if v, err := tx.Get([]byte(k)); err != nil || string(v) != want {
+				t.Errorf("txn Get(%q) = %q, %v; want %q", k, v, err, want)
+			}
+		}
+		for _, k := range []string{"e", "f", "x"} {
+			if v, err := tx.Get([]byte(k)); err != nil || v != nil {
+				t.Errorf("txn Get(%q) = %q, %v; want nil", k, v, err)
+			}
+		}
+		all := []string{"0=0", "a=1", "b=2", "c=33", "g=77", "h=8"}
+		if got := scan(t, tx, nil, nil, false, 0); !equal(got, all) {
+			t.Errorf("txn Scan = %q; want %q", got, all)
+		}
+		rev := []string{"h=8", "g=77", "c=33", "b=2", "a=1", "0=0"}
+		if got := scan(t, tx, nil, nil, true, 0); !equal(got, rev) {
+			t.Errorf("txn reverse Scan = %q; want %q", got, rev)
+		}
+		if got, want := scan(t, tx, []byte("b"), []byte("g"), false, 0), []string{"b=2", "c=33"}; !equal(got, want) {
+			t.Errorf("txn Scan[b,g) = %q; want %q", got, want)
+		}
+		if got, want := scan(t, tx, []byte("b"), []byte("h"), true, 0), []string{"g=77", "c=33", "b=2"}; !equal(got, want) {
+			t.Errorf("txn reverse Scan[b,h) = %q; want %q", got, want)
+		}
+		if got, want := scan(t, tx, nil, nil, false, 3), all[:3]; !equal(got, want) {
+			t.Errorf("txn Scan limit 3 = %q; want %q", got, want)
+		}
+		if got, want := scan(t, tx, nil, nil, true, 2), rev[:2]; !equal(got, want) {
+			t.Errorf("txn reverse Scan limit 2 = %q; want %q", got, want)
+		}
+		// A View running alongside does not see the uncommitted writes.
+		if v, ok := get(t, s, "b"); ok {
+			t.Errorf("View sees uncommitted b=%q", v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"0=0", "a=1", "b=2", "c=33", "g=77", "h=8"}
+	if got := viewScan(t, s, nil, nil, false, 0); !equal(got, want) {
+		t.Errorf("after commit Scan = %q; want %q", got, want)
+	}
+}
+
+func testErrorDiscardsWrites(t *testing.T, s kv.Store) {
+	set(t, s, "a", "1", "b", "2")
+	errBoom := errors.New("boom")
+	err := s.Update(context.Background(), func(tx kv.Txn) error {
+		tx.Set([]byte("a"), []byte("changed"))
+		tx.Delete([]byte("b"))
+		tx.Set([]byte("c"), []byte("new"))
+		return errBoom
+	})
+	if err != errBoom {
+		t.Fatalf("Update = %v; want the error fn returned, unchanged", err)
+	}
+	if got, want := viewScan(t, s, nil, nil, false, 0), []string{"a=1", "b=2"}; !equal(got, want) {
+		t.Errorf("after failed Update Scan = %q; want %q", got, want)
+	}
+	// The store is still usable.
+	set(t, s, "c", "3")
+	wantGet(t, s, "c", "3", true)
+}
+
+func testViewSnapshot(t *testing.T, s kv.Store) {
+	set(t, s, "a", "1", "b", "2")
+	inView := make(chan struct{})
+	committed := make(chan error)
+	go func() {
+		<-inView
+		committed <- s.Update(context.Background(), func(tx kv.Txn) error {
+			tx.Set([]byte("a"), []byte("changed"))
+			tx.Delete([]byte("b"))
+			tx.Set([]byte("c"), []byte("3"))
+			return nil
+		})
+	}()
+	err := s.View(context.Background(), func(r kv.Reader) error {
+		if v, _ := r.Get([]byte("a")); string(v) != "1" {
+			t.Errorf("before commit a = %q", v)
+		}
+		close(inView)
+		if err := <-committed; err != nil {
+			t.Errorf("concurrent Update: %v", err)
+		}
+		if v, _ := r.Get([]byte("a")); string(v) != "1" {
+			t.Errorf("View sees later commit: a = %q", v)
+		}
+		if v, _ := r.Get([]byte("c")); v != nil {
+			t.Errorf("View sees later commit: c = %q", v)
+		}
+		if got, want := scan(t, r, nil, nil, false, 0), []string{"a=1", "b=2"}; !equal(got, want) {
+			t.Errorf("View Scan after later commit = %q; want %q", got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := viewScan(t, s, nil, nil, false, 0), []string{"a=changed", "c=3"}; !equal(got, want) {
+		t.Errorf("new View Scan = %q; want %q", got, want)
+	}
+}
+
+// readInt reads a decimal counter, 0 if missing.
+func readInt(r kv.Reader, key string) (int, error) {
+	v, err := r.Get([]byte(key))
+	if err != nil || v == nil {
+		return 0, err
+	}
+	var n int
+	_, err = fmt.Sscan(string(v), &n)
+	return n, err
+}
+
+func writeInt(tx kv.Txn, key string, n int) {
+	tx.Set([]byte(key), []byte(fmt.Sprint(n)))
+}
+
+func testConcurrentCounter(t *testing.T, s kv.Store) {
+	const workers, each = 8, 200
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				err := s.Update(context.Background(), func(tx kv.Txn) error {
+					n, err := readInt(tx, "counter")
+					if err != nil {
+						return err
+					}
+					writeInt(tx, "counter", n+1)
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Update: %v", err)
+	}
+	if got, _ := get(t, s, "counter"); got != fmt.Sprint(workers*each) {
+		t.Errorf("counter = %s; want %d", got, workers*each)
+	}
+}
+
+func testBankTransfers(t *testing.T, s kv.Store) {
+	const accounts, initial, workers, each = 10, 1000, 6, 100
+	acct := func(i int) string { return fmt.Sprintf("acct/%02d", i) }
+	err := s.Update(context.Background(), func(tx kv.Txn) error {
+		for i := range accounts {
+			writeInt(tx, acct(i), initial)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := func(r kv.Reader) (int, error) {
+		sum := 0
+		var err error
+		scanErr := r.Scan([]byte("acct/"), kv.PrefixEnd([]byte("acct/")), false, func(_, v []byte) bool {
+			var n int
+			_, err = fmt.Sscan(string(v), &n)
+			sum += n
+			return err == nil
+		})
+		return sum, errors.Join(err, scanErr)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, workers+1)
+	stop := make(chan struct{})
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				from, to := (w+i)%accounts, (w*7+i*3+1)%accounts
+				if from == to {
+					to = (to + 1) % accounts
+				}
+				err := s.Update(context.Background(), func(tx kv.Txn) error {
+					a, err := readInt(tx, acct(from))
+					if err != nil {
+						return err
+					}
+					b, err := readInt(tx, acct(to))
+					if err != nil {
+						return err
+					}
+					amount := (i % 17) + 1
+					writeInt(tx, acct(from), a-amount)
+					writeInt(tx, acct(to), b+amount)
+					// The transaction sees its own writes in the sum.
+					if sum, err := total(tx); err != nil || sum != accounts*initial {
+						return fmt.Errorf("sum inside txn = %d, %v", sum, err)
+					}
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	// A concurrent auditor: every View must see the invariant.
+	var auditor sync.WaitGroup
+	auditor.Add(1)
+	go func() {
+		defer auditor.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			err := s.View(context.Background(), func(r kv.Reader) error {
+				sum, err := total(r)
+				if err == nil && sum != accounts*initial {
+					err = fmt.Errorf("auditor saw sum %d", sum)
+				}
+				return err
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	auditor.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	err = s.View(context.Background(), func(r kv.Reader) error {
+		sum, err := total(r)
+		if err == nil && sum != accounts*initial {
+			t.Errorf("final sum = %d; want %d", sum, accounts*initial)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testCancelledContext(t *testing.T, s kv.Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ran := false
+	err := s.Update(ctx, func(tx kv.Txn) error {
+		ran = true
+		tx.Set([]byte("a"), []byte("1"))
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Update with cancelled context = %v; want context.Canceled", err)
+	}
+	if ran {
+		t.Errorf("Update ran fn with a cancelled context")
+	}
+	wantGet(t, s, "a", "", false)
+	if err := s.View(ctx, func(kv.Reader) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("View with cancelled context = %v; want context.Canceled", err)
+	}
+}
+
+func testValuesAreCopies(t *testing.T, s kv.Store) {
+	key, value := []byte("k"), []byte("value")
+	err := s.Update(context.Background(), func(tx kv.Txn) error {
+		tx.Set(key, value)
+		key[0], value[0] = 'X', 'X' // the store copied both
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantGet(t, s, "k", "value", true)
+	err = s.View(context.Background(), func(r kv.Reader) error {
+		v, err := r.Get([]byte("k"))
+		if err != nil {
+			return err
+		}
+		v[0] = 'X'
+		v, err = r.Get([]byte("k"))
+		if string(v) != "value" {
+			t.Errorf("modifying a Get result changed the store: %q", v)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testClose(t *testing.T, s kv.Store) {
+	set(t, s, "a", "1")
+	if s.Name() == "" {
+		t.Error("Name is empty")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	ctx := context.Background()
+	if err := s.Update(ctx, func(kv.Txn) error { return nil }); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("Update after Close = %v; want ErrClosed", err)
+	}
+	if err := s.View(ctx, func(kv.Reader) error { return nil }); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("View after Close = %v; want ErrClosed", err)
+	}
+	if err := s.Sync(ctx); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("Sync after Close = %v; want ErrClosed", err)
+	}
+	if err := s.Close(); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("second Close = %v; want ErrClosed", err)
+	}
+}
+
+func testPrefixEnd(t *testing.T) {
+	tests := []struct{ in, want []byte }{
+		{[]byte(""), nil},
+		{[]byte("a"), []byte("b")},
+		{[]byte("abc"), []byte("abd")},
+		{[]byte("a\xff"), []byte("b")},
+		{[]byte("a\xff\xff"), []byte("b")},
+		{[]byte("\x00"), []byte("\x01")},
+		{[]byte("a\x00"), []byte("a\x01")},
+		{[]byte("\xfe\xff"), []byte("\xff")},
+		{[]byte("\xff"), nil},
+		{[]byte("\xff\xff\xff"), nil},
+	}
+	for _, tc := range tests {
+		in := append([]byte(nil), tc.in...)
+		got := kv.PrefixEnd(in)
+		if !bytes.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+			t.Errorf("PrefixEnd(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+		if !bytes.Equal(in, tc.in) {
+			t.Errorf("PrefixEnd modified its argument: %q", in)
+		}
+	}
+}

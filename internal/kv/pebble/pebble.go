@@ -1,0 +1,444 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultCacheSize    = 64 << 20
+	DefaultMemTableSize = 64 << 20
+)
+
+// Options configures Open. The zero value is valid and means the defaults.
+type Options struct {
+	// CacheSize is the size in bytes of the block cache. Zero means
+	// DefaultCacheSize.
+	CacheSize int64
+	// MemTableSize is the size in bytes of each memtable; a bigger one
+	// absorbs more metadata churn before a flush. Zero means
+	// DefaultMemTableSize. Pebble keeps up to two, plus one being flushed.
+	MemTableSize uint64
+	// Logger receives Pebble's messages: informational ones at debug
+	// level, errors at error level. Nil discards them.
+	Logger *slog.Logger
+	// ReadOnly opens the store without writing to it; Update then fails.
+	ReadOnly bool
+	// SyncCommits makes Update return only after its transaction is fsynced
+	// (see the package doc). Off by default; call Sync instead.
+	SyncCommits bool
+
+	// noRedoLog turns the redo log off, so that NoSync commits can be lost
+	// by a crash of the process. Only for tests and benchmarks.
+	noRedoLog bool
+}
+
+// Validate reports whether the options are usable.
+func (o Options) Validate() error {
+	if o.CacheSize < 0 {
+		return fmt.Errorf("pebble: CacheSize %d is negative", o.CacheSize)
+	}
+	if o.MemTableSize != 0 && (o.MemTableSize < 1<<20 || o.MemTableSize >= 4<<30) {
+		return fmt.Errorf("pebble: MemTableSize %d is outside [1 MiB, 4 GiB)", o.MemTableSize)
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Store is a kv.Store on a Pebble database. Open one with Open.
+type Store struct {
+	path string
+	opts Options
+	db   *pebble.DB
+	lock *pebble.Lock
+
+	// writer admits one Update at a time; a channel so waiting for it
+	// honours the context.
+	writer chan struct{}
+
+	mu       sync.Mutex // guards closed and adding to inflight
+	closed   bool
+	inflight sync.WaitGroup // operations using db; Close waits for them
+
+	// Guarded by the writer slot (see redo.go):
+	seq      uint64   // seq of the last Update committed to db
+	redo     *os.File // the redo log, opened O_APPEND; nil if ReadOnly
+	redoSize int      // bytes in the redo log
+	// redoBroken says the last append failed: the log may end in a partial
+	// record and lacks a commit, so it must be emptied by a sync before
+	// anything is appended.
+	redoBroken bool
+	redoBuf    []byte // the record being appended, reused between Updates
+}
+
+var _ kv.Store = (*Store)(nil)
+
+// Open opens (creating if needed, unless opts.ReadOnly) the Pebble database
+// in directory path. If another process has it open, the error wraps
+// kv.ErrLocked.
+func Open(path string, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	if !opts.ReadOnly {
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			return nil, fmt.Errorf("metadata at %s: %w", path, err)
+		}
+	}
+	// Take the directory lock ourselves so that a lock conflict can be told
+	// apart from every other reason Open can fail.
+	lock, err := pebble.LockDirectory(path, vfs.Default)
+	if err != nil {
+		if isLockConflict(err) {
+			return nil, fmt.Errorf("metadata at %s is in use by another process (%v): %w", path, err, kv.ErrLocked)
+		}
+		return nil, fmt.Errorf("metadata at %s: %w", path, err)
+	}
+
+	cache := pebble.NewCache(opts.CacheSize)
+	defer cache.Unref() // the DB holds its own reference
+	po := &pebble.Options{
+		Cache:              cache,
+		MemTableSize:       opts.MemTableSize,
+		Logger:             slogAdapter{opts.Logger},
+		ReadOnly:           opts.ReadOnly,
+		Lock:               lock,
+		FormatMajorVersion: pebble.FormatNewest,
+	}
+	// Metadata reads are mostly point lookups (dentries, inodes): bloom
+	// filters let them skip sstables that do not hold the key.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(path, po)
+	if err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("metadata at %s: %w", path, err)
+	}
+	s := &Store{
+		path:   path,
+		opts:   opts,
+		db:     db,
+		lock:   lock,
+		writer: make(chan struct{}, 1),
+	}
+	if err := s.recover(); err != nil {
+		if s.redo != nil {
+			_ = s.redo.Close()
+		}
+		_ = db.Close()
+		_ = lock.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// isLockConflict reports whether err from pebble.LockDirectory means the
+// lock is held, by another process (fcntl EAGAIN/EACCES) or by another
+// Store in this process.
+func isLockConflict(err error) bool {
+	var pathErr *os.PathError
+	if errors.As(err, &pathErr) {
+		return false // creating the LOCK file failed: not a conflict
+	}
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
+		strings.Contains(err.Error(), "lock held by current process")
+}
+
+// enter registers an operation on db, or returns ErrClosed.
+func (s *Store) enter() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return kv.ErrClosed
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+// Update implements kv.Store. Transactions never conflict, so fn runs once.
+func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	select {
+	case s.writer <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			<-s.writer
+		}
+	}
+	defer unlock()
+	if s.redoBroken {
+		if err := s.syncLocked(); err != nil {
+			return fmt.Errorf("%s: %w", s.Name(), err)
+		}
+	}
+
+	b := s.db.NewIndexedBatch()
+	defer b.Close()
+	tx := &txn{reader: reader{r: b}, b: b}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if tx.err != nil {
+		return tx.err
+	}
+	if b.Empty() {
+		return nil
+	}
+	if !s.opts.SyncCommits {
+		if err := s.commitLogged(b); err != nil {
+			return fmt.Errorf("%s: %w", s.Name(), err)
+		}
+		return nil
+	}
+	// The batch is visible once applied; release the writer before waiting
+	// for the fsync so that the next transactions' fsyncs group with ours.
+	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		return fmt.Errorf("%s: commit: %w", s.Name(), err)
+	}
+	unlock()
+	if err := b.SyncWait(); err != nil {
+		return fmt.Errorf("%s: commit sync: %w", s.Name(), err)
+	}
+	return nil
+}
+
+// View implements kv.Store.
+func (s *Store) View(ctx context.Context, fn func(r kv.Reader) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	return fn(&reader{r: snap})
+}
+
+// Sync implements kv.Store: it fsyncs the WAL, which holds every committed
+// transaction not yet in an sstable (sstables are synced when written), and
+// empties the redo log. Updates wait while it does.
+func (s *Store) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if s.opts.ReadOnly {
+		return nil
+	}
+	if s.opts.SyncCommits || s.opts.noRedoLog {
+		// No redo log to empty: Updates need not wait for the fsync.
+		if err := s.db.LogData(nil, pebble.Sync); err != nil {
+			return fmt.Errorf("%s: sync: %w", s.Name(), err)
+		}
+		return nil
+	}
+	// The slot keeps Updates from appending to the redo log between the
+	// fsync and the truncation, which would lose them.
+	select {
+	case s.writer <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.writer }()
+	if err := s.syncLocked(); err != nil {
+		return fmt.Errorf("%s: %w", s.Name(), err)
+	}
+	return nil
+}
+
+// Name implements kv.Store.
+func (s *Store) Name() string { return "pebble:" + s.path }
+
+// Close implements kv.Store. It waits for running transactions to finish;
+// later calls return kv.ErrClosed. Closing syncs the WAL and empties the
+// redo log.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return kv.ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.inflight.Wait()
+	var err error
+	if s.redo != nil {
+		// Nothing else runs now, so the writer slot is not needed.
+		err = s.syncLocked()
+		if cerr := s.redo.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if derr := s.db.Close(); err == nil {
+		err = derr
+	}
+	if lerr := s.lock.Close(); err == nil {
+		err = lerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: close: %w", s.Name(), err)
+	}
+	return nil
+}
+
+// pebbleReader is what a batch and a snapshot have in common.
+type pebbleReader interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+type reader struct {
+	r pebbleReader
+}
+
+// Get and Scan hide the keys the store reserves for itself.
+func (r *reader) Get(key []byte) ([]byte, error) {
+	if isReserved(key) {
+		return nil, nil
+	}
+	v, closer, err := r.r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte{}, v...)
+	return out, closer.Close()
+}
+
+func (r *reader) Scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) (err error) {
+	if end != nil && string(end) <= string(start) {
+		return nil
+	}
+	it, err := r.r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	// Only a range that reaches the reserved prefix needs the check per key.
+	hide := (end == nil || string(end) > reservedPrefix) &&
+		string(start) < reservedEnd
+	if reverse {
+		for ok := it.Last(); ok; ok = it.Prev() {
+			if hide && isReserved(it.Key()) {
+				continue
+			}
+			if !fn(it.Key(), it.Value()) {
+				return nil
+			}
+		}
+	} else {
+		for ok := it.First(); ok; ok = it.Next() {
+			if hide && isReserved(it.Key()) {
+				continue
+			}
+			if !fn(it.Key(), it.Value()) {
+				return nil
+			}
+		}
+	}
+	return it.Error()
+}
+
+// txn reads and writes through an indexed batch, so it sees its own writes.
+type txn struct {
+	reader
+	b   *pebble.Batch
+	err error // first reserved key written; Update fails with it
+}
+
+// Set copies key and value into the batch; the batch's error is only for a
+// batch that is already committed, which a Txn never is while fn runs.
+func (tx *txn) Set(key, value []byte) {
+	if tx.reserved(key) {
+		return
+	}
+	_ = tx.b.Set(key, value, nil)
+}
+
+func (tx *txn) Delete(key []byte) {
+	if tx.reserved(key) {
+		return
+	}
+	_ = tx.b.Delete(key, nil)
+}
+
+func (tx *txn) reserved(key []byte) bool {
+	if !isReserved(key) {
+		return false
+	}
+	if tx.err == nil {
+		tx.err = fmt.Errorf("%w: %q", ErrReservedKey, key)
+	}
+	return true
+}
+
+// slogAdapter routes Pebble's log messages to a slog.Logger.
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Infof(format string, args ...any) {
+	if a.l.Enabled(context.Background(), slog.LevelDebug) {
+		a.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (a slogAdapter) Errorf(format string, args ...any) {
+	a.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+// Fatalf is called by Pebble on unrecoverable internal errors and must not
+// return; it panics rather than exiting the process.
+func (a slogAdapter) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	a.l.Error(msg, "component", "pebble")
+	panic("pebble: " + msg)
+}

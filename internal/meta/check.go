@@ -1,0 +1,362 @@
+package meta
+
+// Check (fsck) verifies the invariants of the metadata from one consistent
+// view and optionally repairs what it safely can.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+type checkDentry struct {
+	parent base.Ino
+	name   string
+	ino    base.Ino
+	typ    base.FileType
+}
+
+type checker struct {
+	m        *Meta
+	problems []Problem
+	fixes    []func(o *op) error
+}
+
+func (ck *checker) report(kind string, ino base.Ino, fix func(o *op) error, format string, args ...any) {
+	ck.problems = append(ck.problems, Problem{Kind: kind, Ino: ino, Detail: fmt.Sprintf(format, args...)})
+	if fix != nil {
+		ck.fixes = append(ck.fixes, fix)
+	}
+}
+
+// Check verifies the volume's invariants and returns the problems found
+// (empty for a healthy volume). Kinds: bad-record, orphan-dentry,
+// dangling-dentry, type-mismatch, bad-parent, dir-multiple-links,
+// bad-nlink, unreachable, unheld-orphan, missing-symlink, orphan-record,
+// bad-counter, pending-referenced, stale-hold, stale-orphan-record. With
+// repair, fixable problems (counters, link counts, dangling entries,
+// records of missing inodes, stale holds, unheld orphans) are fixed in one
+// transaction; the problems returned are those found before repairing.
+// Concurrent modifications during a repairing check may be reported as
+// problems; run repairs on a quiet volume.
+func (m *Meta) Check(ctx context.Context, repair bool) ([]Problem, error) {
+	ck := &checker{m: m}
+	if err := m.view(ctx, ck.run); err != nil {
+		return nil, err
+	}
+	if repair && len(ck.fixes) > 0 {
+		err := m.mutate(ctx, func(o *op) error {
+			for _, fix := range ck.fixes {
+				if err := fix(o); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return ck.problems, fmt.Errorf("repairing: %w", err)
+		}
+	}
+	return ck.problems, nil
+}
+
+func (ck *checker) run(r kv.Reader) error {
+	ck.problems, ck.fixes = nil, nil
+	attrs := make(map[base.Ino]base.Attr)
+	var maxIno base.Ino
+	if err := vscan(r, []byte{pAttr}, nil, latestEpoch, func(k, v []byte) bool {
+		ino := base.Ino(binary.BigEndian.Uint64(k[1:]))
+		maxIno = max(maxIno, ino)
+		a, err := decodeAttr(v)
+		if err != nil {
+			ck.report("bad-record", ino, nil, "attribute: %v", err)
+			return true
+		}
+		attrs[ino] = a
+		return true
+	}); err != nil {
+		return err
+	}
+	if _, ok := attrs[base.RootIno]; !ok {
+		ck.report("bad-record", base.RootIno, nil, "root directory has no attribute")
+	}
+
+	var dentries []checkDentry
+	if err := vscan(r, []byte{pDentry}, nil, latestEpoch, func(k, v []byte) bool {
+		parent := base.Ino(binary.BigEndian.Uint64(k[1:]))
+		name := string(k[9 : len(k)-1])
+		ino, typ, err := decodeDentry(v)
+		if err != nil {
+			ck.report("bad-record", parent, nil, "entry %q: %v", name, err)
+			return true
+		}
+		dentries = append(dentries, checkDentry{parent, name, ino, typ})
+		return true
+	}); err != nil {
+		return err
+	}
+	links := make(map[base.Ino]uint32)
+	subdirs := make(map[base.Ino]uint32)
+	for _, d := range dentries {
+		p, ok := attrs[d.parent]
+		delDentry := func(o *op) error { return o.vdel(dentryKey(d.parent, d.name)) }
+		if !ok || p.Type != base.TypeDir {
+			ck.report("orphan-dentry", d.parent, delDentry, "entry %q in missing or non-directory inode %d", d.name, d.parent)
+			continue
+		}
+		a, ok := attrs[d.ino]
+		if !ok {
+			ck.report("dangling-dentry", d.ino, delDentry, "entry %q in %d points to missing inode %d", d.name, d.parent, d.ino)
+			continue
+		}
+		if a.Type != d.typ {
+			ck.report("type-mismatch", d.ino, nil, "entry %q in %d says %s, inode is %s", d.name, d.parent, d.typ, a.Type)
+		}
+		links[d.ino]++
+		if a.Type == base.TypeDir {
+			subdirs[d.parent]++
+			if a.Parent != d.parent {
+				ck.report("bad-parent", d.ino, nil, "directory %q in %d has parent %d", d.name, d.parent, a.Parent)
+			}
+		}
+	}
+
+	holds, orphans, sessions, err := ck.loadHolds(r)
+	if err != nil {
+		return err
+	}
+	symlinks, err := ownersOf(r, pSymlink)
+	if err != nil {
+		return err
+	}
+
+	var usedBytes uint64
+	inos := make([]base.Ino, 0, len(attrs))
+	for ino := range attrs {
+		inos = append(inos, ino)
+	}
+	sort.Slice(inos, func(i, j int) bool { return inos[i] < inos[j] })
+	for _, ino := range inos {
+		a := attrs[ino]
+		usedBytes += uint64(usageBytes(&a))
+		setNlink := func(n uint32) func(o *op) error {
+			return func(o *op) error {
+				a, err := o.attr(ino)
+				if err != nil {
+					return nil
+				}
+				a.Nlink = n
+				o.put(ino, a)
+				return nil
+			}
+		}
+		if a.Type == base.TypeDir {
+			want := 2 + subdirs[ino]
+			if a.Nlink != want {
+				ck.report("bad-nlink", ino, setNlink(want), "directory nlink %d, want %d", a.Nlink, want)
+			}
+			if ino == base.RootIno {
+				if a.Parent != base.RootIno {
+					ck.report("bad-parent", ino, nil, "root has parent %d", a.Parent)
+				}
+			} else if links[ino] == 0 {
+				ck.report("unreachable", ino, nil, "directory has no entry")
+			} else if links[ino] > 1 {
+				ck.report("dir-multiple-links", ino, nil, "directory has %d entries", links[ino])
+			}
+		} else {
+			switch {
+			case links[ino] == 0 && a.Nlink == 0:
+				if len(holds[ino]) == 0 && ck.m.openCount(ino) == 0 {
+					ck.report("unheld-orphan", ino, func(o *op) error { return o.destroyIfOrphan(ino) },
+						"unlinked inode is not held open by any session")
+				} else if !orphans[ino] {
+					ck.report("missing-orphan-record", ino, func(o *op) error { o.Set(orphanKey(ino), nil); return nil },
+						"unlinked open inode has no orphan record")
+				}
+			case links[ino] == 0:
+				ck.report("unreachable", ino, nil, "inode with nlink %d has no entry", a.Nlink)
+			case a.Nlink != links[ino]:
+				ck.report("bad-nlink", ino, setNlink(links[ino]), "nlink %d, %d entries", a.Nlink, links[ino])
+			}
+		}
+		if a.Type == base.TypeSymlink && !symlinks[ino] {
+			ck.report("missing-symlink", ino, nil, "symlink has no target record")
+		}
+	}
+	for ino := range orphans {
+		if a, ok := attrs[ino]; !ok || a.Nlink != 0 {
+			ck.report("stale-orphan-record", ino, func(o *op) error { o.Delete(orphanKey(ino)); return nil },
+				"orphan record for a missing or linked inode")
+		}
+	}
+	for ino, sids := range holds {
+		for _, sid := range sids {
+			if _, ok := attrs[ino]; !ok || (sid != 0 && !sessions[sid]) {
+				ck.report("stale-hold", ino, func(o *op) error {
+					o.Delete(holdKey(ino, sid))
+					return o.destroyIfOrphan(ino)
+				}, "hold of session %d on a missing inode or by a gone session", sid)
+			}
+		}
+	}
+	for ino := range symlinks {
+		if a, ok := attrs[ino]; !ok || a.Type != base.TypeSymlink {
+			ck.report("orphan-record", ino, func(o *op) error { return o.vdel(symlinkKey(ino)) },
+				"symlink target of a missing or non-symlink inode")
+		}
+	}
+	xowners, err := ownersOf(r, pXattr)
+	if err != nil {
+		return err
+	}
+	for ino := range xowners {
+		if _, ok := attrs[ino]; !ok {
+			ck.report("orphan-record", ino, func(o *op) error { return o.vdelAll(xattrPrefix(ino)) },
+				"xattrs of a missing inode")
+		}
+	}
+	maxSlice, err := ck.checkChunks(r, attrs)
+	if err != nil {
+		return err
+	}
+	return ck.checkCounters(r, uint64(len(attrs)), usedBytes, maxIno, maxSlice)
+}
+
+func (ck *checker) loadHolds(r kv.Reader) (holds map[base.Ino][]uint64, orphans map[base.Ino]bool, sessions map[uint64]bool, err error) {
+	holds = make(map[base.Ino][]uint64)
+	orphans = make(map[base.Ino]bool)
+	sessions = make(map[uint64]bool)
+	err = r.Scan([]byte{pHold}, []byte{pHold + 1}, false, func(k, _ []byte) bool {
+		if len(k) == 17 {
+			ino := base.Ino(binary.BigEndian.Uint64(k[1:]))
+			holds[ino] = append(holds[ino], binary.BigEndian.Uint64(k[9:]))
+		}
+		return true
+	})
+	if err != nil {
+		return
+	}
+	err = r.Scan([]byte{pOrphan}, []byte{pOrphan + 1}, false, func(k, _ []byte) bool {
+		if len(k) == 9 {
+			orphans[base.Ino(binary.BigEndian.Uint64(k[1:]))] = true
+		}
+		return true
+	})
+	if err != nil {
+		return
+	}
+	err = r.Scan([]byte{pSession}, []byte{pSession + 1}, false, func(k, _ []byte) bool {
+		if len(k) == 9 {
+			sessions[binary.BigEndian.Uint64(k[1:])] = true
+		}
+		return true
+	})
+	return
+}
+
+// ownersOf returns the inodes that have a live record under prefix p
+// (keys starting with p, ino).
+func ownersOf(r kv.Reader, p byte) (map[base.Ino]bool, error) {
+	out := make(map[base.Ino]bool)
+	err := vscan(r, []byte{p}, nil, latestEpoch, func(k, _ []byte) bool {
+		if len(k) >= 9 {
+			out[base.Ino(binary.BigEndian.Uint64(k[1:]))] = true
+		}
+		return true
+	})
+	return out, err
+}
+
+// checkChunks verifies chunk records and pending deletes; it returns the
+// largest slice id seen.
+func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint64, error) {
+	referenced := make(map[uint64]bool)
+	var maxSlice uint64
+	bad := make(map[base.Ino]bool)
+	err := r.Scan([]byte{pChunk}, []byte{pChunk + 1}, false, func(k, v []byte) bool {
+		ki, err := DecodeKey(k)
+		if err != nil {
+			ck.report("bad-record", 0, nil, "chunk key: %v", err)
+			return true
+		}
+		if a, ok := attrs[ki.Ino]; (!ok || a.Type != base.TypeFile) && !bad[ki.Ino] {
+			bad[ki.Ino] = true
+			ino := ki.Ino
+			ck.report("orphan-record", ino, func(o *op) error { return o.dropChunks(ino, 0) },
+				"chunks of a missing or non-file inode")
+		}
+		if len(v) == 1 && v[0] == tagTombstone {
+			return true
+		}
+		if len(v) == 0 || v[0] != tagLive {
+			ck.report("bad-record", ki.Ino, nil, "chunk %d: bad version tag", ki.Index)
+			return true
+		}
+		ss, err := decodeSlices(v[1:])
+		if err != nil {
+			ck.report("bad-record", ki.Ino, nil, "chunk %d: %v", ki.Index, err)
+			return true
+		}
+		for _, s := range ss {
+			referenced[s.ID] = true
+			maxSlice = max(maxSlice, s.ID)
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	err = r.Scan([]byte{pPending}, []byte{pPending + 1}, false, func(k, v []byte) bool {
+		ki, err := DecodeKey(k)
+		if err != nil || len(v) != 4 {
+			ck.report("bad-record", 0, nil, "pending delete %x", k)
+			return true
+		}
+		maxSlice = max(maxSlice, ki.ID)
+		if referenced[ki.ID] {
+			id := ki.ID
+			ck.report("pending-referenced", 0, func(o *op) error { o.Delete(pendingKey(id)); return nil },
+				"slice %d is queued for deletion but still referenced", id)
+		}
+		return true
+	})
+	return maxSlice, err
+}
+
+func (ck *checker) checkCounters(r kv.Reader, inodes, bytes uint64, maxIno base.Ino, maxSlice uint64) error {
+	get := func(kind byte) (uint64, error) { return counter(r, kind) }
+	setTo := func(kind byte, v uint64) func(o *op) error {
+		return func(o *op) error { o.Set(counterKey(kind), u64(nil, v)); return nil }
+	}
+	n, err := get(counterUsedInodes)
+	if err != nil {
+		return err
+	}
+	if n != inodes {
+		ck.report("bad-counter", 0, setTo(counterUsedInodes, inodes), "used inodes %d, counted %d", n, inodes)
+	}
+	if n, err = get(counterUsedBytes); err != nil {
+		return err
+	}
+	if n != bytes {
+		ck.report("bad-counter", 0, setTo(counterUsedBytes, bytes), "used bytes %d, counted %d", n, bytes)
+	}
+	if n, err = get(counterNextInode); err != nil {
+		return err
+	}
+	if n <= uint64(maxIno) {
+		ck.report("bad-counter", 0, setTo(counterNextInode, uint64(maxIno)+1), "next inode %d, but inode %d exists", n, maxIno)
+	}
+	if n, err = get(counterNextSlice); err != nil {
+		return err
+	}
+	if n <= maxSlice {
+		ck.report("bad-counter", 0, setTo(counterNextSlice, maxSlice+1), "next slice id %d, but slice %d exists", n, maxSlice)
+	}
+	return nil
+}

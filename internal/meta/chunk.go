@@ -1,0 +1,420 @@
+package meta
+
+// File content maps: chunks, slices, truncation, compaction and the queue
+// of slices waiting to be deleted from the object store.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// ReadChunk returns the slice list of chunk index of file ino at the live
+// epoch (nil for a hole). Later slices win where they overlap.
+func (m *Meta) ReadChunk(ctx context.Context, ino base.Ino, index uint32) ([]base.Slice, error) {
+	var out []base.Slice
+	err := m.view(ctx, func(r kv.Reader) error {
+		v, ok, err := vget(r, chunkKey(ino, index), latestEpoch)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// Distinguish a hole from a missing inode.
+			_, err := getAttr(r, ino)
+			return err
+		}
+		out, err = decodeSlices(v)
+		if err != nil {
+			return fmt.Errorf("chunk %d of inode %d: %w", index, ino, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (o *op) chunk(ino base.Ino, index uint32) ([]base.Slice, error) {
+	v, ok, err := vget(o, chunkKey(ino, index), latestEpoch)
+	if err != nil || !ok {
+		return nil, err
+	}
+	ss, err := decodeSlices(v)
+	if err != nil {
+		return nil, fmt.Errorf("chunk %d of inode %d: %w", index, ino, err)
+	}
+	return ss, nil
+}
+
+func fileAttr(a *base.Attr) error {
+	switch a.Type {
+	case base.TypeFile:
+		return nil
+	case base.TypeDir:
+		return base.ErrIsDir
+	}
+	return fmt.Errorf("%s is not a regular file: %w", a.Type, base.ErrInvalid)
+}
+
+// WriteSlice appends s to chunk index of file ino, sets mtime and ctime to
+// mtime and grows the length to cover the slice. The write goes to a new
+// version of the chunk if the current one belongs to a snapshot. It returns
+// compact=true when the chunk has more than CompactThreshold slices.
+// Errors: ErrNotFound, ErrIsDir/ErrInvalid (not a file), ErrInvalid (bad
+// slice), ErrNoSpace (capacity).
+func (m *Meta) WriteSlice(ctx context.Context, ino base.Ino, index uint32, s base.Slice, mtime int64) (compact bool, err error) {
+	if s.Len == 0 {
+		return false, fmt.Errorf("write of slice %d with length %d: %w", s.ID, s.Len, base.ErrInvalid)
+	}
+	if err := checkSlice(s); err != nil {
+		return false, fmt.Errorf("%v: %w", err, base.ErrInvalid)
+	}
+	err = m.mutate(ctx, func(o *op) error {
+		a, err := o.attr(ino)
+		if err != nil {
+			return err
+		}
+		if err := fileAttr(a); err != nil {
+			return fmt.Errorf("write to inode %d: %w", ino, err)
+		}
+		ss, err := o.chunk(ino, index)
+		if err != nil {
+			return err
+		}
+		ss = append(ss, s)
+		if err := o.vset(chunkKey(ino, index), encodeSlices(ss)); err != nil {
+			return err
+		}
+		end := uint64(index)*base.ChunkSize + uint64(s.Pos) + uint64(s.Len)
+		if end > a.Length {
+			before := usageBytes(a)
+			a.Length = end
+			if err := o.growUsage(usageBytes(a) - before); err != nil {
+				return err
+			}
+		}
+		a.Mtime, a.Ctime = mtime, mtime
+		o.put(ino, a)
+		compact = len(ss) > m.opts.CompactThreshold
+		return nil
+	})
+	if err == nil {
+		m.ForgetSlice(s.ID)
+	}
+	return compact, err
+}
+
+// growUsage adds delta to the used bytes, refusing to pass the capacity.
+func (o *op) growUsage(delta int64) error {
+	if capa := o.m.settings.Capacity; capa > 0 && delta > 0 {
+		used, err := counter(o, counterUsedBytes)
+		if err != nil {
+			return err
+		}
+		if used+uint64(delta) > capa {
+			return fmt.Errorf("volume capacity %d bytes reached: %w", capa, base.ErrNoSpace)
+		}
+	}
+	return o.add(counterUsedBytes, delta)
+}
+
+// CompactChunk replaces the prefix old of chunk index's slice list by the
+// single slice s, which the caller wrote with the resolved data of old. The
+// old slices are queued for deletion. If the list no longer starts with
+// exactly old, it returns ErrCompactionStale and changes nothing;
+// base.ErrNotFound if the inode is gone.
+func (m *Meta) CompactChunk(ctx context.Context, ino base.Ino, index uint32, old []base.Slice, s base.Slice) error {
+	if len(old) == 0 {
+		return fmt.Errorf("compact nothing: %w", base.ErrInvalid)
+	}
+	if err := checkSlice(s); err != nil {
+		return fmt.Errorf("%v: %w", err, base.ErrInvalid)
+	}
+	// Committed or not, the merged slice stops being in flight: on failure
+	// the caller deletes it.
+	defer m.ForgetSlice(s.ID)
+	return m.mutate(ctx, func(o *op) error {
+		a, err := o.attr(ino)
+		if err != nil {
+			return err
+		}
+		if err := fileAttr(a); err != nil {
+			return err
+		}
+		cur, err := o.chunk(ino, index)
+		if err != nil {
+			return err
+		}
+		if len(cur) < len(old) || !slices.Equal(cur[:len(old)], old) {
+			return fmt.Errorf("chunk %d of inode %d: %w", index, ino, ErrCompactionStale)
+		}
+		ns := append([]base.Slice{s}, cur[len(old):]...)
+		if err := o.vset(chunkKey(ino, index), encodeSlices(ns)); err != nil {
+			return err
+		}
+		return o.release(ino, index, old, ns)
+	})
+}
+
+// release queues the slices of dropped for deletion unless still
+// referenced by keep or by any version of the chunk left in the store.
+func (o *op) release(ino base.Ino, index uint32, dropped, keep []base.Slice) error {
+	used := make(map[uint64]bool)
+	for _, s := range keep {
+		used[s.ID] = true
+	}
+	vs, err := versions(o, chunkKey(ino, index))
+	if err != nil {
+		return err
+	}
+	for _, v := range vs {
+		if len(v.value) > 0 && v.value[0] == tagLive {
+			ss, err := decodeSlices(v.value[1:])
+			if err != nil {
+				return fmt.Errorf("chunk %d of inode %d: %w", index, ino, err)
+			}
+			for _, s := range ss {
+				used[s.ID] = true
+			}
+		}
+	}
+	for _, s := range dropped {
+		if s.ID == 0 || used[s.ID] {
+			continue
+		}
+		used[s.ID] = true
+		o.Set(pendingKey(s.ID), u32(nil, s.Size))
+		o.deletesQueued = true
+	}
+	return nil
+}
+
+type chunkRec struct {
+	index  uint32
+	slices []base.Slice
+}
+
+func (o *op) chunks(ino base.Ino) ([]chunkRec, error) {
+	var out []chunkRec
+	var derr error
+	p := chunkPrefix(ino)
+	err := vscan(o, p, nil, latestEpoch, func(k, v []byte) bool {
+		ss, err := decodeSlices(v)
+		if err != nil {
+			derr = fmt.Errorf("chunk of inode %d: %w", ino, err)
+			return false
+		}
+		out = append(out, chunkRec{binary.BigEndian.Uint32(k[len(p):]), ss})
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, derr
+}
+
+// dropChunks deletes every chunk with index >= from.
+func (o *op) dropChunks(ino base.Ino, from uint32) error {
+	cs, err := o.chunks(ino)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if c.index < from {
+			continue
+		}
+		if err := o.vdel(chunkKey(ino, c.index)); err != nil {
+			return err
+		}
+		if err := o.release(ino, c.index, c.slices, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// truncate sets the length of file ino to size. Shrinking drops chunks
+// wholly beyond the end and covers the tail of the chunk holding the new
+// end with a zero slice, so that growing later reads zeros.
+func (o *op) truncate(ino base.Ino, a *base.Attr, size uint64) error {
+	before := usageBytes(a)
+	if size < a.Length {
+		first := size / base.ChunkSize // chunk holding the new end
+		from := first
+		if size%base.ChunkSize != 0 {
+			from++
+		}
+		if from <= uint64(^uint32(0)) {
+			if err := o.dropChunks(ino, uint32(from)); err != nil {
+				return err
+			}
+		}
+		if from != first {
+			idx := uint32(first)
+			ss, err := o.chunk(ino, idx)
+			if err != nil {
+				return err
+			}
+			if ss != nil {
+				pos := uint32(size % base.ChunkSize)
+				// Beyond the end of the last slice the chunk reads as
+				// zeros anyway: cover only up to there.
+				var end uint64
+				for _, s := range ss {
+					end = max(end, uint64(s.Pos)+uint64(s.Len))
+				}
+				if end > uint64(pos) {
+					ss = append(ss, base.Slice{Pos: pos, Len: uint32(end) - pos})
+					if err := o.vset(chunkKey(ino, idx), encodeSlices(ss)); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	a.Length = size
+	return o.growUsage(usageBytes(a) - before)
+}
+
+// Chunks lists every chunk of file ino with its slices (for cairn info).
+func (m *Meta) Chunks(ctx context.Context, ino base.Ino) ([]ChunkInfo, error) {
+	var out []ChunkInfo
+	err := m.view(ctx, func(r kv.Reader) error {
+		out = out[:0]
+		if _, err := getAttr(r, ino); err != nil {
+			return err
+		}
+		p := chunkPrefix(ino)
+		var derr error
+		err := vscan(r, p, nil, latestEpoch, func(k, v []byte) bool {
+			ss, err := decodeSlices(v)
+			if err != nil {
+				derr = err
+				return false
+			}
+			out = append(out, ChunkInfo{Index: binary.BigEndian.Uint32(k[len(p):]), Slices: ss})
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		return derr
+	})
+	return out, err
+}
+
+// ForEachSlice calls fn for every slice referenced by any version of any
+// chunk (so slices kept by snapshots are reported too), from one consistent
+// view. Zero slices are skipped. An error from fn stops the walk and is
+// returned.
+func (m *Meta) ForEachSlice(ctx context.Context, fn func(SliceUse) error) error {
+	var uses []SliceUse
+	err := m.view(ctx, func(r kv.Reader) error {
+		uses = uses[:0]
+		var derr error
+		err := r.Scan([]byte{pChunk}, kv.PrefixEnd([]byte{pChunk}), false, func(k, v []byte) bool {
+			ki, err := DecodeKey(k)
+			if err != nil {
+				derr = err
+				return false
+			}
+			if len(v) == 0 || v[0] != tagLive {
+				return true
+			}
+			ss, err := decodeSlices(v[1:])
+			if err != nil {
+				derr = fmt.Errorf("chunk %d of inode %d: %w", ki.Index, ki.Ino, err)
+				return false
+			}
+			for _, s := range ss {
+				if s.ID != 0 {
+					uses = append(uses, SliceUse{Ino: ki.Ino, Chunk: ki.Index, ID: s.ID, Size: s.Size})
+				}
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		return derr
+	})
+	if err != nil {
+		return err
+	}
+	for _, u := range uses {
+		if err := fn(u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PendingDeletes lists every slice waiting to be deleted from the object
+// store (ID and Size set).
+func (m *Meta) PendingDeletes(ctx context.Context) ([]base.Slice, error) {
+	return m.listPending(ctx, 0)
+}
+
+// TakeDeletes returns up to max slices waiting to be deleted from the
+// object store. They stay queued until FinishDeletes; two clients may get
+// the same slices, so deleting a slice must be idempotent. A read-only
+// client gets none.
+func (m *Meta) TakeDeletes(ctx context.Context, max int) ([]base.Slice, error) {
+	if m.opts.ReadOnly {
+		return nil, nil
+	}
+	if max <= 0 {
+		max = 1
+	}
+	return m.listPending(ctx, max)
+}
+
+func (m *Meta) listPending(ctx context.Context, max int) ([]base.Slice, error) {
+	var out []base.Slice
+	err := m.view(ctx, func(r kv.Reader) error {
+		out = out[:0]
+		var derr error
+		err := r.Scan([]byte{pPending}, kv.PrefixEnd([]byte{pPending}), false, func(k, v []byte) bool {
+			ki, err := DecodeKey(k)
+			if err != nil || len(v) != 4 {
+				derr = fmt.Errorf("pending delete %x: %w", k, base.ErrIO)
+				return false
+			}
+			size := binary.BigEndian.Uint32(v)
+			out = append(out, base.Slice{ID: ki.ID, Size: size, Len: size})
+			return max <= 0 || len(out) < max
+		})
+		if err != nil {
+			return err
+		}
+		return derr
+	})
+	return out, err
+}
+
+// FinishDeletes removes slices from the pending-delete queue once their
+// objects are gone.
+func (m *Meta) FinishDeletes(ctx context.Context, ids []uint64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return m.update(ctx, func(t *wtx) error {
+		for _, id := range ids {
+			t.Delete(pendingKey(id))
+		}
+		return nil
+	})
+}
+
+// DeletesPending returns a channel that receives a value (coalesced) after
+// a transaction of this client queued slices for deletion.
+func (m *Meta) DeletesPending() <-chan struct{} { return m.deletes }
+
+func (m *Meta) signalDeletes() {
+	select {
+	case m.deletes <- struct{}{}:
+	default:
+	}
+}

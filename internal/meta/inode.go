@@ -1,0 +1,220 @@
+package meta
+
+// Inode-level helpers shared by the operations: an attribute cache per
+// transaction, dentry access, and the life cycle of an inode (link
+// dropping, orphans, destruction).
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// op is one file-system mutation: a wtx plus a cache of the attributes it
+// read, written back by flush.
+type op struct {
+	*wtx
+	m     *Meta
+	now   int64
+	attrs map[base.Ino]*base.Attr
+	dirty []base.Ino
+}
+
+func (m *Meta) mutate(ctx context.Context, fn func(o *op) error) error {
+	return m.update(ctx, func(t *wtx) error {
+		o := &op{wtx: t, m: m, now: m.now(), attrs: make(map[base.Ino]*base.Attr)}
+		if err := fn(o); err != nil {
+			return err
+		}
+		return o.flush()
+	})
+}
+
+// attr returns the cached attribute of ino; base.ErrNotFound if none.
+func (o *op) attr(ino base.Ino) (*base.Attr, error) {
+	if a, ok := o.attrs[ino]; ok {
+		if a == nil {
+			return nil, fmt.Errorf("inode %d: %w", ino, base.ErrNotFound)
+		}
+		return a, nil
+	}
+	a, err := getAttr(o, ino)
+	if err != nil {
+		return nil, err
+	}
+	o.attrs[ino] = &a
+	return &a, nil
+}
+
+// dirAttr returns the attribute of a live directory.
+func (o *op) dirAttr(ino base.Ino) (*base.Attr, error) {
+	a, err := o.attr(ino)
+	if err != nil {
+		return nil, err
+	}
+	if a.Type != base.TypeDir {
+		return nil, fmt.Errorf("inode %d: %w", ino, base.ErrNotDir)
+	}
+	if a.Nlink == 0 {
+		return nil, fmt.Errorf("directory %d was removed: %w", ino, base.ErrNotFound)
+	}
+	return a, nil
+}
+
+// put marks ino's cached attribute to be written at flush.
+func (o *op) put(ino base.Ino, a *base.Attr) {
+	o.attrs[ino] = a
+	o.dirty = append(o.dirty, ino)
+}
+
+func (o *op) flush() error {
+	done := make(map[base.Ino]bool, len(o.dirty))
+	for _, ino := range o.dirty {
+		if done[ino] {
+			continue
+		}
+		done[ino] = true
+		a := o.attrs[ino]
+		if a == nil { // destroyed
+			continue
+		}
+		if err := o.vset(attrKey(ino), encodeAttr(a)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// touchDir updates mtime and ctime of a directory whose entries changed.
+func (o *op) touchDir(ino base.Ino, a *base.Attr) {
+	a.Mtime, a.Ctime = o.now, o.now
+	o.put(ino, a)
+}
+
+func getAttr(r kv.Reader, ino base.Ino) (base.Attr, error) {
+	v, ok, err := vget(r, attrKey(ino), latestEpoch)
+	if err != nil {
+		return base.Attr{}, err
+	}
+	if !ok {
+		return base.Attr{}, fmt.Errorf("inode %d: %w", ino, base.ErrNotFound)
+	}
+	a, err := decodeAttr(v)
+	if err != nil {
+		return base.Attr{}, fmt.Errorf("inode %d: %w", ino, err)
+	}
+	return a, nil
+}
+
+// getDentry looks up name in parent; ok is false if there is no entry.
+func getDentry(r kv.Reader, parent base.Ino, name string) (base.Ino, base.FileType, bool, error) {
+	v, ok, err := vget(r, dentryKey(parent, name), latestEpoch)
+	if err != nil || !ok {
+		return 0, 0, false, err
+	}
+	ino, typ, err := decodeDentry(v)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("entry %q in %d: %w", name, parent, err)
+	}
+	return ino, typ, true, nil
+}
+
+// hasEntries reports whether directory ino has any entry.
+func hasEntries(r kv.Reader, ino base.Ino) (bool, error) {
+	found := false
+	err := vscan(r, dentryPrefix(ino), nil, latestEpoch, func(_, _ []byte) bool {
+		found = true
+		return false
+	})
+	return found, err
+}
+
+// usageBytes is what a regular file of length n counts in Usage.Bytes.
+func usageBytes(a *base.Attr) int64 {
+	if a.Type != base.TypeFile {
+		return 0
+	}
+	return int64((a.Length + 4095) &^ 4095)
+}
+
+// held reports whether ino is open somewhere: in this client, or by any
+// session's persistent hold.
+func (o *op) held(ino base.Ino) (bool, error) {
+	if o.m.openCount(ino) > 0 {
+		return true, nil
+	}
+	found := false
+	err := o.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(_, _ []byte) bool {
+		found = true
+		return false
+	})
+	return found, err
+}
+
+// dropLink removes one link of a non-directory inode; at zero links the
+// inode becomes an orphan if it is open, else it is destroyed.
+func (o *op) dropLink(ino base.Ino, a *base.Attr) error {
+	if a.Nlink > 0 {
+		a.Nlink--
+	}
+	a.Ctime = o.now
+	o.put(ino, a)
+	if a.Nlink > 0 {
+		return nil
+	}
+	held, err := o.held(ino)
+	if err != nil {
+		return err
+	}
+	if held {
+		o.Set(orphanKey(ino), nil)
+		return nil
+	}
+	return o.destroy(ino, a)
+}
+
+// destroy deletes every record of an inode and queues its slices for
+// deletion.
+func (o *op) destroy(ino base.Ino, a *base.Attr) error {
+	if err := o.vdel(attrKey(ino)); err != nil {
+		return err
+	}
+	o.attrs[ino] = nil
+	o.Delete(orphanKey(ino))
+	if a.Type == base.TypeSymlink {
+		if err := o.vdel(symlinkKey(ino)); err != nil {
+			return err
+		}
+	}
+	if err := o.vdelAll(xattrPrefix(ino)); err != nil {
+		return err
+	}
+	if a.Type == base.TypeFile {
+		if err := o.dropChunks(ino, 0); err != nil {
+			return err
+		}
+	}
+	if err := o.add(counterUsedBytes, -usageBytes(a)); err != nil {
+		return err
+	}
+	return o.add(counterUsedInodes, -1)
+}
+
+// vdelAll deletes every live record under prefix.
+func (o *op) vdelAll(prefix []byte) error {
+	var keys [][]byte
+	if err := vscan(o, prefix, nil, latestEpoch, func(k, _ []byte) bool {
+		keys = append(keys, append([]byte(nil), k...))
+		return true
+	}); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := o.vdel(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}

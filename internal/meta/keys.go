@@ -1,0 +1,221 @@
+package meta
+
+// Key layout. This file owns ALL key encoding of the metadata engine; no
+// other file builds or parses keys by hand. Integers are big-endian so that
+// byte order is numeric order.
+//
+// Unversioned records (one key, overwritten in place):
+//
+//	"S"                         settings, JSON (Settings)
+//	"E"                         live epoch, u64 (starts at 1)
+//	"F"                         frozen snapshot epochs, n × u64 ascending (empty: no snapshots)
+//	"C" kind                    counter, u64; kind is one byte, see counter*
+//	"N" sid u64                 session, JSON (SessionInfo)
+//	"H" ino u64 sid u64         open-file hold of session sid on ino (empty value)
+//	"P" slice u64               pending slice delete; value: size u32
+//	"Q" ino u64                 orphan: ino has nlink 0 and waits for its last close
+//
+// Versioned records. A versioned record has a logical key and one physical
+// key per version: logical || ^epoch (u64). For one logical key the newest
+// version sorts first; a read at epoch E seeks to logical||^E and takes the
+// first key that still has the logical prefix. The value of every version
+// starts with a tag byte: tagLive followed by the payload, or tagTombstone
+// alone (the record was deleted at that epoch). Names are terminated by 0x00
+// (names never contain NUL), so every version of one logical key is
+// contiguous and logical keys sort by name.
+//
+//	"A" ino u64                 attribute (encodeAttr)
+//	"D" parent u64 name 0x00    dentry (encodeDentry: ino u64, type u8)
+//	"L" ino u64                 symlink target (raw bytes)
+//	"X" ino u64 name 0x00       xattr value (raw bytes)
+//	"K" ino u64 index u32       chunk: slice list (encodeSlices, 24 bytes per slice)
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cairnfs/cairn/internal/base"
+)
+
+// Key prefixes. Persisted: never change.
+const (
+	pSettings = 'S'
+	pEpoch    = 'E'
+	pFrozen   = 'F'
+	pCounter  = 'C'
+	pSession  = 'N'
+	pHold     = 'H'
+	pPending  = 'P'
+	pOrphan   = 'Q'
+
+	pAttr    = 'A'
+	pDentry  = 'D'
+	pSymlink = 'L'
+	pXattr   = 'X'
+	pChunk   = 'K'
+)
+
+// Counter kinds (second byte of a counter key). Persisted.
+const (
+	counterNextInode  = 'i' // next inode number not yet handed out
+	counterNextSlice  = 's' // next slice id not yet handed out
+	counterUsedBytes  = 'b' // Usage.Bytes
+	counterUsedInodes = 'n' // Usage.Inodes
+	counterNextSess   = 'x' // next session id
+)
+
+// Version tags, first byte of every versioned value.
+const (
+	tagTombstone = 0
+	tagLive      = 1
+)
+
+const epochLen = 8
+
+func u64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
+func u32(b []byte, v uint32) []byte { return binary.BigEndian.AppendUint32(b, v) }
+
+// --- unversioned keys ---
+
+func settingsKey() []byte      { return []byte{pSettings} }
+func epochKey() []byte         { return []byte{pEpoch} }
+func frozenKey() []byte        { return []byte{pFrozen} }
+func counterKey(k byte) []byte { return []byte{pCounter, k} }
+func sessionKey(sid uint64) []byte {
+	return u64([]byte{pSession}, sid)
+}
+func holdKey(ino base.Ino, sid uint64) []byte {
+	return u64(u64([]byte{pHold}, uint64(ino)), sid)
+}
+func holdPrefix(ino base.Ino) []byte { return u64([]byte{pHold}, uint64(ino)) }
+func pendingKey(id uint64) []byte    { return u64([]byte{pPending}, id) }
+func orphanKey(ino base.Ino) []byte  { return u64([]byte{pOrphan}, uint64(ino)) }
+func prefixOnly(p byte) []byte       { return []byte{p} }
+
+// --- versioned logical keys ---
+
+func attrKey(ino base.Ino) []byte    { return u64([]byte{pAttr}, uint64(ino)) }
+func symlinkKey(ino base.Ino) []byte { return u64([]byte{pSymlink}, uint64(ino)) }
+func dentryPrefix(parent base.Ino) []byte {
+	return u64([]byte{pDentry}, uint64(parent))
+}
+func dentryKey(parent base.Ino, name string) []byte {
+	return append(append(dentryPrefix(parent), name...), 0)
+}
+func xattrPrefix(ino base.Ino) []byte { return u64([]byte{pXattr}, uint64(ino)) }
+func xattrKey(ino base.Ino, name string) []byte {
+	return append(append(xattrPrefix(ino), name...), 0)
+}
+func chunkPrefix(ino base.Ino) []byte { return u64([]byte{pChunk}, uint64(ino)) }
+func chunkKey(ino base.Ino, index uint32) []byte {
+	return u32(chunkPrefix(ino), index)
+}
+
+// versionKey returns the physical key of the version of logical at epoch.
+func versionKey(logical []byte, epoch uint64) []byte {
+	k := make([]byte, 0, len(logical)+epochLen)
+	return u64(append(k, logical...), ^epoch)
+}
+
+// splitVersion splits a physical versioned key into logical key and epoch.
+func splitVersion(key []byte) (logical []byte, epoch uint64, err error) {
+	if len(key) < 1+epochLen {
+		return nil, 0, fmt.Errorf("versioned key %x too short: %w", key, base.ErrIO)
+	}
+	n := len(key) - epochLen
+	return key[:n], ^binary.BigEndian.Uint64(key[n:]), nil
+}
+
+// KeyInfo is a decoded key, for fsck, dumps and debugging.
+type KeyInfo struct {
+	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "orphan", "attr", "dentry", "symlink", "xattr", "chunk"
+	Ino     base.Ino
+	Parent  base.Ino // dentry
+	Name    string   // dentry or xattr name
+	Index   uint32   // chunk index
+	ID      uint64   // session id (session, hold) or slice id (pending)
+	Counter byte     // counter kind
+	Epoch   uint64   // versioned records
+}
+
+// DecodeKey parses any key of the layout above. It returns an error wrapping
+// base.ErrIO for keys that do not belong to the layout; it never panics.
+func DecodeKey(key []byte) (KeyInfo, error) {
+	bad := func(why string) (KeyInfo, error) {
+		return KeyInfo{}, fmt.Errorf("bad key %x: %s: %w", key, why, base.ErrIO)
+	}
+	if len(key) == 0 {
+		return bad("empty")
+	}
+	rest := key[1:]
+	fixed := func(n int) bool { return len(rest) == n }
+	switch key[0] {
+	case pSettings, pEpoch, pFrozen:
+		if !fixed(0) {
+			return bad("trailing bytes")
+		}
+		return KeyInfo{Kind: map[byte]string{pSettings: "settings", pEpoch: "epoch", pFrozen: "frozen"}[key[0]]}, nil
+	case pCounter:
+		if !fixed(1) {
+			return bad("counter length")
+		}
+		return KeyInfo{Kind: "counter", Counter: rest[0]}, nil
+	case pSession:
+		if !fixed(8) {
+			return bad("session length")
+		}
+		return KeyInfo{Kind: "session", ID: binary.BigEndian.Uint64(rest)}, nil
+	case pHold:
+		if !fixed(16) {
+			return bad("hold length")
+		}
+		return KeyInfo{Kind: "hold", Ino: base.Ino(binary.BigEndian.Uint64(rest)), ID: binary.BigEndian.Uint64(rest[8:])}, nil
+	case pPending:
+		if !fixed(8) {
+			return bad("pending length")
+		}
+		return KeyInfo{Kind: "pending", ID: binary.BigEndian.Uint64(rest)}, nil
+	case pOrphan:
+		if !fixed(8) {
+			return bad("orphan length")
+		}
+		return KeyInfo{Kind: "orphan", Ino: base.Ino(binary.BigEndian.Uint64(rest))}, nil
+	}
+	logical, epoch, err := splitVersion(key)
+	if err != nil {
+		return KeyInfo{}, err
+	}
+	rest = logical[1:]
+	switch key[0] {
+	case pAttr, pSymlink:
+		if len(rest) != 8 {
+			return bad("inode key length")
+		}
+		kind := "attr"
+		if key[0] == pSymlink {
+			kind = "symlink"
+		}
+		return KeyInfo{Kind: kind, Ino: base.Ino(binary.BigEndian.Uint64(rest)), Epoch: epoch}, nil
+	case pChunk:
+		if len(rest) != 12 {
+			return bad("chunk key length")
+		}
+		return KeyInfo{Kind: "chunk", Ino: base.Ino(binary.BigEndian.Uint64(rest)),
+			Index: binary.BigEndian.Uint32(rest[8:]), Epoch: epoch}, nil
+	case pDentry, pXattr:
+		if len(rest) < 8+2 || rest[len(rest)-1] != 0 {
+			return bad("name key shape")
+		}
+		name := rest[8 : len(rest)-1]
+		if bytes.IndexByte(name, 0) >= 0 {
+			return bad("NUL in name")
+		}
+		ino := base.Ino(binary.BigEndian.Uint64(rest))
+		if key[0] == pDentry {
+			return KeyInfo{Kind: "dentry", Parent: ino, Name: string(name), Epoch: epoch}, nil
+		}
+		return KeyInfo{Kind: "xattr", Ino: ino, Name: string(name), Epoch: epoch}, nil
+	}
+	return bad("unknown prefix")
+}

@@ -1,0 +1,215 @@
+package meta
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"sort"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/base"
+)
+
+func TestKeyLayout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		key  []byte
+		hex  string
+		info KeyInfo
+	}{
+		{"settings", settingsKey(), "53", KeyInfo{Kind: "settings"}},
+		{"epoch", epochKey(), "45", KeyInfo{Kind: "epoch"}},
+		{"frozen", frozenKey(), "46", KeyInfo{Kind: "frozen"}},
+		{"counter", counterKey(counterNextInode), "4369", KeyInfo{Kind: "counter", Counter: 'i'}},
+		{"session", sessionKey(7), "4e0000000000000007", KeyInfo{Kind: "session", ID: 7}},
+		{"hold", holdKey(2, 3), "4800000000000000020000000000000003", KeyInfo{Kind: "hold", Ino: 2, ID: 3}},
+		{"pending", pendingKey(9), "500000000000000009", KeyInfo{Kind: "pending", ID: 9}},
+		{"orphan", orphanKey(5), "510000000000000005", KeyInfo{Kind: "orphan", Ino: 5}},
+		{"attr", versionKey(attrKey(1), 1), "410000000000000001fffffffffffffffe", KeyInfo{Kind: "attr", Ino: 1, Epoch: 1}},
+		{"symlink", versionKey(symlinkKey(4), 2), "4c0000000000000004fffffffffffffffd", KeyInfo{Kind: "symlink", Ino: 4, Epoch: 2}},
+		{"dentry", versionKey(dentryKey(1, "ab"), 1), "4400000000000000016162" + "00" + "fffffffffffffffe",
+			KeyInfo{Kind: "dentry", Parent: 1, Name: "ab", Epoch: 1}},
+		{"xattr", versionKey(xattrKey(3, "user.x"), 1), "580000000000000003757365722e78" + "00" + "fffffffffffffffe",
+			KeyInfo{Kind: "xattr", Ino: 3, Name: "user.x", Epoch: 1}},
+		{"chunk", versionKey(chunkKey(3, 258), 1), "58"[0:0] + "4b000000000000000300000102fffffffffffffffe",
+			KeyInfo{Kind: "chunk", Ino: 3, Index: 258, Epoch: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := hex.EncodeToString(tc.key); got != tc.hex {
+				t.Errorf("key %s, want %s", got, tc.hex)
+			}
+			info, err := DecodeKey(tc.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info != tc.info {
+				t.Errorf("decoded %+v, want %+v", info, tc.info)
+			}
+		})
+	}
+}
+
+func TestKeyOrder(t *testing.T) {
+	// Versions of one logical key are contiguous and newest first; names
+	// sort as strings; a name and its extension do not interleave.
+	keys := [][]byte{
+		versionKey(dentryKey(1, "a"), 1),
+		versionKey(dentryKey(1, "ab"), 5),
+		versionKey(dentryKey(1, "a"), 3),
+		versionKey(dentryKey(1, "ab"), 2),
+		versionKey(dentryKey(1, "b"), 1),
+		versionKey(dentryKey(2, ""+"a"), 1),
+	}
+	sort.Slice(keys, func(i, j int) bool { return bytes.Compare(keys[i], keys[j]) < 0 })
+	var got []string
+	for _, k := range keys {
+		ki, err := DecodeKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(rune('0'+ki.Parent))+ki.Name+string(rune('0'+ki.Epoch)))
+	}
+	want := []string{"1a3", "1a1", "1ab5", "1ab2", "1b1", "2a1"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	}
+	// chunk indexes sort numerically
+	if bytes.Compare(chunkKey(1, 255), chunkKey(1, 256)) >= 0 {
+		t.Error("chunk indexes do not sort numerically")
+	}
+}
+
+func TestDecodeKeyErrors(t *testing.T) {
+	for _, k := range [][]byte{
+		nil, {'Z'}, {pSettings, 0}, {pCounter}, {pSession, 1}, {pHold, 1, 2},
+		{pAttr, 1, 2, 3}, append(attrKey(1), 1),
+		versionKey(append(dentryPrefix(1), 'a'), 1),            // no terminator
+		versionKey(append(dentryPrefix(1), 0), 1),              // empty name
+		versionKey(append(dentryPrefix(1), 'a', 0, 'b', 0), 1), // NUL in name
+		versionKey(append(chunkPrefix(1), 0, 1), 1),
+	} {
+		if _, err := DecodeKey(k); !errors.Is(err, base.ErrIO) {
+			t.Errorf("DecodeKey(%x) = %v, want ErrIO", k, err)
+		}
+	}
+}
+
+func TestAttrCodec(t *testing.T) {
+	a := base.Attr{Type: base.TypeFile, Mode: 0o4755, Uid: 1, Gid: 2, Nlink: 3, Rdev: 4, Length: 1 << 40,
+		Atime: -5, Mtime: 6, Ctime: 7, Btime: 8, Parent: 9, Flags: 10}
+	b := encodeAttr(&a)
+	if len(b) != attrLen {
+		t.Fatalf("len %d", len(b))
+	}
+	got, err := decodeAttr(b)
+	if err != nil || got != a {
+		t.Fatalf("roundtrip %+v %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, b[:attrLen-1], append(b, 0), {2}} {
+		if _, err := decodeAttr(bad); !errors.Is(err, base.ErrIO) {
+			t.Errorf("decodeAttr(%x) = %v", bad, err)
+		}
+	}
+	bt := append([]byte(nil), b...)
+	bt[1] = 99
+	if _, err := decodeAttr(bt); err == nil {
+		t.Error("bad type accepted")
+	}
+}
+
+func TestSliceCodec(t *testing.T) {
+	ss := []base.Slice{{Pos: 1, ID: 2, Size: 10, Off: 3, Len: 4}, {Pos: 100, ID: 0, Len: 50}}
+	b := encodeSlices(ss)
+	if len(b) != 48 {
+		t.Fatalf("len %d", len(b))
+	}
+	got, err := decodeSlices(b)
+	if err != nil || len(got) != 2 || got[0] != ss[0] || got[1] != ss[1] {
+		t.Fatalf("roundtrip %+v %v", got, err)
+	}
+	if _, err := decodeSlices(b[:47]); !errors.Is(err, base.ErrIO) {
+		t.Error("short list accepted")
+	}
+	if _, err := decodeSlices(encodeSlices([]base.Slice{{ID: 1, Size: 1, Off: 1, Len: 1}})); err == nil {
+		t.Error("range beyond slice size accepted")
+	}
+	if _, err := decodeSlices(encodeSlices([]base.Slice{{Pos: base.ChunkSize, Len: 1}})); err == nil {
+		t.Error("slice beyond chunk accepted")
+	}
+	ino, typ, err := decodeDentry(encodeDentry(5, base.TypeDir))
+	if err != nil || ino != 5 || typ != base.TypeDir {
+		t.Fatal("dentry roundtrip")
+	}
+	if _, _, err := decodeDentry([]byte{1}); err == nil {
+		t.Error("short dentry accepted")
+	}
+}
+
+func FuzzDecodeAttr(f *testing.F) {
+	f.Add(encodeAttr(&base.Attr{Type: base.TypeDir, Mode: 0o755, Nlink: 2}))
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := decodeAttr(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(encodeAttr(&a), b) {
+			t.Fatalf("re-encoding differs")
+		}
+	})
+}
+
+func FuzzDecodeSlices(f *testing.F) {
+	f.Add(encodeSlices([]base.Slice{{Pos: 1, ID: 2, Size: 10, Off: 3, Len: 4}}))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ss, err := decodeSlices(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(encodeSlices(ss), b) {
+			t.Fatalf("re-encoding differs")
+		}
+	})
+}
+
+func FuzzDecodeDentry(f *testing.F) {
+	f.Add(encodeDentry(3, base.TypeFile))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ino, typ, err := decodeDentry(b)
+		if err == nil && !bytes.Equal(encodeDentry(ino, typ), b) {
+			t.Fatalf("re-encoding differs")
+		}
+	})
+}
+
+func FuzzDecodeKey(f *testing.F) {
+	for _, k := range [][]byte{settingsKey(), counterKey('i'), holdKey(1, 2), versionKey(dentryKey(1, "x"), 1),
+		versionKey(chunkKey(1, 2), 3), versionKey(xattrKey(1, "user.a"), 1), versionKey(attrKey(1), 1)} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, k []byte) {
+		ki, err := DecodeKey(k)
+		if err != nil {
+			return
+		}
+		var re []byte
+		switch ki.Kind {
+		case "dentry":
+			re = versionKey(dentryKey(ki.Parent, ki.Name), ki.Epoch)
+		case "xattr":
+			re = versionKey(xattrKey(ki.Ino, ki.Name), ki.Epoch)
+		case "chunk":
+			re = versionKey(chunkKey(ki.Ino, ki.Index), ki.Epoch)
+		case "attr":
+			re = versionKey(attrKey(ki.Ino), ki.Epoch)
+		default:
+			return
+		}
+		if !bytes.Equal(re, k) {
+			t.Fatalf("re-encoding %x differs from %x", re, k)
+		}
+	})
+}

@@ -1,0 +1,252 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// Options configures a Meta client. The zero value is valid.
+type Options struct {
+	// Logger receives warnings about background clean-up; default discards.
+	Logger *slog.Logger
+	// ReadOnly refuses every modification of the file system with
+	// base.ErrReadOnly. Session bookkeeping still works.
+	ReadOnly bool
+	// InodeBatch and SliceBatch: how many ids are reserved per allocation
+	// transaction (defaults 1024 each).
+	InodeBatch, SliceBatch uint64
+	// CompactThreshold: WriteSlice reports compaction is due when a chunk
+	// has more slices than this (default 64).
+	CompactThreshold int
+}
+
+// Validate checks the options (after defaults are applied).
+func (o *Options) Validate() error {
+	if o.CompactThreshold < 1 {
+		return fmt.Errorf("compact threshold %d: %w", o.CompactThreshold, base.ErrInvalid)
+	}
+	return nil
+}
+
+func (o *Options) setDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.InodeBatch == 0 {
+		o.InodeBatch = 1024
+	}
+	if o.SliceBatch == 0 {
+		o.SliceBatch = 1024
+	}
+	if o.CompactThreshold == 0 {
+		o.CompactThreshold = 64
+	}
+}
+
+// Limits.
+const (
+	MaxNameLen    = 255
+	MaxSymlinkLen = 4096
+	MaxLinks      = 65000
+	MaxXattrName  = 255
+	MaxXattrValue = 64 << 10
+)
+
+// ErrCompactionStale is returned by CompactChunk when the chunk no longer
+// starts with the slices the caller merged; the caller drops its merged
+// slice and may retry later. It does not wrap kv.ErrConflict, so kv stores
+// do not retry it.
+var ErrCompactionStale = errors.New("meta: chunk changed during compaction")
+
+// Meta is a metadata client over one kv.Store. Safe for concurrent use.
+type Meta struct {
+	store    kv.Store
+	opts     Options
+	log      *slog.Logger
+	settings Settings
+
+	idMu              sync.Mutex
+	nextIno, maxIno   uint64 // reserved inode range [nextIno, maxIno)
+	nextSlic, maxSlic uint64
+	inflight          map[uint64]bool // slice ids handed out, not yet committed
+
+	holdMu sync.Mutex // serializes hold writes (OpenFile, CloseFile, sessions)
+
+	mu      sync.Mutex
+	sid     uint64
+	session SessionInfo
+	opened  map[base.Ino]int // open handles per inode in this client
+	closed  bool
+
+	deletes chan struct{}
+	now     func() int64
+}
+
+// Open opens a Meta client of a formatted volume. Unless read-only, it
+// releases open-file holds of sessions that no longer exist and frees the
+// unlinked inodes they kept alive.
+func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
+	opts.setDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s, err := LoadSettings(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	if s.FormatVersion > CurrentFormatVersion {
+		return nil, fmt.Errorf("volume %s has format version %d, this build reads up to %d; upgrade cairn: %w",
+			s.Name, s.FormatVersion, CurrentFormatVersion, base.ErrNotSupported)
+	}
+	m := &Meta{
+		store: store, opts: opts, log: opts.Logger, settings: s,
+		opened:   make(map[base.Ino]int),
+		inflight: make(map[uint64]bool),
+		deletes:  make(chan struct{}, 1),
+		now:      func() int64 { return time.Now().UnixNano() },
+	}
+	if !opts.ReadOnly {
+		if err := m.releaseDeadHolds(ctx); err != nil {
+			return nil, fmt.Errorf("releasing holds of dead sessions: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Settings returns the volume's settings as read at Open.
+func (m *Meta) Settings() Settings { return m.settings }
+
+// Store returns the kv.Store; the caller of Open still owns it.
+func (m *Meta) Store() kv.Store { return m.store }
+
+// Close closes the client's session (if any), releasing its holds. It does
+// not close the store. Operations after Close fail with kv.ErrClosed.
+func (m *Meta) Close() error {
+	m.mu.Lock()
+	sid := m.sid
+	m.mu.Unlock()
+	var err error
+	if sid != 0 {
+		err = m.CloseSession(context.Background())
+	}
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	return err
+}
+
+// Sync makes committed metadata durable (kv.Store.Sync).
+func (m *Meta) Sync(ctx context.Context) error { return m.store.Sync(ctx) }
+
+func (m *Meta) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+// update runs fn in a read-write transaction of a file-system mutation.
+func (m *Meta) update(ctx context.Context, fn func(t *wtx) error) error {
+	if m.opts.ReadOnly {
+		return base.ErrReadOnly
+	}
+	return m.rawUpdate(ctx, fn)
+}
+
+// rawUpdate is update without the read-only check (session bookkeeping).
+func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
+	if m.isClosed() {
+		return kv.ErrClosed
+	}
+	queued := false
+	err := m.store.Update(ctx, func(tx kv.Txn) error {
+		t := &wtx{Txn: tx}
+		err := fn(t)
+		queued = t.deletesQueued
+		return err
+	})
+	if err == nil && queued {
+		m.signalDeletes()
+	}
+	return err
+}
+
+func (m *Meta) view(ctx context.Context, fn func(r kv.Reader) error) error {
+	if m.isClosed() {
+		return kv.ErrClosed
+	}
+	return m.store.View(ctx, fn)
+}
+
+// allocIno hands out a fresh inode number, reserving a batch when needed.
+func (m *Meta) allocIno(ctx context.Context) (base.Ino, error) {
+	id, err := m.alloc(ctx, counterNextInode, &m.nextIno, &m.maxIno, m.opts.InodeBatch)
+	return base.Ino(id), err
+}
+
+// NewSliceID returns a fresh, never used slice id. The id counts as in
+// flight (InFlightSlices) until WriteSlice or CompactChunk commits it or the
+// caller calls ForgetSlice.
+func (m *Meta) NewSliceID(ctx context.Context) (uint64, error) {
+	id, err := m.alloc(ctx, counterNextSlice, &m.nextSlic, &m.maxSlic, m.opts.SliceBatch)
+	if err == nil {
+		m.idMu.Lock()
+		m.inflight[id] = true
+		m.idMu.Unlock()
+	}
+	return id, err
+}
+
+// ForgetSlice ends the in-flight state of a slice id the caller abandons.
+func (m *Meta) ForgetSlice(id uint64) {
+	m.idMu.Lock()
+	delete(m.inflight, id)
+	m.idMu.Unlock()
+}
+
+// InFlightSlices returns (a copy of) the slice ids this client handed out
+// and has not yet seen committed or forgotten: gc must not delete their
+// blocks.
+func (m *Meta) InFlightSlices() map[uint64]bool {
+	m.idMu.Lock()
+	defer m.idMu.Unlock()
+	out := make(map[uint64]bool, len(m.inflight))
+	for id := range m.inflight {
+		out[id] = true
+	}
+	return out
+}
+
+func (m *Meta) alloc(ctx context.Context, kind byte, next, max *uint64, batch uint64) (uint64, error) {
+	m.idMu.Lock()
+	defer m.idMu.Unlock()
+	if *next >= *max {
+		var start uint64
+		err := m.update(ctx, func(t *wtx) error {
+			n, err := counter(t, kind)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return fmt.Errorf("id counter %c missing: %w", kind, base.ErrIO)
+			}
+			start = n
+			t.Set(counterKey(kind), u64(nil, n+batch))
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("reserving ids: %w", err)
+		}
+		*next, *max = start, start+batch
+	}
+	id := *next
+	*next++
+	return id, nil
+}

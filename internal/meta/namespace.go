@@ -1,0 +1,395 @@
+package meta
+
+// Namespace operations: lookup, create, link, unlink, rmdir, readdir.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// Lookup finds name in directory parent. It needs search (x) permission on
+// parent. "." returns parent itself and ".." its parent (the root's ".." is
+// the root).
+func (m *Meta) Lookup(ctx context.Context, c *Caller, parent base.Ino, name string) (base.Ino, base.Attr, error) {
+	var ino base.Ino
+	var a base.Attr
+	err := m.view(ctx, func(r kv.Reader) error {
+		p, err := getAttr(r, parent)
+		if err != nil {
+			return err
+		}
+		if p.Type != base.TypeDir {
+			return fmt.Errorf("lookup in inode %d: %w", parent, base.ErrNotDir)
+		}
+		if err := c.access(&p, MayExec); err != nil {
+			return fmt.Errorf("lookup %q in %d: %w", name, parent, err)
+		}
+		switch name {
+		case ".":
+			ino, a = parent, p
+			return nil
+		case "..":
+			ino = p.Parent
+			a, err = getAttr(r, ino)
+			return err
+		}
+		if err := validName(name); err != nil {
+			return err
+		}
+		var ok bool
+		ino, _, ok, err = getDentry(r, parent, name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%q in %d: %w", name, parent, base.ErrNotFound)
+		}
+		a, err = getAttr(r, ino)
+		return err
+	})
+	if err != nil {
+		return 0, base.Attr{}, err
+	}
+	return ino, a, nil
+}
+
+// GetAttr returns the attributes of ino (base.ErrNotFound if it does not
+// exist). It performs no permission check.
+func (m *Meta) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, error) {
+	var a base.Attr
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		a, err = getAttr(r, ino)
+		return err
+	})
+	return a, err
+}
+
+// Access checks access(2) mask (MayRead|MayWrite|MayExec, or 0 for
+// existence) for c. It always checks, even for KernelChecked callers.
+func (m *Meta) Access(ctx context.Context, c *Caller, ino base.Ino, mask uint32) error {
+	a, err := m.GetAttr(ctx, ino)
+	if err != nil {
+		return err
+	}
+	if !c.permits(&a, mask) {
+		return fmt.Errorf("access %o to inode %d: %w", mask, ino, base.ErrAccess)
+	}
+	return nil
+}
+
+// createName validates a name for creating an entry: "." and ".." exist.
+func createName(name string) error {
+	if name == "." || name == ".." {
+		return fmt.Errorf("%q: %w", name, base.ErrExist)
+	}
+	return validName(name)
+}
+
+// Mknod creates an inode of type typ named name in parent: a regular file,
+// directory, symlink (target required), FIFO, socket or device (rdev). The
+// permission bits are mode&07777 &^ umask (symlinks are always 0777).
+// Needs w+x on parent. Errors: ErrExist, ErrNotDir, ErrNotFound (parent
+// missing or removed), ErrAccess, ErrInvalid, ErrNameTooLong,
+// ErrTooManyLinks (parent has too many subdirectories), ErrNoSpace (inode
+// limit).
+func (m *Meta) Mknod(ctx context.Context, c *Caller, parent base.Ino, name string, typ base.FileType,
+	mode, umask, rdev uint32, target string) (base.Ino, base.Attr, error) {
+	if err := createName(name); err != nil {
+		return 0, base.Attr{}, err
+	}
+	if typ < base.TypeFile || typ > base.TypeSocket {
+		return 0, base.Attr{}, fmt.Errorf("file type %d: %w", typ, base.ErrInvalid)
+	}
+	if typ == base.TypeSymlink {
+		if target == "" {
+			return 0, base.Attr{}, fmt.Errorf("empty symlink target: %w", base.ErrNotFound)
+		}
+		if len(target) > MaxSymlinkLen {
+			return 0, base.Attr{}, fmt.Errorf("symlink target of %d bytes: %w", len(target), base.ErrNameTooLong)
+		}
+	}
+	if m.opts.ReadOnly {
+		return 0, base.Attr{}, base.ErrReadOnly
+	}
+	ino, err := m.allocIno(ctx)
+	if err != nil {
+		return 0, base.Attr{}, err
+	}
+	var a base.Attr
+	err = m.mutate(ctx, func(o *op) error {
+		p, err := o.dirAttr(parent)
+		if err != nil {
+			return err
+		}
+		if err := c.access(p, MayWrite|MayExec); err != nil {
+			return fmt.Errorf("create %q in %d: %w", name, parent, err)
+		}
+		if _, _, ok, err := getDentry(o, parent, name); err != nil {
+			return err
+		} else if ok {
+			return fmt.Errorf("%q in %d: %w", name, parent, base.ErrExist)
+		}
+		if lim := m.settings.Inodes; lim > 0 {
+			used, err := counter(o, counterUsedInodes)
+			if err != nil {
+				return err
+			}
+			if used >= lim {
+				return fmt.Errorf("volume inode limit %d reached: %w", lim, base.ErrNoSpace)
+			}
+		}
+		perm := mode & 0o7777 &^ (umask & 0o777)
+		if typ == base.TypeSymlink {
+			perm = 0o777
+		}
+		a = base.Attr{Type: typ, Nlink: 1, Atime: o.now, Mtime: o.now, Ctime: o.now, Btime: o.now}
+		a.Uid, a.Gid, a.Mode = c.newOwnership(p, typ, perm)
+		switch typ {
+		case base.TypeDir:
+			if p.Nlink >= MaxLinks {
+				return fmt.Errorf("directory %d: %w", parent, base.ErrTooManyLinks)
+			}
+			a.Nlink, a.Parent = 2, parent
+			p.Nlink++
+		case base.TypeSymlink:
+			a.Length = uint64(len(target))
+			if err := o.vset(symlinkKey(ino), []byte(target)); err != nil {
+				return err
+			}
+		case base.TypeBlock, base.TypeChar:
+			a.Rdev = rdev
+		}
+		if err := o.vset(dentryKey(parent, name), encodeDentry(ino, typ)); err != nil {
+			return err
+		}
+		o.touchDir(parent, p)
+		o.put(ino, &a)
+		return o.add(counterUsedInodes, 1)
+	})
+	if err != nil {
+		return 0, base.Attr{}, err
+	}
+	return ino, a, nil
+}
+
+// Link adds entry name in parent for the existing non-directory ino.
+// Errors: ErrPermission (ino is a directory), ErrTooManyLinks, ErrExist,
+// ErrNotFound (ino unlinked or missing), ErrAccess, ErrNotDir.
+func (m *Meta) Link(ctx context.Context, c *Caller, ino, parent base.Ino, name string) (base.Attr, error) {
+	if err := createName(name); err != nil {
+		return base.Attr{}, err
+	}
+	var out base.Attr
+	err := m.mutate(ctx, func(o *op) error {
+		a, err := o.attr(ino)
+		if err != nil {
+			return err
+		}
+		if a.Type == base.TypeDir {
+			return fmt.Errorf("hard link to directory %d: %w", ino, base.ErrPermission)
+		}
+		if a.Nlink == 0 {
+			return fmt.Errorf("inode %d was unlinked: %w", ino, base.ErrNotFound)
+		}
+		if a.Nlink >= MaxLinks {
+			return fmt.Errorf("inode %d: %w", ino, base.ErrTooManyLinks)
+		}
+		p, err := o.dirAttr(parent)
+		if err != nil {
+			return err
+		}
+		if err := c.access(p, MayWrite|MayExec); err != nil {
+			return fmt.Errorf("link %q in %d: %w", name, parent, err)
+		}
+		if _, _, ok, err := getDentry(o, parent, name); err != nil {
+			return err
+		} else if ok {
+			return fmt.Errorf("%q in %d: %w", name, parent, base.ErrExist)
+		}
+		if err := o.vset(dentryKey(parent, name), encodeDentry(ino, a.Type)); err != nil {
+			return err
+		}
+		a.Nlink++
+		a.Ctime = o.now
+		o.put(ino, a)
+		o.touchDir(parent, p)
+		out = *a
+		return nil
+	})
+	return out, err
+}
+
+// Unlink removes the entry name (not a directory) from parent. When the
+// last link goes, the inode is destroyed, or kept as an orphan while it is
+// open (OpenFile) in this client or held by any session.
+func (m *Meta) Unlink(ctx context.Context, c *Caller, parent base.Ino, name string) error {
+	if name == "." || name == ".." {
+		return fmt.Errorf("unlink %q: %w", name, base.ErrIsDir)
+	}
+	if err := validName(name); err != nil {
+		return err
+	}
+	return m.mutate(ctx, func(o *op) error {
+		p, err := o.dirAttr(parent)
+		if err != nil {
+			return err
+		}
+		ino, typ, ok, err := getDentry(o, parent, name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := c.access(p, MayExec); err != nil {
+				return err
+			}
+			return fmt.Errorf("%q in %d: %w", name, parent, base.ErrNotFound)
+		}
+		if typ == base.TypeDir {
+			return fmt.Errorf("unlink %q: %w", name, base.ErrIsDir)
+		}
+		a, err := o.attr(ino)
+		if err != nil {
+			return err
+		}
+		if err := c.mayDelete(p, a); err != nil {
+			return fmt.Errorf("unlink %q in %d: %w", name, parent, err)
+		}
+		if err := o.vdel(dentryKey(parent, name)); err != nil {
+			return err
+		}
+		o.touchDir(parent, p)
+		return o.dropLink(ino, a)
+	})
+}
+
+// Rmdir removes the empty directory name from parent. Errors: ErrNotEmpty
+// (entries, or name ".."), ErrInvalid ("."), ErrNotDir, ErrNotFound,
+// ErrAccess, ErrPermission (sticky parent).
+func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name string) error {
+	switch name {
+	case ".":
+		return fmt.Errorf("rmdir %q: %w", name, base.ErrInvalid)
+	case "..":
+		return fmt.Errorf("rmdir %q: %w", name, base.ErrNotEmpty)
+	}
+	if err := validName(name); err != nil {
+		return err
+	}
+	return m.mutate(ctx, func(o *op) error {
+		p, err := o.dirAttr(parent)
+		if err != nil {
+			return err
+		}
+		ino, typ, ok, err := getDentry(o, parent, name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%q in %d: %w", name, parent, base.ErrNotFound)
+		}
+		if typ != base.TypeDir {
+			return fmt.Errorf("rmdir %q: %w", name, base.ErrNotDir)
+		}
+		a, err := o.attr(ino)
+		if err != nil {
+			return err
+		}
+		if err := c.mayDelete(p, a); err != nil {
+			return fmt.Errorf("rmdir %q in %d: %w", name, parent, err)
+		}
+		if full, err := hasEntries(o, ino); err != nil {
+			return err
+		} else if full {
+			return fmt.Errorf("rmdir %q: %w", name, base.ErrNotEmpty)
+		}
+		if err := o.vdel(dentryKey(parent, name)); err != nil {
+			return err
+		}
+		p.Nlink--
+		o.touchDir(parent, p)
+		return o.destroy(ino, a)
+	})
+}
+
+// Readdir lists directory dir: entries with name > after in name order, at
+// most limit (0 = all). "." and ".." are not included. With plus, each
+// Entry.Attr is filled. Needs read permission on dir.
+func (m *Meta) Readdir(ctx context.Context, c *Caller, dir base.Ino, after string, limit int, plus bool) ([]base.Entry, error) {
+	var out []base.Entry
+	err := m.view(ctx, func(r kv.Reader) error {
+		out = out[:0]
+		d, err := getAttr(r, dir)
+		if err != nil {
+			return err
+		}
+		if d.Type != base.TypeDir {
+			return fmt.Errorf("readdir %d: %w", dir, base.ErrNotDir)
+		}
+		if err := c.access(&d, MayRead); err != nil {
+			return fmt.Errorf("readdir %d: %w", dir, err)
+		}
+		prefix := dentryPrefix(dir)
+		var start []byte
+		if after != "" {
+			start = append(append(dentryPrefix(dir), after...), 1)
+		}
+		var ferr error
+		err = vscan(r, prefix, start, latestEpoch, func(k, v []byte) bool {
+			ino, typ, err := decodeDentry(v)
+			if err != nil {
+				ferr = err
+				return false
+			}
+			name := string(k[len(prefix) : len(k)-1])
+			out = append(out, base.Entry{Name: name, Ino: ino, Type: typ})
+			return limit <= 0 || len(out) < limit
+		})
+		if err != nil {
+			return err
+		}
+		if ferr != nil {
+			return fmt.Errorf("readdir %d: %w", dir, ferr)
+		}
+		if plus {
+			for i := range out {
+				a, err := getAttr(r, out[i].Ino)
+				if err != nil {
+					return fmt.Errorf("readdir %d, entry %q: %w", dir, out[i].Name, err)
+				}
+				out[i].Attr = &a
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Readlink returns the target of symlink ino (ErrInvalid if not a symlink).
+func (m *Meta) Readlink(ctx context.Context, ino base.Ino) (string, error) {
+	var target string
+	err := m.view(ctx, func(r kv.Reader) error {
+		a, err := getAttr(r, ino)
+		if err != nil {
+			return err
+		}
+		if a.Type != base.TypeSymlink {
+			return fmt.Errorf("readlink %d: %w", ino, base.ErrInvalid)
+		}
+		v, ok, err := vget(r, symlinkKey(ino), latestEpoch)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("symlink %d has no target: %w", ino, base.ErrIO)
+		}
+		target = string(v)
+		return nil
+	})
+	return target, err
+}

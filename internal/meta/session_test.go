@@ -1,0 +1,101 @@
+package meta
+
+import (
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+func TestSessions(t *testing.T) {
+	m, store := newTestMetaStore(t, Options{})
+	id := must[uint64](t)(m.NewSession(ctx, SessionInfo{Host: "h1", Pid: 1}))
+	if id == 0 || m.SessionID() != id {
+		t.Fatal("session id")
+	}
+	_, err := m.NewSession(ctx, SessionInfo{})
+	wantErr(t, err, base.ErrExist)
+	ok(t, m.Heartbeat(ctx))
+	m2 := must[*Meta](t)(Open(ctx, store, Options{}))
+	checkOnCleanup(t, m2)
+	id2 := must[uint64](t)(m2.NewSession(ctx, SessionInfo{Host: "h2"}))
+	ss := must[[]SessionInfo](t)(m.ListSessions(ctx))
+	if len(ss) != 2 || ss[0].ID != id || ss[0].Host != "h1" || ss[1].ID != id2 || ss[0].Heartbeat.IsZero() {
+		t.Fatalf("sessions %+v", ss)
+	}
+
+	// m2 holds a file open; m unlinks it: it survives until m2 closes it
+	f := create(t, m, root, base.RootIno, "f")
+	m2.OpenFile(f)
+	ok(t, m.Unlink(ctx, root, base.RootIno, "f"))
+	if a := attr(t, m, f); a.Nlink != 0 {
+		t.Fatal("orphan expected")
+	}
+	ok(t, m2.CloseFile(ctx, f))
+	_, err = m.GetAttr(ctx, f)
+	wantErr(t, err, base.ErrNotFound)
+
+	// CloseSession releases holds; the in-memory count still protects
+	g := create(t, m, root, base.RootIno, "g")
+	m2.OpenFile(g)
+	ok(t, m.Unlink(ctx, root, base.RootIno, "g"))
+	ok(t, m2.CloseSession(ctx))
+	if _, err := m.GetAttr(ctx, g); err != nil {
+		t.Fatal("open orphan freed by CloseSession")
+	}
+	ok(t, m2.CloseFile(ctx, g))
+	_, err = m.GetAttr(ctx, g)
+	wantErr(t, err, base.ErrNotFound)
+	if ss := must[[]SessionInfo](t)(m.ListSessions(ctx)); len(ss) != 1 {
+		t.Fatalf("sessions %+v", ss)
+	}
+	wantErr(t, m2.Heartbeat(ctx), base.ErrInvalid)
+}
+
+func TestDeadSessionHoldsReleasedAtOpen(t *testing.T) {
+	m, store := newTestMetaStore(t, Options{})
+	crashed := must[*Meta](t)(Open(ctx, store, Options{}))
+	must[uint64](t)(crashed.NewSession(ctx, SessionInfo{Host: "dead"}))
+	f := create(t, m, root, base.RootIno, "f")
+	crashed.OpenFile(f)
+	ok(t, m.Unlink(ctx, root, base.RootIno, "f"))
+	// the crashed client's session record disappears (expiry, issue 3)
+	ok(t, store.Update(ctx, func(tx kv.Txn) error {
+		tx.Delete(sessionKey(crashed.SessionID()))
+		return nil
+	}))
+	if probs := must[[]Problem](t)(m.Check(ctx, false)); len(probs) != 1 || probs[0].Kind != "stale-hold" {
+		t.Fatalf("problems %+v", probs)
+	}
+	must[*Meta](t)(Open(ctx, store, Options{}))
+	_, err := m.GetAttr(ctx, f)
+	wantErr(t, err, base.ErrNotFound)
+}
+
+func TestSessionAfterOpen(t *testing.T) {
+	// files opened before NewSession get holds when the session starts
+	store := newStore(t, Settings{Name: "v"})
+	m := must[*Meta](t)(Open(ctx, store, Options{}))
+	f := create(t, m, root, base.RootIno, "f")
+	m.OpenFile(f)
+	must[uint64](t)(m.NewSession(ctx, SessionInfo{}))
+	other := must[*Meta](t)(Open(ctx, store, Options{}))
+	ok(t, other.Unlink(ctx, root, base.RootIno, "f"))
+	if a := attr(t, m, f); a.Nlink != 0 {
+		t.Fatal("orphan expected")
+	}
+	ok(t, m.Close()) // closes the session; in-memory handle keeps it
+	if _, err := other.GetAttr(ctx, f); err != nil {
+		t.Fatalf("freed: %v", err)
+	}
+	// the closed client cannot close the file any more: check reports the
+	// orphan as held only while this client is alive, so repair cleans it
+	probs, err := other.Check(ctx, true)
+	ok(t, err)
+	if len(probs) != 1 || probs[0].Kind != "unheld-orphan" {
+		t.Fatalf("problems %+v", probs)
+	}
+	_, err = other.GetAttr(ctx, f)
+	wantErr(t, err, base.ErrNotFound)
+	checkOnCleanup(t, other)
+}

@@ -1,0 +1,235 @@
+package meta
+
+// Versioned records: every file-system record is stored as one physical key
+// per epoch in which it was written (see keys.go). Reads take the newest
+// version at or below the reading epoch; writes go to the live epoch and
+// drop older versions that no frozen snapshot can see any more.
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// latestEpoch reads the newest version of every record. No version is ever
+// newer than the live epoch, so this is the live view without having to
+// read the epoch record.
+const latestEpoch = ^uint64(0)
+
+type version struct {
+	epoch uint64
+	value []byte // tagged
+}
+
+// vget returns the payload of logical at epoch; ok is false if the record
+// does not exist (no version at or below epoch, or a tombstone).
+func vget(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, err error) {
+	var val []byte
+	found := false
+	err = r.Scan(versionKey(logical, epoch), kv.PrefixEnd(logical), false, func(k, v []byte) bool {
+		if len(k) == len(logical)+epochLen {
+			val = append([]byte(nil), v...)
+			found = true
+			return false
+		}
+		return true
+	})
+	if err != nil || !found {
+		return nil, false, err
+	}
+	switch {
+	case len(val) == 1 && val[0] == tagTombstone:
+		return nil, false, nil
+	case len(val) >= 1 && val[0] == tagLive:
+		return val[1:], true, nil
+	}
+	return nil, false, fmt.Errorf("record %x: bad version tag: %w", logical, base.ErrIO)
+}
+
+// versions lists every physical version of logical, newest first.
+func versions(r kv.Reader, logical []byte) ([]version, error) {
+	var vs []version
+	err := r.Scan(logical, kv.PrefixEnd(logical), false, func(k, v []byte) bool {
+		if len(k) == len(logical)+epochLen {
+			_, e, _ := splitVersion(k)
+			vs = append(vs, version{e, append([]byte(nil), v...)})
+		}
+		return true
+	})
+	return vs, err
+}
+
+// vscan calls fn for every logical key under prefix, from start (or the
+// prefix itself if start is nil) in key order, with the payload of its
+// newest version at or below epoch; deleted records are skipped. fn runs
+// inside the store's scan: it must not use the transaction and must copy
+// the slices it keeps. fn returns false to stop.
+func vscan(r kv.Reader, prefix, start []byte, epoch uint64, fn func(logical, payload []byte) bool) error {
+	if start == nil || bytes.Compare(start, prefix) < 0 {
+		start = prefix
+	}
+	var last []byte // logical key already decided
+	var ferr error
+	err := r.Scan(start, kv.PrefixEnd(prefix), false, func(k, v []byte) bool {
+		logical, e, err := splitVersion(k)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		if last != nil && bytes.Equal(logical, last) {
+			return true
+		}
+		if e > epoch {
+			return true
+		}
+		last = append(last[:0], logical...)
+		if len(v) == 1 && v[0] == tagTombstone {
+			return true
+		}
+		if len(v) < 1 || v[0] != tagLive {
+			ferr = fmt.Errorf("record %x: bad version tag: %w", logical, base.ErrIO)
+			return false
+		}
+		return fn(logical, v[1:])
+	})
+	if err != nil {
+		return err
+	}
+	return ferr
+}
+
+// wtx is a read-write transaction of a Meta operation: the kv transaction
+// plus the epoch state, loaded on first versioned write.
+type wtx struct {
+	kv.Txn
+	loaded bool
+	epoch  uint64   // live epoch
+	frozen []uint64 // snapshot epochs, ascending
+
+	deletesQueued bool // a pending slice delete was added
+}
+
+func (t *wtx) loadEpochs() error {
+	if t.loaded {
+		return nil
+	}
+	v, err := t.Get(epochKey())
+	if err != nil {
+		return err
+	}
+	e, err := decodeU64(v)
+	if err != nil {
+		return fmt.Errorf("epoch record: %w", err)
+	}
+	if e == 0 {
+		return fmt.Errorf("volume has no live epoch (not formatted?): %w", base.ErrIO)
+	}
+	f, err := t.Get(frozenKey())
+	if err != nil {
+		return err
+	}
+	fr, err := decodeU64s(f)
+	if err != nil {
+		return fmt.Errorf("snapshot epochs record: %w", err)
+	}
+	t.epoch, t.frozen, t.loaded = e, fr, true
+	return nil
+}
+
+// retained reports whether a version written at epoch e and superseded at
+// epoch next is visible to some frozen snapshot S (e <= S < next).
+func (t *wtx) retained(e, next uint64) bool {
+	i, _ := slices.BinarySearch(t.frozen, e)
+	return i < len(t.frozen) && t.frozen[i] < next
+}
+
+// pruneOlder deletes the versions older than the live epoch in vs (newest
+// first) that no snapshot retains once a version at the live epoch
+// supersedes them, and reports whether any older version remains with a
+// live payload as its newest survivor.
+func (t *wtx) pruneOlder(logical []byte, vs []version) (olderVisible bool) {
+	next := t.epoch
+	first := true
+	for _, v := range vs {
+		if v.epoch >= t.epoch {
+			continue
+		}
+		if t.retained(v.epoch, next) {
+			if first {
+				olderVisible = len(v.value) > 0 && v.value[0] == tagLive
+			}
+			first = false
+		} else {
+			t.Delete(versionKey(logical, v.epoch))
+		}
+		next = v.epoch
+	}
+	return olderVisible
+}
+
+// vset writes payload as the version of logical at the live epoch.
+func (t *wtx) vset(logical, payload []byte) error {
+	if err := t.loadEpochs(); err != nil {
+		return err
+	}
+	vs, err := versions(t, logical)
+	if err != nil {
+		return err
+	}
+	t.pruneOlder(logical, vs)
+	val := make([]byte, 0, 1+len(payload))
+	t.Set(versionKey(logical, t.epoch), append(append(val, tagLive), payload...))
+	return nil
+}
+
+// vdel deletes logical at the live epoch: a tombstone if a snapshot still
+// sees an older version, otherwise every physical version is removed.
+func (t *wtx) vdel(logical []byte) error {
+	if err := t.loadEpochs(); err != nil {
+		return err
+	}
+	vs, err := versions(t, logical)
+	if err != nil {
+		return err
+	}
+	if t.pruneOlder(logical, vs) {
+		t.Set(versionKey(logical, t.epoch), []byte{tagTombstone})
+	} else {
+		t.Delete(versionKey(logical, t.epoch))
+	}
+	return nil
+}
+
+// counter reads a counter.
+func counter(r kv.Reader, kind byte) (uint64, error) {
+	v, err := r.Get(counterKey(kind))
+	if err != nil {
+		return 0, err
+	}
+	n, err := decodeU64(v)
+	if err != nil {
+		return 0, fmt.Errorf("counter %c: %w", kind, err)
+	}
+	return n, nil
+}
+
+// add adds delta to a counter, clamping at zero.
+func (t *wtx) add(kind byte, delta int64) error {
+	if delta == 0 {
+		return nil
+	}
+	n, err := counter(t, kind)
+	if err != nil {
+		return err
+	}
+	if delta < 0 && uint64(-delta) > n {
+		n = 0
+	} else {
+		n = uint64(int64(n) + delta)
+	}
+	t.Set(counterKey(kind), u64(nil, n))
+	return nil
+}

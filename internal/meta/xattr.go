@@ -1,0 +1,172 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// Extended attributes. Supported namespaces: "user." (read/write access to
+// the inode; only on regular files and directories), "trusted." (root
+// only), "security." (anyone may read; owner or root may write). Other
+// namespaces (e.g. "system." ACLs) are ErrNotSupported. Names are 1..255
+// bytes, values at most 64 KiB; larger is ErrRange.
+
+func xattrName(name string) error {
+	if name == "" || len(name) > MaxXattrName || strings.IndexByte(name, 0) >= 0 {
+		return fmt.Errorf("xattr name %.40q: %w", name, base.ErrRange)
+	}
+	return nil
+}
+
+// xattrAccess checks access to attribute name of inode a for reading
+// (write=false) or writing.
+func (c *Caller) xattrAccess(a *base.Attr, name string, write bool) error {
+	switch {
+	case strings.HasPrefix(name, "user."):
+		if a.Type != base.TypeFile && a.Type != base.TypeDir {
+			if write {
+				return fmt.Errorf("user xattr on a %s: %w", a.Type, base.ErrPermission)
+			}
+			return fmt.Errorf("user xattr on a %s: %w", a.Type, base.ErrNoAttr)
+		}
+		if a.Type == base.TypeDir && a.Mode&modeSticky != 0 && write && !c.isRoot() && c.Uid != a.Uid {
+			return fmt.Errorf("user xattr on sticky directory: %w", base.ErrPermission)
+		}
+		mask := uint32(MayRead)
+		if write {
+			mask = MayWrite
+		}
+		return c.access(a, mask)
+	case strings.HasPrefix(name, "trusted."):
+		if !c.isRoot() {
+			return fmt.Errorf("trusted xattr: %w", base.ErrPermission)
+		}
+		return nil
+	case strings.HasPrefix(name, "security."):
+		if write {
+			return c.ownerOrRoot(a)
+		}
+		return nil
+	}
+	return fmt.Errorf("xattr namespace of %q: %w", name, base.ErrNotSupported)
+}
+
+// GetXattr returns the value of attribute name (ErrNoAttr if absent).
+func (m *Meta) GetXattr(ctx context.Context, c *Caller, ino base.Ino, name string) ([]byte, error) {
+	if err := xattrName(name); err != nil {
+		return nil, err
+	}
+	var out []byte
+	err := m.view(ctx, func(r kv.Reader) error {
+		a, err := getAttr(r, ino)
+		if err != nil {
+			return err
+		}
+		if err := c.xattrAccess(&a, name, false); err != nil {
+			return err
+		}
+		v, ok, err := vget(r, xattrKey(ino, name), latestEpoch)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("xattr %q of %d: %w", name, ino, base.ErrNoAttr)
+		}
+		out = v
+		return nil
+	})
+	return out, err
+}
+
+// ListXattr lists the attribute names of ino in name order. "trusted."
+// names are listed only to root.
+func (m *Meta) ListXattr(ctx context.Context, c *Caller, ino base.Ino) ([]string, error) {
+	var out []string
+	err := m.view(ctx, func(r kv.Reader) error {
+		out = out[:0]
+		if _, err := getAttr(r, ino); err != nil {
+			return err
+		}
+		p := xattrPrefix(ino)
+		return vscan(r, p, nil, latestEpoch, func(k, _ []byte) bool {
+			name := string(k[len(p) : len(k)-1])
+			if !strings.HasPrefix(name, "trusted.") || c.isRoot() {
+				out = append(out, name)
+			}
+			return true
+		})
+	})
+	return out, err
+}
+
+// SetXattr sets attribute name. flags: XattrCreate (ErrExist if present),
+// XattrReplace (ErrNoAttr if absent), or 0. Updates ctime.
+func (m *Meta) SetXattr(ctx context.Context, c *Caller, ino base.Ino, name string, value []byte, flags int) error {
+	if err := xattrName(name); err != nil {
+		return err
+	}
+	if len(value) > MaxXattrValue {
+		return fmt.Errorf("xattr value of %d bytes: %w", len(value), base.ErrRange)
+	}
+	if flags&^(XattrCreate|XattrReplace) != 0 || flags == XattrCreate|XattrReplace {
+		return fmt.Errorf("xattr flags %#x: %w", flags, base.ErrInvalid)
+	}
+	return m.mutate(ctx, func(o *op) error {
+		a, err := o.attr(ino)
+		if err != nil {
+			return err
+		}
+		if err := c.xattrAccess(a, name, true); err != nil {
+			return err
+		}
+		_, ok, err := vget(o, xattrKey(ino, name), latestEpoch)
+		if err != nil {
+			return err
+		}
+		if ok && flags == XattrCreate {
+			return fmt.Errorf("xattr %q of %d: %w", name, ino, base.ErrExist)
+		}
+		if !ok && flags == XattrReplace {
+			return fmt.Errorf("xattr %q of %d: %w", name, ino, base.ErrNoAttr)
+		}
+		if err := o.vset(xattrKey(ino, name), value); err != nil {
+			return err
+		}
+		a.Ctime = o.now
+		o.put(ino, a)
+		return nil
+	})
+}
+
+// RemoveXattr removes attribute name (ErrNoAttr if absent). Updates ctime.
+func (m *Meta) RemoveXattr(ctx context.Context, c *Caller, ino base.Ino, name string) error {
+	if err := xattrName(name); err != nil {
+		return err
+	}
+	return m.mutate(ctx, func(o *op) error {
+		a, err := o.attr(ino)
+		if err != nil {
+			return err
+		}
+		if err := c.xattrAccess(a, name, true); err != nil {
+			return err
+		}
+		_, ok, err := vget(o, xattrKey(ino, name), latestEpoch)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("xattr %q of %d: %w", name, ino, base.ErrNoAttr)
+		}
+		if err := o.vdel(xattrKey(ino, name)); err != nil {
+			return err
+		}
+		a.Ctime = o.now
+		o.put(ino, a)
+		return nil
+	})
+}

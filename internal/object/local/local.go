@@ -1,0 +1,329 @@
+// Package local is an object.Store kept in a local directory, one file per
+// object: key "a/b" is the file DIR/a/b. It is the data store of the
+// embedded deployment mode.
+//
+// Put writes a temporary file beside the target and renames it into place,
+// so a reader sees the old or the new object, never a mix, and a crash
+// leaves either the old object, the new one, or a stray temporary file that
+// is never listed as an object. Put does not fsync: the store implements
+// object.Syncer, and Sync makes everything put before it durable with one
+// syncfs(2) shared by all concurrent callers (group commit).
+//
+// The package owns only the layout of files below DIR. It must not hold any
+// Cairn concept, and nothing else may write below DIR while a Store is open.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/cairnfs/cairn/internal/object"
+)
+
+var (
+	_ object.Store  = (*Store)(nil)
+	_ object.Syncer = (*Store)(nil)
+)
+
+// tmpPrefix starts the name of every temporary file. It holds a byte that is
+// not printable ASCII, so no temporary file name is ever a valid key segment
+// and List can never mistake one (for example a leftover from a crash) for
+// an object.
+const tmpPrefix = "\u00b7tmp."
+
+// Store is an object store in a directory. It is safe for concurrent use.
+type Store struct {
+	dir  string   // absolute, cleaned
+	root *os.File // dir itself, kept open for syncfs
+	sync group
+}
+
+// Open opens (creating it if needed) the directory store at dir. It fails if
+// dir is not a directory or is not writable.
+func Open(dir string) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("object/local: open %q: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("object/local: create store directory: %w", err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("object/local: open store directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("object/local: %s is not a directory", abs)
+	}
+	// Probe with a real file: access(2) says nothing of read-only mounts
+	// and everything is permitted to root.
+	probe, err := os.CreateTemp(abs, tmpPrefix+"probe.*")
+	if err != nil {
+		return nil, fmt.Errorf("object/local: store directory %s is not writable: %w", abs, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	root, err := os.Open(abs)
+	if err != nil {
+		return nil, fmt.Errorf("object/local: open store directory: %w", err)
+	}
+	s := &Store{dir: abs, root: root}
+	s.sync.fn = s.syncfs
+	return s, nil
+}
+
+// Close releases the store's directory handle. It does not sync; call Sync
+// first if the objects must be durable. Other methods must not be called
+// after Close.
+func (s *Store) Close() error { return s.root.Close() }
+
+// Dir returns the store's absolute directory.
+func (s *Store) Dir() string { return s.dir }
+
+// String implements object.Store.
+func (s *Store) String() string { return "file://" + s.dir }
+
+func (s *Store) path(key string) string {
+	return filepath.Join(s.dir, filepath.FromSlash(key))
+}
+
+// Put implements object.Store. The object is visible when Put returns and
+// durable after a later Sync.
+func (s *Store) Put(ctx context.Context, key string, data []byte) error {
+	if err := object.ValidKey(key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	target := s.path(key)
+	parent := filepath.Dir(target)
+	// A concurrent Delete removes directories it leaves empty, so parent
+	// can vanish while MkdirAll builds it or before CreateTemp; once the
+	// temporary file exists the directory is not empty and stays. Retry.
+	var f *os.File
+	var err error
+	for range 100 {
+		if err = os.MkdirAll(parent, 0o700); err == nil {
+			f, err = os.CreateTemp(parent, tmpPrefix+"*")
+		}
+		if err == nil {
+			break
+		}
+		// EEXIST and ENOTDIR can also come from that race.
+		if s.fileAbove(target) {
+			return fmt.Errorf("%w: put %q: a parent is an object", object.ErrConflict, key)
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EEXIST) && !errors.Is(err, syscall.ENOTDIR) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("object/local: put %q: %w", key, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, target)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			return fmt.Errorf("%w: put %q: objects exist below it", object.ErrConflict, key)
+		}
+		return fmt.Errorf("object/local: put %q: %w", key, err)
+	}
+	return nil
+}
+
+// fileAbove reports whether a proper parent of path below the store
+// directory exists and is not a directory.
+func (s *Store) fileAbove(path string) bool {
+	for dir := filepath.Dir(path); dir != s.dir && strings.HasPrefix(dir, s.dir); dir = filepath.Dir(dir) {
+		if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() {
+			return true
+		}
+	}
+	return false
+}
+
+// notFound reports whether err means the key names no object: missing, a
+// parent is a file, or the path is a directory.
+func notFound(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
+}
+
+// Get implements object.Store with pread(2); the file is immutable once
+// renamed into place, so a concurrent Put cannot tear the read.
+func (s *Store) Get(ctx context.Context, key string, off, length int64) ([]byte, error) {
+	if err := object.ValidKey(key); err != nil {
+		return nil, err
+	}
+	if off < 0 {
+		return nil, fmt.Errorf("object/local: get %q: negative offset %d", key, off)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(s.path(key))
+	if err != nil {
+		if notFound(err) {
+			return nil, fmt.Errorf("get %q: %w", key, object.ErrNotFound)
+		}
+		return nil, fmt.Errorf("object/local: get %q: %w", key, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("object/local: get %q: %w", key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("get %q: %w", key, object.ErrNotFound)
+	}
+	n := max(fi.Size()-off, 0)
+	if length >= 0 {
+		n = min(n, length)
+	}
+	buf := make([]byte, n)
+	got, err := f.ReadAt(buf, off)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(got) == n) {
+		return nil, fmt.Errorf("object/local: get %q: %w", key, err)
+	}
+	return buf, nil
+}
+
+// Head implements object.Store.
+func (s *Store) Head(ctx context.Context, key string) (object.Info, error) {
+	if err := object.ValidKey(key); err != nil {
+		return object.Info{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return object.Info{}, err
+	}
+	fi, err := os.Lstat(s.path(key))
+	if err != nil && !notFound(err) {
+		return object.Info{}, fmt.Errorf("object/local: head %q: %w", key, err)
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		return object.Info{}, fmt.Errorf("head %q: %w", key, object.ErrNotFound)
+	}
+	return object.Info{Key: key, Size: fi.Size()}, nil
+}
+
+// Delete implements object.Store. It also removes the parent directories the
+// deletion left empty, so that a later Put of a key that was a directory
+// ("a" after "a/b" is gone) does not conflict.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := object.ValidKey(key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p := s.path(key)
+	// unlink(2), not os.Remove: that would also remove an empty directory.
+	if err := syscall.Unlink(p); err != nil {
+		if notFound(err) || errors.Is(err, syscall.EPERM) && isDir(p) {
+			return nil
+		}
+		return fmt.Errorf("object/local: delete %q: %w", key, &fs.PathError{Op: "unlink", Path: p, Err: err})
+	}
+	for dir := filepath.Dir(p); dir != s.dir && strings.HasPrefix(dir, s.dir); dir = filepath.Dir(dir) {
+		if syscall.Rmdir(dir) != nil {
+			break // not empty (or already gone): stop
+		}
+	}
+	return nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
+}
+
+// List implements object.Store. It reads only the directories that can hold
+// keys with the prefix, one at a time, so a listing of a huge store costs
+// memory proportional to the largest directory, not to the store.
+func (s *Store) List(ctx context.Context, prefix string, fn func(object.Info) bool) error {
+	// Start in the deepest directory the prefix names in full.
+	base := prefix[:strings.LastIndexByte(prefix, '/')+1]
+	if base != "" && object.ValidKey(strings.TrimSuffix(base, "/")) != nil {
+		return nil // no valid key lies below an invalid path
+	}
+	_, err := s.walk(ctx, base, prefix, fn)
+	return err
+}
+
+// walk lists directory dirKey ("" or ending in "/"), calling fn for objects
+// with the prefix. It returns false when fn asked to stop.
+func (s *Store) walk(ctx context.Context, dirKey, prefix string, fn func(object.Info) bool) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	entries, err := os.ReadDir(s.path(dirKey))
+	if err != nil {
+		if notFound(err) {
+			return true, nil // removed under us, or prefix names no directory
+		}
+		return false, fmt.Errorf("object/local: list %q: %w", prefix, err)
+	}
+	// Key order is not directory order: "a.c" < "a/b" because '.' < '/'.
+	// Ordering a directory by name+"/" restores key order exactly.
+	type entry struct {
+		key string // full key; directories end in "/"
+		de  fs.DirEntry
+	}
+	list := make([]entry, 0, len(entries))
+	for _, de := range entries {
+		name := de.Name()
+		if object.ValidKey(name) != nil || strings.Contains(name, "/") {
+			continue // temporary files, and anything else that is no key
+		}
+		k := dirKey + name
+		switch {
+		case de.IsDir():
+			k += "/"
+			if !strings.HasPrefix(k, prefix) && !strings.HasPrefix(prefix, k) {
+				continue
+			}
+		case de.Type().IsRegular():
+			if !strings.HasPrefix(k, prefix) {
+				continue
+			}
+		default:
+			continue
+		}
+		list = append(list, entry{k, de})
+	}
+	slices.SortFunc(list, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	for _, e := range list {
+		if e.de.IsDir() {
+			if more, err := s.walk(ctx, e.key, prefix, fn); !more || err != nil {
+				return more, err
+			}
+			continue
+		}
+		fi, err := e.de.Info()
+		if err != nil {
+			if notFound(err) {
+				continue // deleted since ReadDir
+			}
+			return false, fmt.Errorf("object/local: list %q: %w", prefix, err)
+		}
+		if !fn(object.Info{Key: e.key, Size: fi.Size()}) {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,216 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/object/local"
+	"github.com/cairnfs/cairn/internal/object/objtest"
+)
+
+func open(t *testing.T, dir string) *local.Store {
+	t.Helper()
+	s, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	objtest.Run(t, func(t *testing.T) object.Store { return open(t, t.TempDir()) })
+}
+
+func TestOpen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "x", "y")
+	s := open(t, dir)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("Open did not create %s: %v", dir, err)
+	}
+	if got, want := s.String(), "file://"+dir; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, []byte("x"), 0o600)
+	if _, err := local.Open(file); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("Open(file): err = %v, want 'not a directory'", err)
+	}
+
+	if os.Geteuid() != 0 {
+		ro := t.TempDir()
+		os.Chmod(ro, 0o500)
+		t.Cleanup(func() { os.Chmod(ro, 0o700) })
+		if _, err := local.Open(ro); err == nil || !strings.Contains(err.Error(), "not writable") {
+			t.Errorf("Open(read-only dir): err = %v, want 'not writable'", err)
+		}
+	}
+
+	rel := open(t, filepath.Join(t.TempDir(), "."))
+	if !filepath.IsAbs(rel.Dir()) {
+		t.Errorf("Dir() = %q, want absolute", rel.Dir())
+	}
+}
+
+// TestTempFilesNotListed plants files like those a crash mid-Put leaves, and
+// other strays, and checks that none is listed or readable as an object.
+func TestTempFilesNotListed(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	ctx := t.Context()
+	if err := s.Put(ctx, "a/b", []byte("real")); err != nil {
+		t.Fatal(err)
+	}
+	strays := []string{
+		"\u00b7tmp.123456", "a/\u00b7tmp.999", "\u00b7tmp.dir/c", "caf\u00e9", "a/bad\x01name",
+	}
+	for _, p := range strays {
+		p = filepath.Join(dir, p)
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink("b", filepath.Join(dir, "a", "link"))
+	var got []string
+	s.List(ctx, "", func(i object.Info) bool { got = append(got, i.Key); return true })
+	if len(got) != 1 || got[0] != "a/b" {
+		t.Fatalf("List = %q, want only a/b", got)
+	}
+	// A Put into a directory holding a stray temporary file still works,
+	// and a Put leaves no temporary file behind.
+	if err := s.Put(ctx, "a/c", []byte("more")); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "a"))
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := "b bad\x01name c link \u00b7tmp.999"; strings.Join(names, " ") != want {
+		t.Errorf("a/ holds %q, want %q", strings.Join(names, " "), want)
+	}
+}
+
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("cairn"), 1000)
+	for _, k := range []string{"x/1", "x/2", "y"} {
+		if err := s.Put(ctx, k, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s = open(t, dir)
+	var keys []string
+	s.List(ctx, "", func(i object.Info) bool {
+		keys = append(keys, i.Key)
+		if i.Size != int64(len(data)) {
+			t.Errorf("%s: size %d", i.Key, i.Size)
+		}
+		return true
+	})
+	if strings.Join(keys, ",") != "x/1,x/2,y" {
+		t.Fatalf("after reopen List = %v", keys)
+	}
+	got, err := object.ReadAll(ctx, s, "x/2")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("after reopen ReadAll: %d bytes, %v", len(got), err)
+	}
+}
+
+func TestDeleteRemovesEmptyDirs(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	ctx := t.Context()
+	s.Put(ctx, "p/q/r", []byte("1"))
+	s.Put(ctx, "p/s", []byte("2"))
+	s.Delete(ctx, "p/q/r")
+	if _, err := os.Stat(filepath.Join(dir, "p", "q")); !os.IsNotExist(err) {
+		t.Errorf("empty directory p/q left behind: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "p")); err != nil {
+		t.Errorf("non-empty directory p removed: %v", err)
+	}
+	s.Delete(ctx, "p/s")
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("store directory removed: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("store directory not empty: %v", entries)
+	}
+}
+
+// TestPutDeleteRace puts and deletes sibling keys concurrently: Delete's
+// removal of empty directories must never make a Put fail.
+func TestPutDeleteRace(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			key := "d/e/" + string(rune('a'+w))
+			for range 200 {
+				if err := s.Put(ctx, key, []byte("x")); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.Delete(ctx, key); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestSyncGroup(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 5 {
+				key := "s/" + string(rune('a'+w)) + "/" + string(rune('0'+i))
+				if err := s.Put(ctx, key, []byte(key)); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.Sync(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Sync(cctx); err != context.Canceled {
+		// The round may have finished before ctx was looked at.
+		if err != nil {
+			t.Errorf("Sync with cancelled ctx: %v", err)
+		}
+	}
+	if err := s.Sync(ctx); err != nil {
+		t.Errorf("Sync after a cancelled Sync: %v", err)
+	}
+}

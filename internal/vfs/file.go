@@ -1,0 +1,191 @@
+package vfs
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/meta"
+)
+
+// file is the state shared by all handles of one open inode in this
+// process: its write buffer and a cache of its chunk maps. The cache is
+// valid because every change to the file's content made by this process
+// goes through it; changes by other clients are picked up at open
+// (close-to-open consistency).
+type file struct {
+	v    *VFS
+	ino  base.Ino
+	refs int // guarded by v.mu
+
+	// wmu serialises writes, flushes and truncates of this file.
+	wmu sync.Mutex
+	w   *chunk.Writer
+
+	mu        sync.Mutex
+	chunks    map[uint32][]base.Slice
+	lastWrite atomic.Int64 // ns of the newest buffered write, 0 if none
+	compact   map[uint32]bool
+}
+
+// committer adapts a file to chunk.Committer.
+type committer struct{ f *file }
+
+func (c committer) NewSliceID(ctx context.Context) (uint64, error) {
+	return c.f.v.m.NewSliceID(ctx)
+}
+
+func (c committer) CommitSlice(ctx context.Context, index uint32, s base.Slice) error {
+	f := c.f
+	mtime := f.lastWrite.Load()
+	if mtime == 0 {
+		mtime = time.Now().UnixNano()
+	}
+	compact, err := f.v.m.WriteSlice(ctx, f.ino, index, s, mtime)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	delete(f.chunks, index)
+	f.mu.Unlock()
+	if compact {
+		f.v.scheduleCompaction(f.ino, index)
+	}
+	return nil
+}
+
+// openFile returns the shared state of ino, creating it, and takes a
+// reference.
+func (v *VFS) openFile(ino base.Ino) *file {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f := v.files[ino]
+	if f == nil {
+		f = &file{v: v, ino: ino, chunks: make(map[uint32][]base.Slice)}
+		f.w = v.cs.NewWriter(committer{f})
+		v.files[ino] = f
+		v.m.OpenFile(ino)
+	}
+	f.refs++
+	return f
+}
+
+// releaseFile drops a reference; the last one flushes and forgets the file.
+func (v *VFS) releaseFile(ctx context.Context, f *file) error {
+	err := f.flush(ctx)
+	v.mu.Lock()
+	f.refs--
+	last := f.refs == 0
+	if last {
+		delete(v.files, f.ino)
+	}
+	v.mu.Unlock()
+	if last {
+		f.w.Close()
+		if cerr := v.m.CloseFile(ctx, f.ino); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// flush commits buffered writes.
+func (f *file) flush(ctx context.Context) error {
+	if !f.w.Pending() {
+		return nil
+	}
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	err := f.w.Flush(ctx)
+	if err == nil {
+		f.lastWrite.Store(0)
+	}
+	return err
+}
+
+func (f *file) idleFor() time.Duration {
+	lw := f.lastWrite.Load()
+	if lw == 0 || !f.w.Pending() {
+		return 0
+	}
+	return time.Since(time.Unix(0, lw))
+}
+
+func (f *file) invalidate() {
+	f.mu.Lock()
+	clear(f.chunks)
+	f.mu.Unlock()
+}
+
+func (f *file) slices(ctx context.Context, index uint32) ([]base.Slice, error) {
+	f.mu.Lock()
+	s, ok := f.chunks[index]
+	f.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := f.v.m.ReadChunk(ctx, f.ino, index)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.chunks[index] = s
+	f.mu.Unlock()
+	return s, nil
+}
+
+// overlay adjusts committed attributes with this process's buffered writes.
+func (v *VFS) overlay(ino base.Ino, a *base.Attr) {
+	v.mu.Lock()
+	f := v.files[ino]
+	v.mu.Unlock()
+	if f == nil || a.Type != base.TypeFile {
+		return
+	}
+	if n := f.w.Len(); n > int64(a.Length) {
+		a.Length = uint64(n)
+	}
+	if lw := f.lastWrite.Load(); lw > a.Mtime {
+		a.Mtime = lw
+		a.Ctime = lw
+	}
+}
+
+// handle is one open of a file or directory.
+type handle struct {
+	fh    uint64
+	ino   base.Ino
+	flags int
+	f     *file         // regular files
+	r     *chunk.Reader // regular files: read-ahead state of this handle
+	dir   *dirState     // directories
+}
+
+func (v *VFS) newHandle(h *handle) uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	h.fh = v.nextFh
+	v.nextFh++
+	v.handles[h.fh] = h
+	return h.fh
+}
+
+func (v *VFS) handle(fh uint64) *handle {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.handles[fh]
+}
+
+func (v *VFS) dropHandle(fh uint64) *handle {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	h := v.handles[fh]
+	delete(v.handles, fh)
+	return h
+}
+
+var _ chunk.Committer = committer{}
+var _ = meta.SetSize

@@ -1,0 +1,271 @@
+package vfs
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/meta"
+)
+
+// maxFileSize is the largest file length Cairn accepts (2^50 bytes: 16M
+// chunks of 64 MiB, well inside the 32-bit chunk index).
+const maxFileSize = 1 << 50
+
+// accessMask converts open flags into an access mask (R=4, W=2).
+func accessMask(flags int) uint32 {
+	switch flags & syscall.O_ACCMODE {
+	case syscall.O_WRONLY:
+		return 2
+	case syscall.O_RDWR:
+		return 6
+	}
+	return 4
+}
+
+// Open opens ino with open(2) flags and returns a handle.
+func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int) (uint64, syscall.Errno) {
+	a, err := v.m.GetAttr(ctx, ino)
+	if err != nil {
+		return 0, v.errno("open", err)
+	}
+	writing := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+	if writing && v.opts.ReadOnly {
+		return 0, syscall.EROFS
+	}
+	if a.Type == base.TypeDir && writing {
+		return 0, syscall.EISDIR
+	}
+	if !c.KernelChecked {
+		if err := v.m.Access(ctx, c, ino, accessMask(flags)); err != nil {
+			return 0, v.errno("open", err)
+		}
+	}
+	h := &handle{ino: ino, flags: flags}
+	if a.Type == base.TypeFile {
+		h.f = v.openFile(ino)
+		h.r = v.cs.NewReader()
+		// The file may have been unlinked and freed between the attribute
+		// read and the open hold: check again now that we hold it.
+		if _, err := v.m.GetAttr(ctx, ino); err != nil {
+			_ = v.releaseFile(ctx, h.f)
+			return 0, v.errno("open", err)
+		}
+		if flags&syscall.O_TRUNC != 0 && a.Length > 0 {
+			if _, e := v.SetAttr(ctx, c, ino, meta.SetAttrRequest{Valid: meta.SetSize}); e != 0 {
+				_ = v.releaseFile(ctx, h.f)
+				return 0, e
+			}
+		}
+	}
+	return v.newHandle(h), 0
+}
+
+// Create makes a regular file and opens it.
+func (v *VFS) Create(ctx context.Context, c *meta.Caller, parent base.Ino, name string, mode, umask uint32, flags int) (base.Ino, base.Attr, uint64, syscall.Errno) {
+	ino, a, e := v.Mknod(ctx, c, parent, name, base.TypeFile, mode, umask, 0, "")
+	if e != 0 {
+		return 0, a, 0, e
+	}
+	h := &handle{ino: ino, flags: flags, f: v.openFile(ino), r: v.cs.NewReader()}
+	return ino, a, v.newHandle(h), 0
+}
+
+// Read reads into buf at off and returns the number of bytes read (short
+// at end of file).
+func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, syscall.Errno) {
+	h := v.handle(fh)
+	if h == nil || h.f == nil {
+		return 0, syscall.EBADF
+	}
+	if h.flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		return 0, syscall.EBADF
+	}
+	f := h.f
+	// Buffered writes of this file become visible to reads by committing
+	// them first.
+	if err := f.flush(ctx); err != nil {
+		return 0, v.errno("read-flush", err)
+	}
+	a, err := v.m.GetAttr(ctx, f.ino)
+	if err != nil {
+		return 0, v.errno("read", err)
+	}
+	size := int64(a.Length)
+	if off >= size {
+		return 0, 0
+	}
+	if off+int64(len(buf)) > size {
+		buf = buf[:size-off]
+	}
+	done := 0
+	for done < len(buf) {
+		pos := off + int64(done)
+		index := uint32(pos / base.ChunkSize)
+		cpos := uint32(pos % base.ChunkSize)
+		n := len(buf) - done
+		if room := base.ChunkSize - int(cpos); n > room {
+			n = room
+		}
+		slices, err := f.slices(ctx, index)
+		if err != nil {
+			return done, v.errno("read", err)
+		}
+		got, err := h.r.ReadChunk(ctx, index, slices, cpos, buf[done:done+n])
+		if err != nil {
+			return done, v.errno("read", err)
+		}
+		if got < n {
+			clear(buf[done+got : done+n])
+		}
+		done += n
+	}
+	return done, 0
+}
+
+// Write buffers data at off. The data reaches the object store and the
+// metadata on Flush (close), Fsync, memory pressure or the background
+// flush.
+func (v *VFS) Write(ctx context.Context, fh uint64, off int64, data []byte) (int, syscall.Errno) {
+	h := v.handle(fh)
+	if h == nil || h.f == nil {
+		return 0, syscall.EBADF
+	}
+	if h.flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		return 0, syscall.EBADF
+	}
+	if v.opts.ReadOnly {
+		return 0, syscall.EROFS
+	}
+	if off < 0 || off+int64(len(data)) > maxFileSize {
+		return 0, syscall.EFBIG
+	}
+	f := h.f
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	if err := f.w.Write(ctx, off, data); err != nil {
+		return 0, v.errno("write", err)
+	}
+	f.lastWrite.Store(time.Now().UnixNano())
+	return len(data), 0
+}
+
+// Flush is called on every close(2) of a descriptor: it commits the
+// file's buffered writes so they are visible to other clients (close-to-
+// open) and reports any write error to the closing process.
+func (v *VFS) Flush(ctx context.Context, fh uint64) syscall.Errno {
+	h := v.handle(fh)
+	if h == nil {
+		return syscall.EBADF
+	}
+	if h.f == nil {
+		return 0
+	}
+	return v.errno("flush", h.f.flush(ctx))
+}
+
+// Fsync commits the file's buffered writes and makes them and the
+// metadata durable.
+func (v *VFS) Fsync(ctx context.Context, fh uint64) syscall.Errno {
+	h := v.handle(fh)
+	if h == nil {
+		return syscall.EBADF
+	}
+	if h.f != nil {
+		if err := h.f.flush(ctx); err != nil {
+			return v.errno("fsync", err)
+		}
+	}
+	return v.errno("fsync", v.syncAll(ctx))
+}
+
+// Release closes a handle.
+func (v *VFS) Release(ctx context.Context, fh uint64) syscall.Errno {
+	h := v.dropHandle(fh)
+	if h == nil {
+		return syscall.EBADF
+	}
+	if h.f != nil {
+		return v.errno("release", v.releaseFile(ctx, h.f))
+	}
+	return 0
+}
+
+// fallocate(2) mode bits.
+const (
+	fallocKeepSize  = 0x01
+	fallocPunchHole = 0x02
+	fallocZeroRange = 0x10
+)
+
+// Fallocate supports allocation (mode 0 or KEEP_SIZE: Cairn stores no
+// blocks for unwritten ranges, so only the size may change), PUNCH_HOLE and
+// ZERO_RANGE (both write a zero slice over the range: no data is stored or
+// copied). Other modes get EOPNOTSUPP.
+func (v *VFS) Fallocate(ctx context.Context, c *meta.Caller, fh uint64, mode uint32, off, length int64) syscall.Errno {
+	h := v.handle(fh)
+	if h == nil || h.f == nil {
+		return syscall.EBADF
+	}
+	if mode&^(fallocKeepSize|fallocPunchHole|fallocZeroRange) != 0 ||
+		mode&fallocPunchHole != 0 && mode&fallocKeepSize == 0 ||
+		mode&fallocPunchHole != 0 && mode&fallocZeroRange != 0 {
+		return syscall.EOPNOTSUPP
+	}
+	if off < 0 || length <= 0 {
+		return syscall.EINVAL
+	}
+	if off+length > maxFileSize {
+		return syscall.EFBIG
+	}
+	if h.flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		return syscall.EBADF
+	}
+	if v.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	f := h.f
+	if err := f.flush(ctx); err != nil {
+		return v.errno("fallocate", err)
+	}
+	a, e := v.GetAttr(ctx, h.ino)
+	if e != 0 {
+		return e
+	}
+	end := off + length
+	if mode&(fallocPunchHole|fallocZeroRange) != 0 {
+		zend := end
+		if mode&fallocKeepSize != 0 && zend > int64(a.Length) {
+			zend = int64(a.Length)
+		}
+		if e := v.zeroRange(ctx, f, off, zend); e != 0 {
+			return e
+		}
+	}
+	if mode&fallocKeepSize == 0 && uint64(end) > a.Length {
+		_, e = v.SetAttr(ctx, meta.RootCaller, h.ino, meta.SetAttrRequest{Valid: meta.SetSize, Size: uint64(end)})
+		return e
+	}
+	return 0
+}
+
+// zeroRange makes [off, end) of the file read as zeros by adding zero
+// slices, chunk by chunk.
+func (v *VFS) zeroRange(ctx context.Context, f *file, off, end int64) syscall.Errno {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	now := time.Now().UnixNano()
+	for pos := off; pos < end; {
+		index := uint32(pos / base.ChunkSize)
+		cpos := pos % base.ChunkSize
+		n := min(end-pos, base.ChunkSize-cpos)
+		s := base.Slice{Pos: uint32(cpos), ID: 0, Len: uint32(n)}
+		if _, err := v.m.WriteSlice(ctx, f.ino, index, s, now); err != nil {
+			return v.errno("fallocate", err)
+		}
+		pos += n
+	}
+	f.invalidate()
+	return 0
+}

