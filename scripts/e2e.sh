@@ -17,6 +17,8 @@ export PATH=$HOME/.cargo/bin:$PATH
 log() { printf '[e2e] %s\n' "$*" >&2; }
 
 work=$(mktemp -d /tmp/cairn-e2e.XXXXXX)
+# pjdfstest switches to unprivileged users: they must reach the mount point.
+chmod 0755 "$work"
 meta="pebble://$work/meta"
 mnt="$work/mnt"
 mkdir -p "$mnt"

@@ -269,10 +269,10 @@ func TestReadOnly(t *testing.T) {
 func TestErrnoMapping(t *testing.T) {
 	cases := map[error]syscall.Errno{
 		fmt.Errorf("x: %w", base.ErrNotFound): syscall.ENOENT,
-		base.ErrChecksum:                       syscall.EIO,
-		fmt.Errorf("unknown"):                  syscall.EIO,
-		syscall.EXDEV:                          syscall.EXDEV,
-		context.Canceled:                       syscall.EINTR,
+		base.ErrChecksum:                      syscall.EIO,
+		fmt.Errorf("unknown"):                 syscall.EIO,
+		syscall.EXDEV:                         syscall.EXDEV,
+		context.Canceled:                      syscall.EINTR,
 	}
 	for err, want := range cases {
 		if got := Errno(err); got != want {

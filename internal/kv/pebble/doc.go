@@ -10,26 +10,50 @@
 //
 // # Durability
 //
-// By default an Update returns once its batch is applied to the memtable
-// and appended to the write-ahead log's in-memory buffer, without fsync
-// (pebble.NoSync). Sync fsyncs the WAL, after which every Update that
-// returned before Sync was called survives a machine crash.
+// By default an Update commits its batch with pebble.NoSync and then, before
+// returning, appends a copy of the batch to a redo log, cairn-redo.log in
+// the Pebble directory, with one write(2) and no fsync. What survives:
 //
-// A process crash (kill -9, a panic that kills the process) can lose
-// recently committed Updates too, not only a machine crash. Pebble's WAL
-// writer (record.LogWriter, v2.1.7) copies a NoSync record into its current
-// 32 KiB block in process memory and wakes its flush goroutine only when the
-// block fills or a synced write asks for it; nothing writes a partial block
-// to the OS on a timer. So the Updates committed since the last Sync (or
-// since the last full block) can be lost on kill -9: up to about 32 KiB of
-// WAL records, plus whatever full blocks the flusher had not yet written.
-// What is lost is always a suffix of the commit order and each Update is
-// atomic, so the store recovers to the state after some earlier Update.
-// Pebble has no option that writes a NoSync commit to the OS without also
-// fsyncing it.
+//   - A crash of the process (kill -9, a panic, the OOM killer): every
+//     Update that returned. The write(2) put its record in the kernel's page
+//     cache, which outlives the process; Open re-applies the records
+//     Pebble lacks.
+//   - A crash of the machine or the kernel: every Update that returned
+//     before the last Sync began. The daemon calls Sync every second and on
+//     fsync and fsyncdir, so at most about a second of Updates is lost.
+//     Later Updates may survive too, but only as a prefix of the commit
+//     order: the store recovers to the state after some Update.
+//
+// The redo log is needed because Pebble alone does not protect NoSync
+// commits from a process crash: its WAL writer (record.LogWriter, v2.1.7)
+// keeps a NoSync record in its current 32 KiB block in process memory and
+// writes the block to the OS only when it fills or a synced write asks, so
+// kill -9 loses the Updates in the last block (hundreds of small ones).
+//
+// Each record holds a sequence number N and the batch; the batch itself
+// also stores N under a reserved key, so the database says which records it
+// holds. Open replays, in order, the records numbered after the database's
+// N, stopping at the first record that is short or fails its CRC-32C (a
+// write cut off by the crash, so never acknowledged) or breaks the
+// numbering; then it syncs and empties the log. Sync fsyncs Pebble's WAL
+// and then truncates the log, holding the writer lock throughout so that no
+// record is appended between the two; Close does the same, so a cleanly
+// closed store has an empty log. An Update that takes the log past 64 MiB
+// syncs it the same way. A record costs about 2 µs (see BenchmarkUpdate).
+//
+// A read-only Open cannot replay; it fails if the log holds records the
+// database lacks, telling the user to open the store read-write once.
+//
+// # Reserved keys
+//
+// Keys starting with 0xff 0xff "cairn/" belong to the store (the sequence
+// number above lives at 0xff 0xff "cairn/applied-seq"). Get and Scan never
+// return them, and an Update that writes or deletes one fails with
+// ErrReservedKey. Package meta's keys start with ASCII letters.
 //
 // Options.SyncCommits makes every Update durable against both kinds of
 // crash before it returns: its batch is committed with pebble.Sync, and the
 // writer lock is released before waiting for the fsync so that concurrent
-// Updates share fsyncs (group commit).
+// Updates share fsyncs (group commit). Such Updates do not use the redo log.
+// An fsync costs about 200 µs here, against about 3 µs for a default Update.
 package pebble

@@ -36,7 +36,7 @@ const (
 // past this size syncs the WAL and empties it. The daemon syncs every
 // second, so this only matters for writers that never call Sync, where it
 // bounds both the file and the replay time at Open.
-const maxRedoLogSize = 64 << 20
+var maxRedoLogSize = 64 << 20 // a variable for tests
 
 // reservedPrefix starts every key this package keeps in the database for
 // itself. User keys with this prefix are hidden from Get and Scan and

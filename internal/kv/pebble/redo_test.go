@@ -375,3 +375,58 @@ func TestReservedKeys(t *testing.T) {
 		t.Errorf("reverse Scan = %q; want %q", keys, want)
 	}
 }
+
+func TestFullRedoLogSyncs(t *testing.T) {
+	defer func(old int) { maxRedoLogSize = old }(maxRedoLogSize)
+	maxRedoLogSize = 1000
+	dir := t.TempDir()
+	s := mustOpen(t, dir, Options{})
+	defer s.Close()
+	for i := range 100 {
+		mustPut(t, s, "k", strings.Repeat("v", i))
+		if n := len(readRedo(t, dir)); n >= maxRedoLogSize {
+			t.Fatalf("redo log has %d bytes, past its limit", n)
+		}
+	}
+}
+
+// TestRedoAppendFails checks that an Update whose record cannot be written
+// is made durable by a sync instead, or reported, and that the log is
+// emptied before anything else is appended to it.
+func TestRedoAppendFails(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, Options{})
+	mustPut(t, s, "a", "1")
+	good := s.redo
+	bad, err := os.Open(redoPath(dir)) // read-only: writes and truncation fail
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	s.redo = bad
+	err = s.Update(context.Background(), func(tx kv.Txn) error {
+		tx.Set([]byte("b"), []byte("2"))
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "not durable") {
+		t.Errorf("Update with a failing redo log = %v; want a not-durable error", err)
+	}
+	if !s.redoBroken {
+		t.Error("redoBroken not set")
+	}
+	s.redo = good
+	mustPut(t, s, "c", "3") // syncs and empties the log first
+	if recs, reason := parseRedoLog(readRedo(t, dir), 2); len(recs) != 1 || reason != "" {
+		t.Errorf("redo log: %d records, %q; want only c's", len(recs), reason)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, dir, Options{})
+	defer s.Close()
+	for k, want := range map[string]string{"a": "1", "b": "2", "c": "3"} {
+		if got := mustGet(t, s, k); got != want {
+			t.Errorf("%s = %s; want %s", k, got, want)
+		}
+	}
+}
