@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // served only with --pprof
 	"os"
 	"os/exec"
 	"strings"
@@ -32,6 +34,7 @@ func newMountCommand() *cobra.Command {
 		cacheMem                              string
 		bufferSize                            string
 		attrTimeout, entryTimeout, negTimeout time.Duration
+		pprofAddr                             string
 	)
 	cmd := &cobra.Command{
 		Use:   "mount [-d] [--log FILE] [options] META-URL MOUNTPOINT",
@@ -93,6 +96,13 @@ through the mount process.`,
 				level = slog.LevelDebug
 			}
 			log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
+			if pprofAddr != "" {
+				go func() {
+					if err := http.ListenAndServe(pprofAddr, nil); err != nil {
+						log.Warn("pprof listener", "err", err)
+					}
+				}()
+			}
 			ready := readyReporter()
 			mo := daemon.MountOptions{
 				Volume:     daemon.VolumeOptions{MetaURL: metaURL, ReadOnly: readOnly, CacheMem: int64(cm), BufferLimit: int64(bs)},
@@ -126,6 +136,7 @@ through the mount process.`,
 	f.StringVar(&bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
 	f.DurationVar(&attrTimeout, "attr-timeout", time.Second, "how long the kernel caches attributes")
 	f.DurationVar(&entryTimeout, "entry-timeout", time.Second, "how long the kernel caches names")
+	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiling endpoints (net/http/pprof) on this address, e.g. 127.0.0.1:6060")
 	f.DurationVar(&negTimeout, "negative-timeout", 0, "how long the kernel caches failed lookups")
 	return cmd
 }

@@ -30,7 +30,23 @@ func (s *Store) Compact(ctx context.Context, slices []base.Slice, newID uint64) 
 	if hi <= lo {
 		return base.Slice{}, fmt.Errorf("chunk: compact: no data in %d slices: %w", len(slices), base.ErrInvalid)
 	}
-	if hi > base.ChunkSize {
+	return s.CompactRange(ctx, slices, uint32(lo), uint32(min(hi, base.ChunkSize+1)), newID)
+}
+
+// CompactRange is Compact limited to chunk positions [lo, hi): it stores
+// what slices resolve to in that range as the new slice newID and returns
+// its reference (Pos = lo, Len = Size = hi-lo). Slices lying entirely
+// inside the range may then be dropped by the caller; slices reaching
+// outside it stay, and the new slice, committed after them, overrides
+// them inside the range.
+func (s *Store) CompactRange(ctx context.Context, slices []base.Slice, lo, hi uint32, newID uint64) (base.Slice, error) {
+	if newID == 0 {
+		return base.Slice{}, fmt.Errorf("chunk: compact into slice id 0: %w", base.ErrInvalid)
+	}
+	if hi <= lo {
+		return base.Slice{}, fmt.Errorf("chunk: compact: empty range [%d,%d): %w", lo, hi, base.ErrInvalid)
+	}
+	if uint64(hi) > base.ChunkSize {
 		return base.Slice{}, fmt.Errorf("chunk: compact: slices end at %d, past the chunk: %w", hi, base.ErrIO)
 	}
 	size := uint32(hi - lo)

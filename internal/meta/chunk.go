@@ -120,14 +120,26 @@ func (o *op) growUsage(delta int64) error {
 	return o.add(counterUsedBytes, delta)
 }
 
-// CompactChunk replaces the prefix old of chunk index's slice list by the
-// single slice s, which the caller wrote with the resolved data of old. The
-// old slices are queued for deletion. If the list no longer starts with
-// exactly old, it returns ErrCompactionStale and changes nothing;
-// base.ErrNotFound if the inode is gone.
-func (m *Meta) CompactChunk(ctx context.Context, ino base.Ino, index uint32, old []base.Slice, s base.Slice) error {
+// CompactChunk replaces slices of the prefix old of chunk index's slice
+// list by the single slice s, which the caller wrote with what the chunk
+// resolved to over s's range. drop selects the slices of old that s
+// replaces (nil: all of them); they must lie inside s's range. The new list
+// is: the kept slices of old, then s, then whatever was appended after old
+// meanwhile (newer, so it still wins over s). Dropped slices are queued for
+// deletion. If the list no longer starts with exactly old, it returns
+// ErrCompactionStale and changes nothing; base.ErrNotFound if the inode is
+// gone.
+func (m *Meta) CompactChunk(ctx context.Context, ino base.Ino, index uint32, old []base.Slice, drop []bool, s base.Slice) error {
 	if len(old) == 0 {
 		return fmt.Errorf("compact nothing: %w", base.ErrInvalid)
+	}
+	if drop != nil && len(drop) != len(old) {
+		return fmt.Errorf("compact: %d drop flags for %d slices: %w", len(drop), len(old), base.ErrInvalid)
+	}
+	for i, os := range old {
+		if (drop == nil || drop[i]) && os.Len > 0 && (os.Pos < s.Pos || os.Pos+os.Len > s.Pos+s.Len) {
+			return fmt.Errorf("compact: dropped slice [%d,+%d) outside the new slice [%d,+%d): %w", os.Pos, os.Len, s.Pos, s.Len, base.ErrInvalid)
+		}
 	}
 	if err := checkSlice(s); err != nil {
 		return fmt.Errorf("%v: %w", err, base.ErrInvalid)
@@ -150,11 +162,20 @@ func (m *Meta) CompactChunk(ctx context.Context, ino base.Ino, index uint32, old
 		if len(cur) < len(old) || !slices.Equal(cur[:len(old)], old) {
 			return fmt.Errorf("chunk %d of inode %d: %w", index, ino, ErrCompactionStale)
 		}
-		ns := append([]base.Slice{s}, cur[len(old):]...)
+		var ns, dropped []base.Slice
+		for i, os := range old {
+			if drop == nil || drop[i] {
+				dropped = append(dropped, os)
+			} else {
+				ns = append(ns, os)
+			}
+		}
+		ns = append(ns, s)
+		ns = append(ns, cur[len(old):]...)
 		if err := o.vset(chunkKey(ino, index), encodeSlices(ns)); err != nil {
 			return err
 		}
-		return o.release(ino, index, old, ns)
+		return o.release(ino, index, dropped, ns)
 	})
 }
 
@@ -165,9 +186,19 @@ func (o *op) release(ino base.Ino, index uint32, dropped, keep []base.Slice) err
 	for _, s := range keep {
 		used[s.ID] = true
 	}
-	vs, err := versions(o, chunkKey(ino, index))
-	if err != nil {
+	// The live version is keep (the caller just wrote or deleted it); only
+	// versions of older epochs, which snapshots retain, can still refer to
+	// dropped slices. Reading just those avoids stepping over every
+	// overwritten copy of the live record.
+	if err := o.loadEpochs(); err != nil {
 		return err
+	}
+	var vs []version
+	if o.epoch > 1 {
+		var err error
+		if vs, err = versionsBelow(o, chunkKey(ino, index), o.epoch); err != nil {
+			return err
+		}
 	}
 	for _, v := range vs {
 		if len(v.value) > 0 && v.value[0] == tagLive {

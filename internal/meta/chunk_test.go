@@ -103,7 +103,7 @@ func TestCompaction(t *testing.T) {
 	_, err := m.WriteSlice(ctx, f, 0, extra, 2)
 	ok(t, err)
 	merged := newSlice(t, m, 0, 40)
-	ok(t, m.CompactChunk(ctx, f, 0, old, merged))
+	ok(t, m.CompactChunk(ctx, f, 0, old, nil, merged))
 	ss := must[[]base.Slice](t)(m.ReadChunk(ctx, f, 0))
 	if !slices.Equal(ss, []base.Slice{merged, extra}) {
 		t.Fatalf("after compaction %v", ss)
@@ -121,9 +121,9 @@ func TestCompaction(t *testing.T) {
 		t.Fatal("no deletes signal")
 	}
 	// stale: the list no longer starts with old
-	err = m.CompactChunk(ctx, f, 0, old, newSlice(t, m, 0, 40))
+	err = m.CompactChunk(ctx, f, 0, old, nil, newSlice(t, m, 0, 40))
 	wantErr(t, err, ErrCompactionStale)
-	err = m.CompactChunk(ctx, 999, 0, old, newSlice(t, m, 0, 40))
+	err = m.CompactChunk(ctx, 999, 0, old, nil, newSlice(t, m, 0, 40))
 	wantErr(t, err, base.ErrNotFound)
 
 	got := must[[]base.Slice](t)(m.TakeDeletes(ctx, 2))

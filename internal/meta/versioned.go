@@ -62,6 +62,20 @@ func versions(r kv.Reader, logical []byte) ([]version, error) {
 	return vs, err
 }
 
+// versionsBelow lists the physical versions of logical older than epoch,
+// newest first.
+func versionsBelow(r kv.Reader, logical []byte, epoch uint64) ([]version, error) {
+	var vs []version
+	err := r.Scan(versionKey(logical, epoch-1), kv.PrefixEnd(logical), false, func(k, v []byte) bool {
+		if len(k) == len(logical)+epochLen {
+			_, e, _ := splitVersion(k)
+			vs = append(vs, version{e, append([]byte(nil), v...)})
+		}
+		return true
+	})
+	return vs, err
+}
+
 // vscan calls fn for every logical key under prefix, from start (or the
 // prefix itself if start is nil) in key order, with the payload of its
 // newest version at or below epoch; deleted records are skipped. fn runs
@@ -170,16 +184,43 @@ func (t *wtx) pruneOlder(logical []byte, vs []version) (olderVisible bool) {
 	return olderVisible
 }
 
+// newest returns the newest physical version of logical at or below
+// epoch. It reads one key: listing every version would make the engine
+// step over all the overwritten copies of a hot record (an LSM keeps them
+// until compaction), which made each chunk update cost O(writes so far).
+func newest(r kv.Reader, logical []byte, epoch uint64) (version, bool, error) {
+	var v version
+	found := false
+	err := r.Scan(versionKey(logical, epoch), kv.PrefixEnd(logical), false, func(k, val []byte) bool {
+		if len(k) == len(logical)+epochLen {
+			_, e, _ := splitVersion(k)
+			v = version{e, append([]byte(nil), val...)}
+			found = true
+		}
+		return false
+	})
+	return v, found, err
+}
+
 // vset writes payload as the version of logical at the live epoch.
 func (t *wtx) vset(logical, payload []byte) error {
 	if err := t.loadEpochs(); err != nil {
 		return err
 	}
-	vs, err := versions(t, logical)
+	// Versions older than the live epoch were pruned when the first version
+	// at the live epoch was written; only a record not yet written in this
+	// epoch needs the full list.
+	top, ok, err := newest(t, logical, latestEpoch)
 	if err != nil {
 		return err
 	}
-	t.pruneOlder(logical, vs)
+	if ok && top.epoch < t.epoch {
+		vs, err := versions(t, logical)
+		if err != nil {
+			return err
+		}
+		t.pruneOlder(logical, vs)
+	}
 	val := make([]byte, 0, 1+len(payload))
 	t.Set(versionKey(logical, t.epoch), append(append(val, tagLive), payload...))
 	return nil
@@ -191,11 +232,26 @@ func (t *wtx) vdel(logical []byte) error {
 	if err := t.loadEpochs(); err != nil {
 		return err
 	}
-	vs, err := versions(t, logical)
-	if err != nil {
+	top, ok, err := newest(t, logical, latestEpoch)
+	if err != nil || !ok {
 		return err
 	}
-	if t.pruneOlder(logical, vs) {
+	var olderVisible bool
+	if top.epoch < t.epoch {
+		vs, err := versions(t, logical)
+		if err != nil {
+			return err
+		}
+		olderVisible = t.pruneOlder(logical, vs)
+	} else if t.epoch > 0 {
+		// Older versions still present are the ones snapshots retain.
+		prev, ok, err := newest(t, logical, t.epoch-1)
+		if err != nil {
+			return err
+		}
+		olderVisible = ok && len(prev.value) > 0 && prev.value[0] == tagLive
+	}
+	if olderVisible {
 		t.Set(versionKey(logical, t.epoch), []byte{tagTombstone})
 	} else {
 		t.Delete(versionKey(logical, t.epoch))

@@ -124,7 +124,7 @@ func TestCopyOnWriteChunkUnderSnapshot(t *testing.T) {
 		t.Fatalf("%d chunk versions", n)
 	}
 	merged := newSlice(t, m, 0, 20)
-	ok(t, m.CompactChunk(ctx, f, 0, []base.Slice{s1, s2}, merged))
+	ok(t, m.CompactChunk(ctx, f, 0, []base.Slice{s1, s2}, nil, merged))
 	// s1 is still referenced by the snapshot's version; s2 only lived in
 	// the live epoch's version, now replaced
 	if got := pendingIDs(t, m); len(got) != 1 || got[0] != s2.ID {

@@ -248,44 +248,120 @@ func (v *VFS) compactLoop() {
 	}
 }
 
-// compact merges the slices of one chunk into a single new slice. If the
-// chunk changed meanwhile in a way that invalidates the merge, the new
-// slice is dropped and the next write will schedule another attempt.
+// compactWindows bounds how many block-sized windows one compaction job
+// rewrites before giving other chunks a turn.
+const compactWindows = 16
+
+// compact reduces the slice list of one chunk. It works window by window
+// (one block size each): the window holding the most slices that lie
+// entirely inside it is rewritten as one slice spanning those slices, so
+// the cost follows the fragmented range, not the chunk's 64 MiB. Only when
+// no window holds two slices (slices crossing window boundaries) is the
+// whole covered range rewritten. If the chunk changed in a way that
+// invalidates a rewrite, the new slice is dropped; the next write that
+// finds the chunk fragmented schedules another attempt.
 func (v *VFS) compact(ctx context.Context, j compactJob) error {
-	slices, err := v.m.ReadChunk(ctx, j.ino, j.index)
-	if err != nil {
-		if errors.Is(err, base.ErrNotFound) {
+	for round := 0; round < compactWindows; round++ {
+		slices, err := v.m.ReadChunk(ctx, j.ino, j.index)
+		if err != nil {
+			if errors.Is(err, base.ErrNotFound) {
+				return nil
+			}
+			return err
+		}
+		if len(slices) < 2 {
 			return nil
 		}
-		return err
-	}
-	if len(slices) < 2 {
-		return nil
-	}
-	id, err := v.m.NewSliceID(ctx)
-	if err != nil {
-		return err
-	}
-	ns, err := v.cs.Compact(ctx, slices, id)
-	if err != nil {
-		return err
-	}
-	if err := v.m.CompactChunk(ctx, j.ino, j.index, slices, ns); err != nil {
-		if derr := v.cs.DeleteSlice(ctx, ns.ID, ns.Size); derr != nil {
-			v.log.Warn("dropping unused compacted slice", "slice", ns.ID, "err", derr)
+		drop, lo, hi := pickWindow(slices, uint32(v.cs.BlockSize()))
+		if drop == nil {
+			if round > 0 || len(slices) <= v.compactThreshold() {
+				return nil
+			}
+			// No window to work on: rewrite everything the slices cover.
+			lo, hi = coverage(slices)
 		}
-		if errors.Is(err, base.ErrNotFound) || isStaleCompaction(err) {
+		id, err := v.m.NewSliceID(ctx)
+		if err != nil {
+			return err
+		}
+		ns, err := v.cs.CompactRange(ctx, slices, lo, hi, id)
+		if err != nil {
+			v.m.ForgetSlice(id)
+			return err
+		}
+		if err := v.m.CompactChunk(ctx, j.ino, j.index, slices, drop, ns); err != nil {
+			if derr := v.cs.DeleteSlice(ctx, ns.ID, ns.Size); derr != nil {
+				v.log.Warn("dropping unused compacted slice", "slice", ns.ID, "err", derr)
+			}
+			if errors.Is(err, base.ErrNotFound) || isStaleCompaction(err) {
+				return nil
+			}
+			return err
+		}
+		v.mu.Lock()
+		f := v.files[j.ino]
+		v.mu.Unlock()
+		if f != nil {
+			f.invalidate()
+		}
+		if drop == nil {
 			return nil
 		}
-		return err
-	}
-	v.mu.Lock()
-	f := v.files[j.ino]
-	v.mu.Unlock()
-	if f != nil {
-		f.invalidate()
 	}
 	return nil
+}
+
+func (v *VFS) compactThreshold() int { return 64 }
+
+// pickWindow finds the block-sized window of the chunk holding the most
+// slices (at least two) that lie entirely inside it. It returns which
+// slices those are and the range [lo, hi) they span, or nil.
+func pickWindow(slices []base.Slice, window uint32) (drop []bool, lo, hi uint32) {
+	if window == 0 {
+		return nil, 0, 0
+	}
+	counts := map[uint32]int{}
+	best, bestN := uint32(0), 1
+	for _, s := range slices {
+		if s.Len == 0 {
+			continue
+		}
+		w := s.Pos / window
+		if (s.Pos+s.Len-1)/window != w {
+			continue
+		}
+		counts[w]++
+		if n := counts[w]; n > bestN || n == bestN && w < best {
+			best, bestN = w, n
+		}
+	}
+	if bestN < 2 {
+		return nil, 0, 0
+	}
+	drop = make([]bool, len(slices))
+	lo, hi = ^uint32(0), 0
+	for i, s := range slices {
+		if s.Len == 0 || s.Pos/window != best || (s.Pos+s.Len-1)/window != best {
+			continue
+		}
+		drop[i] = true
+		lo = min(lo, s.Pos)
+		hi = max(hi, s.Pos+s.Len)
+	}
+	return drop, lo, hi
+}
+
+// coverage is the range [lo, hi) the slices cover.
+func coverage(slices []base.Slice) (lo, hi uint32) {
+	lo = ^uint32(0)
+	for _, s := range slices {
+		if s.Len == 0 {
+			continue
+		}
+		lo = min(lo, s.Pos)
+		hi = max(hi, s.Pos+s.Len)
+	}
+	return lo, hi
 }
 
 func (v *VFS) flushLoop() {
