@@ -28,6 +28,24 @@ type Committer interface {
 	CommitSlice(ctx context.Context, chunkIndex uint32, s base.Slice) error
 }
 
+// BatchCommitter is an optional ability of a Committer: commit several
+// slices, in order, in one metadata transaction. Flush uses it when
+// present, so a flush of many small random writes costs one commit, not
+// one per slice. Its contract is CommitSlice's, for the whole batch: all
+// or nothing, and a batch that failed ambiguously may be committed again.
+type BatchCommitter interface {
+	CommitSlices(ctx context.Context, commits []Commit) error
+}
+
+// Commit is one slice of a batch: s goes to chunk Chunk.
+type Commit struct {
+	Chunk uint32
+	Slice base.Slice
+}
+
+// maxBatch bounds the slices committed in one transaction.
+const maxBatch = 256
+
 // ErrWriterClosed is returned by Write and Flush after Close.
 var ErrWriterClosed = fmt.Errorf("chunk: writer closed: %w", base.ErrBadFD)
 
@@ -371,23 +389,53 @@ func (w *Writer) Flush(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	for _, ws := range list {
-		if err := w.uploadError(ws); err != nil {
-			return fmt.Errorf("chunk: upload of a slice of chunk %d: %w", ws.chunk, err)
+	bc, batching := w.c.(BatchCommitter)
+	for len(list) > 0 {
+		// The longest run of uploaded slices, up to maxBatch.
+		n := 0
+		var upErr error
+		for n < len(list) && n < maxBatch {
+			if upErr = w.uploadError(list[n]); upErr != nil {
+				break
+			}
+			n++
+			if !batching {
+				break
+			}
 		}
-		ref := ws.ref()
-		if err := w.c.CommitSlice(ctx, ws.chunk, ref); err != nil {
-			return fmt.Errorf("chunk: commit slice %d to chunk %d: %w", ref.ID, ws.chunk, err)
+		if n > 0 {
+			var err error
+			if batching {
+				commits := make([]Commit, n)
+				for i, ws := range list[:n] {
+					commits[i] = Commit{Chunk: ws.chunk, Slice: ws.ref()}
+				}
+				err = bc.CommitSlices(ctx, commits)
+			} else {
+				ref := list[0].ref()
+				if err = w.c.CommitSlice(ctx, list[0].chunk, ref); err != nil {
+					err = fmt.Errorf("slice %d: %w", ref.ID, err)
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("chunk: commit to chunk %d: %w", list[0].chunk, err)
+			}
+			w.mu.Lock()
+			for _, ws := range list[:n] {
+				if len(w.pending) > 0 && w.pending[0] == ws {
+					w.pending[0] = nil
+					w.pending = w.pending[1:]
+				}
+				if w.perChunk[ws.chunk]--; w.perChunk[ws.chunk] <= 0 {
+					delete(w.perChunk, ws.chunk)
+				}
+			}
+			w.mu.Unlock()
+			list = list[n:]
 		}
-		w.mu.Lock()
-		if len(w.pending) > 0 && w.pending[0] == ws {
-			w.pending[0] = nil
-			w.pending = w.pending[1:]
+		if upErr != nil {
+			return fmt.Errorf("chunk: upload of a slice of chunk %d: %w", list[0].chunk, upErr)
 		}
-		if w.perChunk[ws.chunk]--; w.perChunk[ws.chunk] <= 0 {
-			delete(w.perChunk, ws.chunk)
-		}
-		w.mu.Unlock()
 	}
 	return nil
 }

@@ -65,13 +65,30 @@ func fileAttr(a *base.Attr) error {
 // Errors: ErrNotFound, ErrIsDir/ErrInvalid (not a file), ErrInvalid (bad
 // slice), ErrNoSpace (capacity).
 func (m *Meta) WriteSlice(ctx context.Context, ino base.Ino, index uint32, s base.Slice, mtime int64) (compact bool, err error) {
-	if s.Len == 0 {
-		return false, fmt.Errorf("write of slice %d with length %d: %w", s.ID, s.Len, base.ErrInvalid)
-	}
-	if err := checkSlice(s); err != nil {
-		return false, fmt.Errorf("%v: %w", err, base.ErrInvalid)
+	due, err := m.WriteSlices(ctx, ino, []SliceWrite{{Index: index, Slice: s}}, mtime)
+	return len(due) > 0, err
+}
+
+// SliceWrite is one slice appended by WriteSlices.
+type SliceWrite struct {
+	Index uint32
+	Slice base.Slice
+}
+
+// WriteSlices appends several slices, in order, to chunks of file ino in
+// one transaction (the writes of one flush), with the effects of
+// WriteSlice for each. It returns the chunks that are due for compaction.
+func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, mtime int64) (compact []uint32, err error) {
+	for _, w := range ws {
+		if w.Slice.Len == 0 {
+			return nil, fmt.Errorf("write of slice %d with length 0: %w", w.Slice.ID, base.ErrInvalid)
+		}
+		if err := checkSlice(w.Slice); err != nil {
+			return nil, fmt.Errorf("%v: %w", err, base.ErrInvalid)
+		}
 	}
 	err = m.mutate(ctx, func(o *op) error {
+		compact = compact[:0]
 		a, err := o.attr(ino)
 		if err != nil {
 			return err
@@ -79,29 +96,43 @@ func (m *Meta) WriteSlice(ctx context.Context, ino base.Ino, index uint32, s bas
 		if err := fileAttr(a); err != nil {
 			return fmt.Errorf("write to inode %d: %w", ino, err)
 		}
-		ss, err := o.chunk(ino, index)
-		if err != nil {
-			return err
+		lists := map[uint32][]base.Slice{}
+		var order []uint32
+		for _, w := range ws {
+			ss, ok := lists[w.Index]
+			if !ok {
+				if ss, err = o.chunk(ino, w.Index); err != nil {
+					return err
+				}
+				order = append(order, w.Index)
+			}
+			lists[w.Index] = append(ss, w.Slice)
+			end := uint64(w.Index)*base.ChunkSize + uint64(w.Slice.Pos) + uint64(w.Slice.Len)
+			if end > a.Length {
+				before := usageBytes(a)
+				a.Length = end
+				if err := o.growUsage(usageBytes(a) - before); err != nil {
+					return err
+				}
+			}
 		}
-		ss = append(ss, s)
-		if err := o.vset(chunkKey(ino, index), encodeSlices(ss)); err != nil {
-			return err
-		}
-		end := uint64(index)*base.ChunkSize + uint64(s.Pos) + uint64(s.Len)
-		if end > a.Length {
-			before := usageBytes(a)
-			a.Length = end
-			if err := o.growUsage(usageBytes(a) - before); err != nil {
+		for _, idx := range order {
+			ss := lists[idx]
+			if err := o.vset(chunkKey(ino, idx), encodeSlices(ss)); err != nil {
 				return err
+			}
+			if len(ss) > m.opts.CompactThreshold {
+				compact = append(compact, idx)
 			}
 		}
 		a.Mtime, a.Ctime = mtime, mtime
 		o.put(ino, a)
-		compact = len(ss) > m.opts.CompactThreshold
 		return nil
 	})
 	if err == nil {
-		m.ForgetSlice(s.ID)
+		for _, w := range ws {
+			m.ForgetSlice(w.Slice.ID)
+		}
 	}
 	return compact, err
 }

@@ -27,6 +27,7 @@ type file struct {
 
 	mu        sync.Mutex
 	chunks    map[uint32][]base.Slice
+	gen       uint64       // bumped by invalidate; a list read before a bump is not cached
 	lastWrite atomic.Int64 // ns of the newest buffered write, 0 if none
 	compact   map[uint32]bool
 }
@@ -48,11 +49,31 @@ func (c committer) CommitSlice(ctx context.Context, index uint32, s base.Slice) 
 	if err != nil {
 		return err
 	}
-	f.mu.Lock()
-	delete(f.chunks, index)
-	f.mu.Unlock()
+	f.invalidate()
 	if compact {
 		f.v.scheduleCompaction(f.ino, index)
+	}
+	return nil
+}
+
+// CommitSlices commits a flush's slices in one transaction.
+func (c committer) CommitSlices(ctx context.Context, commits []chunk.Commit) error {
+	f := c.f
+	mtime := f.lastWrite.Load()
+	if mtime == 0 {
+		mtime = time.Now().UnixNano()
+	}
+	ws := make([]meta.SliceWrite, len(commits))
+	for i, cm := range commits {
+		ws[i] = meta.SliceWrite{Index: cm.Chunk, Slice: cm.Slice}
+	}
+	due, err := f.v.m.WriteSlices(ctx, f.ino, ws, mtime)
+	if err != nil {
+		return err
+	}
+	f.invalidate()
+	for _, idx := range due {
+		f.v.scheduleCompaction(f.ino, idx)
 	}
 	return nil
 }
@@ -117,12 +138,18 @@ func (f *file) idleFor() time.Duration {
 func (f *file) invalidate() {
 	f.mu.Lock()
 	clear(f.chunks)
+	f.gen++
 	f.mu.Unlock()
 }
 
+// slices returns the slice list of a chunk, cached until the file's
+// content changes through this process. A list read while a change
+// committed is used once but not cached, so the cache never keeps a list
+// that points at slices a compaction has replaced (and will delete).
 func (f *file) slices(ctx context.Context, index uint32) ([]base.Slice, error) {
 	f.mu.Lock()
 	s, ok := f.chunks[index]
+	gen := f.gen
 	f.mu.Unlock()
 	if ok {
 		return s, nil
@@ -132,7 +159,9 @@ func (f *file) slices(ctx context.Context, index uint32) ([]base.Slice, error) {
 		return nil, err
 	}
 	f.mu.Lock()
-	f.chunks[index] = s
+	if f.gen == gen {
+		f.chunks[index] = s
+	}
 	f.mu.Unlock()
 	return s, nil
 }
@@ -187,5 +216,7 @@ func (v *VFS) dropHandle(fh uint64) *handle {
 	return h
 }
 
-var _ chunk.Committer = committer{}
-var _ = meta.SetSize
+var (
+	_ chunk.Committer      = committer{}
+	_ chunk.BatchCommitter = committer{}
+)

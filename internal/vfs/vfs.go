@@ -26,6 +26,11 @@ type Options struct {
 	// through a long-lived handle becomes visible and bounded in memory.
 	// Default 5s.
 	FlushInterval time.Duration
+	// DeleteDelay is how long a slice that metadata no longer references is
+	// kept before its objects are deleted, so that reads which resolved the
+	// chunk just before a compaction or truncate replaced it still find
+	// their blocks. Default 10s.
+	DeleteDelay time.Duration
 	// SyncInterval bounds how long committed metadata and uploaded objects
 	// may stay without a disk flush (see docs/durability.md). Default 1s;
 	// negative disables the background sync.
@@ -38,6 +43,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = 5 * time.Second
+	}
+	if o.DeleteDelay == 0 {
+		o.DeleteDelay = 10 * time.Second
 	}
 	if o.SyncInterval == 0 {
 		o.SyncInterval = time.Second
@@ -177,6 +185,7 @@ func (v *VFS) deleteLoop() {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	ctx := context.Background()
+	seen := map[uint64]time.Time{} // when each pending slice was first seen
 	for {
 		select {
 		case <-v.stop:
@@ -184,30 +193,37 @@ func (v *VFS) deleteLoop() {
 		case <-tick.C:
 		case <-v.m.DeletesPending():
 		}
-		for {
-			slices, err := v.m.TakeDeletes(ctx, 256)
-			if err != nil {
-				v.log.Warn("listing pending deletes", "err", err)
-				break
+		slices, err := v.m.TakeDeletes(ctx, 4096)
+		if err != nil {
+			v.log.Warn("listing pending deletes", "err", err)
+			continue
+		}
+		now := time.Now()
+		var done []uint64
+		for _, s := range slices {
+			first, ok := seen[s.ID]
+			if !ok {
+				seen[s.ID] = now
+				first = now
 			}
-			if len(slices) == 0 {
-				break
+			if now.Sub(first) < v.opts.DeleteDelay {
+				continue
 			}
-			done := make([]uint64, 0, len(slices))
-			for _, s := range slices {
-				if err := v.cs.DeleteSlice(ctx, s.ID, s.Size); err != nil {
-					v.log.Warn("deleting slice", "slice", s.ID, "err", err)
-					continue
-				}
-				done = append(done, s.ID)
+			if err := v.cs.DeleteSlice(ctx, s.ID, s.Size); err != nil {
+				v.log.Warn("deleting slice", "slice", s.ID, "err", err)
+				continue
 			}
-			if err := v.m.FinishDeletes(ctx, done); err != nil {
-				v.log.Warn("finishing deletes", "err", err)
-				break
-			}
-			if len(done) < len(slices) {
-				break
-			}
+			done = append(done, s.ID)
+		}
+		if len(done) == 0 {
+			continue
+		}
+		if err := v.m.FinishDeletes(ctx, done); err != nil {
+			v.log.Warn("finishing deletes", "err", err)
+			continue
+		}
+		for _, id := range done {
+			delete(seen, id)
 		}
 	}
 }

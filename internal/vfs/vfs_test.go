@@ -45,7 +45,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := New(m, cs, Options{FlushInterval: time.Hour})
+	v := New(m, cs, Options{FlushInterval: time.Hour, DeleteDelay: time.Millisecond})
 	t.Cleanup(func() {
 		if err := v.Close(ctx); err != nil {
 			t.Errorf("close: %v", err)

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Regenerate docs/cli.md from the binary's --help texts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+make -s build
+{
+	echo "# Command line"
+	echo
+	echo "Generated from \`cairn <verb> --help\` (regenerate with \`scripts/gen-cli-doc.sh\`)."
+	echo
+	for c in format mount umount status info fsck gc version; do
+		echo "## cairn $c"
+		echo
+		echo '```'
+		bin/cairn "$c" --help
+		echo '```'
+		echo
+	done
+} >docs/cli.md
