@@ -35,6 +35,7 @@ func newMountCommand() *cobra.Command {
 		bufferSize                            string
 		attrTimeout, entryTimeout, negTimeout time.Duration
 		pprofAddr                             string
+		writeback                             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "mount [-d] [--log FILE] [options] META-URL MOUNTPOINT",
@@ -116,6 +117,7 @@ through the mount process.`,
 			mo.Fuse.EntryTimeout = entryTimeout
 			mo.Fuse.NegativeTimeout = negTimeout
 			mo.Fuse.Debug = debug
+			mo.Fuse.WritebackCache = writeback
 			mo.Fuse.ExtraOptions = extra
 			err = daemon.Mount(cmd.Context(), mo)
 			if err != nil {
@@ -136,6 +138,7 @@ through the mount process.`,
 	f.StringVar(&bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
 	f.DurationVar(&attrTimeout, "attr-timeout", time.Second, "how long the kernel caches attributes")
 	f.DurationVar(&entryTimeout, "entry-timeout", time.Second, "how long the kernel caches names")
+	f.BoolVar(&writeback, "writeback", true, "let the kernel buffer small writes and send them in large requests (FUSE writeback cache); --writeback=false sends every write(2) to Cairn")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiling endpoints (net/http/pprof) on this address, e.g. 127.0.0.1:6060")
 	f.DurationVar(&negTimeout, "negative-timeout", 0, "how long the kernel caches failed lookups")
 	return cmd

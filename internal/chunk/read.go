@@ -2,10 +2,15 @@ package chunk
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"hash/crc32"
+	"strconv"
 	"sync"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // piece is a run of chunk positions served by one slice reference (or by
@@ -140,8 +145,27 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte) erro
 		}
 		owner[i] = b
 	}
+	// A block that is not cached and of which the read needs only a small
+	// part is read partially: just the 64 KiB segments covering the part,
+	// with their CRC entries (random reads would otherwise move whole
+	// blocks for a few KiB each).
+	need := make(map[*blk]int, len(blocks))
+	for i, pt := range parts {
+		need[owner[i]] += pt.n
+	}
+	partial := make(map[*blk]bool)
+	for _, b := range blocks {
+		if b.length > 2*SegmentSize && need[b] <= b.length/8 {
+			if _, ok := s.cacheGet(b.key, b.length); !ok {
+				partial[b] = true
+			}
+		}
+	}
 	parallel(len(blocks), s.opts.ReadConcurrency, func(i int) {
 		b := blocks[i]
+		if partial[b] {
+			return
+		}
 		b.data, b.err = s.getBlock(ctx, b.key, b.length)
 	})
 	for _, b := range blocks {
@@ -150,7 +174,98 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte) erro
 		}
 	}
 	for i, pt := range parts {
-		copy(p[pt.dst:pt.dst+pt.n], owner[i].data[pt.boff:pt.boff+pt.n])
+		b := owner[i]
+		if partial[b] {
+			if err := s.readRange(ctx, b.key, b.length, pt.boff, p[pt.dst:pt.dst+pt.n]); err != nil {
+				return err
+			}
+			continue
+		}
+		copy(p[pt.dst:pt.dst+pt.n], b.data[pt.boff:pt.boff+pt.n])
+	}
+	return nil
+}
+
+// segKey names one verified segment of a block in the cache.
+func segKey(key string, seg int) string { return key + "#" + strconv.Itoa(seg) }
+
+// readRange fills dst with bytes [boff, boff+len(dst)) of a block of length
+// bytes, reading and verifying only the segments that cover them (from the
+// cache when it has them, else with two ranged reads: the segments' data
+// and their CRC entries). A mismatch wraps base.ErrChecksum.
+func (s *Store) readRange(ctx context.Context, key string, length, boff int, dst []byte) error {
+	segA, segB := boff/SegmentSize, (boff+len(dst)-1)/SegmentSize
+	segs := make([][]byte, segB-segA+1)
+	missing := false
+	for i := range segs {
+		if s.cache == nil {
+			missing = true
+			break
+		}
+		d, ok := s.cache.Get(segKey(key, segA+i))
+		if !ok {
+			missing = true
+			break
+		}
+		segs[i] = d
+	}
+	if missing {
+		s.st.cacheMisses.Add(1)
+		start := segA * SegmentSize
+		end := min((segB+1)*SegmentSize, length)
+		s.st.objectGets.Add(2)
+		data, err := s.obj.Get(ctx, key, int64(start), int64(end-start))
+		if err == nil && len(data) != end-start {
+			err = fmt.Errorf("chunk: block %s: short read of %d bytes at %d, want %d: %w", key, len(data), start, end-start, base.ErrChecksum)
+		}
+		var crcs []byte
+		if err == nil {
+			crcs, err = s.obj.Get(ctx, key, int64(length+4*segA), int64(4*len(segs)))
+			if err == nil && len(crcs) != 4*len(segs) {
+				err = fmt.Errorf("chunk: block %s: short CRC table: %w", key, base.ErrChecksum)
+			}
+		}
+		if err != nil {
+			if errors.Is(err, object.ErrNotFound) {
+				s.log.Error("block object missing", "key", key, "store", s.obj.String())
+				return fmt.Errorf("chunk: block %s missing: %w: %w", key, base.ErrIO, err)
+			}
+			if errors.Is(err, base.ErrChecksum) {
+				s.st.checksumErrors.Add(1)
+				s.log.Error("block checksum mismatch", "key", key, "err", err)
+			}
+			return err
+		}
+		s.st.bytesFetched.Add(int64(len(data) + len(crcs)))
+		for i := range segs {
+			seg := data[i*SegmentSize : min((i+1)*SegmentSize, len(data))]
+			want := binary.BigEndian.Uint32(crcs[4*i:])
+			if got := crc32.Checksum(seg, castagnoli); got != want {
+				s.st.checksumErrors.Add(1)
+				err := fmt.Errorf("chunk: block %s segment %d: crc %08x, stored %08x: %w", key, segA+i, got, want, base.ErrChecksum)
+				s.log.Error("block checksum mismatch", "key", key, "err", err)
+				return err
+			}
+			segs[i] = seg
+			if s.cache != nil {
+				s.cache.Put(segKey(key, segA+i), seg)
+			}
+		}
+	} else {
+		s.st.cacheHits.Add(1)
+	}
+	off := boff - segA*SegmentSize
+	for _, seg := range segs {
+		if off >= len(seg) {
+			off -= len(seg)
+			continue
+		}
+		n := copy(dst, seg[off:])
+		dst = dst[n:]
+		off = 0
+		if len(dst) == 0 {
+			break
+		}
 	}
 	return nil
 }

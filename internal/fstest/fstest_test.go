@@ -13,6 +13,12 @@ func TestChecks(t *testing.T) {
 	Run(t, m.Dir)
 }
 
+// TestChecksNoWriteback runs the checks with every write sent to Cairn.
+func TestChecksNoWriteback(t *testing.T) {
+	m := MountVolume(t, NewVolume(t), MountOptions{AttrTimeout: time.Second, EntryTimeout: time.Second, NoWriteback: true})
+	Run(t, m.Dir)
+}
+
 // TestPosix runs go-fuse's posixtest suite on a real FUSE mount.
 func TestPosix(t *testing.T) {
 	m := MountVolume(t, NewVolume(t), MountOptions{AttrTimeout: time.Second, EntryTimeout: time.Second})

@@ -63,6 +63,7 @@ type Mount struct {
 type MountOptions struct {
 	AttrTimeout, EntryTimeout time.Duration
 	ReadOnly                  bool
+	NoWriteback               bool // mount without the FUSE writeback cache
 }
 
 // MountVolume mounts v on a fresh directory. Cleanup unmounts it, closes
@@ -86,7 +87,7 @@ func MountVolume(t testing.TB, v *Volume, o MountOptions) *Mount {
 	dir := t.TempDir()
 	srv, err := fuse.Mount(fs, dir, fuse.Options{
 		FsName: v.MetaURL, AllowOther: true, Logger: log, ReadOnly: o.ReadOnly,
-		AttrTimeout: o.AttrTimeout, EntryTimeout: o.EntryTimeout,
+		AttrTimeout: o.AttrTimeout, EntryTimeout: o.EntryTimeout, WritebackCache: !o.NoWriteback,
 	})
 	if err != nil {
 		vol.Close()

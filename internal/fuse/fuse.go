@@ -33,6 +33,9 @@ type Options struct {
 	// MaxBackground is the number of outstanding background requests
 	// (read-ahead, async writes) the kernel may issue (default 64).
 	MaxBackground int
+	// WritebackCache lets the kernel buffer writes in its page cache and
+	// send them in large requests (FUSE writeback cache).
+	WritebackCache bool
 	// ReadOnly mounts read-only.
 	ReadOnly bool
 	// Debug logs every FUSE request.
@@ -82,6 +85,9 @@ func Mount(v *vfs.VFS, mountpoint string, opts Options) (*Server, error) {
 	}
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
+	}
+	if opts.WritebackCache {
+		mo.ExtraCapabilities |= gofuse.CAP_WRITEBACK_CACHE
 	}
 	srv, err := gofuse.NewServer(fs, mountpoint, mo)
 	if err != nil {

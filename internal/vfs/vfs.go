@@ -71,6 +71,8 @@ type VFS struct {
 	compactMu  sync.Mutex
 	compacting map[compactJob]bool
 	closeOnce  sync.Once
+
+	noCap sync.Map // base.Ino → time.Time: security.capability known absent
 }
 
 type compactJob struct {

@@ -1,0 +1,62 @@
+package chunk
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/object"
+)
+
+// Small reads of uncached large blocks read only the covering segments.
+func TestPartialBlockReads(t *testing.T) {
+	ctx := context.Background()
+	const bs = 1 << 20
+	obj := memStore()
+	cache := newMapCache()
+	s := newTestStore(t, obj, cache, Options{BlockSize: bs, ReadAhead: -1})
+	c := newCommitter()
+	w := s.NewWriter(c)
+	defer w.Close()
+	data := fill(2*bs + 5000)
+	writeFlush(t, w, 0, data)
+	for k := range cache.m {
+		cache.Delete(k)
+	}
+	before := s.Stats().BytesFetched
+	for _, off := range []int{0, 4096, SegmentSize - 100, 3*SegmentSize + 7, bs - 10, bs + 12345, 2*bs + 4000} {
+		n := 4096
+		if off+n > len(data) {
+			n = len(data) - off
+		}
+		got := readFile(t, s, c, int64(off), n)
+		if !bytes.Equal(got, data[off:off+n]) {
+			t.Fatalf("partial read at %d differs", off)
+		}
+	}
+	if fetched := s.Stats().BytesFetched - before; fetched > 12*SegmentSize {
+		t.Fatalf("small reads fetched %d bytes: whole blocks were read", fetched)
+	}
+	// Corrupt one segment: reads touching it fail, others still work.
+	key := BlockKey(c.chunk(0)[0].ID, 0, bs)
+	b, err := object.ReadAll(ctx, obj, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[5*SegmentSize+10] ^= 1
+	if err := obj.Store.Put(ctx, key, b); err != nil {
+		t.Fatal(err)
+	}
+	for k := range cache.m {
+		cache.Delete(k)
+	}
+	p := make([]byte, 100)
+	if n, err := s.ReadChunk(ctx, c.chunk(0), 5*SegmentSize, p); !errors.Is(err, base.ErrChecksum) || n != 0 {
+		t.Fatalf("corrupt segment: n=%d err=%v", n, err)
+	}
+	if _, err := s.ReadChunk(ctx, c.chunk(0), 6*SegmentSize, p); err != nil || !bytes.Equal(p, data[6*SegmentSize:6*SegmentSize+100]) {
+		t.Fatalf("intact segment: %v", err)
+	}
+}
