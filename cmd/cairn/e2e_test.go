@@ -237,10 +237,19 @@ func TestE2EWorkloads(t *testing.T) {
 }
 
 func TestE2EKill9(t *testing.T) {
+	// With the writeback cache (the default) an unflushed write may still be
+	// in the kernel's page cache when the mount dies; without it, it has
+	// reached Cairn's buffers and uploaded blocks become gc's orphans.
+	for _, wb := range []bool{true, false} {
+		t.Run(fmt.Sprintf("writeback=%v", wb), func(t *testing.T) { testKill9(t, wb) })
+	}
+}
+
+func testKill9(t *testing.T, writeback bool) {
 	v := newE2EVolume(t)
 	bin := cairnBinary(t)
 	start := func() *exec.Cmd {
-		c := exec.Command(bin, "mount", v.meta, v.mnt)
+		c := exec.Command(bin, "mount", fmt.Sprintf("--writeback=%v", writeback), v.meta, v.mnt)
 		logf, _ := os.OpenFile(v.dir+"/fg.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		c.Stdout, c.Stderr = logf, logf
 		if err := c.Start(); err != nil {
@@ -303,7 +312,7 @@ func TestE2EKill9(t *testing.T) {
 	t.Logf("fsck after kill -9:\n%s", fsck)
 	gc := cairn(t, "gc", v.meta)
 	t.Logf("gc after kill -9:\n%s", gc)
-	if !strings.Contains(gc, "orphan chunks/") {
+	if !writeback && !strings.Contains(gc, "orphan chunks/") {
 		t.Errorf("gc found no orphans of the unfinished write:\n%s", gc)
 	}
 	cairn(t, "gc", "--delete", v.meta)
