@@ -28,7 +28,7 @@ fi
 # git, python3: bench helper / table       build-essential, pkg-config: cargo builds
 # (lint) shellcheck                        procps: ps, sysctl
 # util-linux: mountpoint, findmnt          coreutils: timeout
-APT_PKGS=(fuse3 fio sqlite3 git attr python3 build-essential pkg-config
+APT_PKGS=(fuse3 fio sqlite3 git attr python3 build-essential pkg-config strace
 	shellcheck procps util-linux coreutils ca-certificates curl)
 if [[ -z ${SKIP_APT:-} ]]; then
 	missing=()
