@@ -222,6 +222,27 @@ func (m *Meta) Link(ctx context.Context, c *Caller, ino, parent base.Ino, name s
 	return out, err
 }
 
+// childEntry resolves name in directory parent for a removal: the parent's
+// attributes and the entry, or ErrNotFound (after the search permission
+// check, so a caller who may not search the directory learns nothing).
+func (o *op) childEntry(c *Caller, parent base.Ino, name string) (*base.Attr, base.Ino, base.FileType, error) {
+	p, err := o.dirAttr(parent)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	ino, typ, ok, err := getDentry(o, parent, name)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if !ok {
+		if err := c.access(p, MayExec); err != nil {
+			return nil, 0, 0, err
+		}
+		return nil, 0, 0, fmt.Errorf("%q in %d: %w", name, parent, base.ErrNotFound)
+	}
+	return p, ino, typ, nil
+}
+
 // Unlink removes the entry name (not a directory) from parent. When the
 // last link goes, the inode is destroyed, or kept as an orphan while it is
 // open (OpenFile) in this client or held by any session.
@@ -233,19 +254,9 @@ func (m *Meta) Unlink(ctx context.Context, c *Caller, parent base.Ino, name stri
 		return err
 	}
 	return m.mutate(ctx, func(o *op) error {
-		p, err := o.dirAttr(parent)
+		p, ino, typ, err := o.childEntry(c, parent, name)
 		if err != nil {
 			return err
-		}
-		ino, typ, ok, err := getDentry(o, parent, name)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			if err := c.access(p, MayExec); err != nil {
-				return err
-			}
-			return fmt.Errorf("%q in %d: %w", name, parent, base.ErrNotFound)
 		}
 		if typ == base.TypeDir {
 			return fmt.Errorf("unlink %q: %w", name, base.ErrIsDir)
@@ -279,16 +290,9 @@ func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 		return err
 	}
 	return m.mutate(ctx, func(o *op) error {
-		p, err := o.dirAttr(parent)
+		p, ino, typ, err := o.childEntry(c, parent, name)
 		if err != nil {
 			return err
-		}
-		ino, typ, ok, err := getDentry(o, parent, name)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("%q in %d: %w", name, parent, base.ErrNotFound)
 		}
 		if typ != base.TypeDir {
 			return fmt.Errorf("rmdir %q: %w", name, base.ErrNotDir)
