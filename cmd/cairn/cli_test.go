@@ -158,3 +158,38 @@ func TestParseSize(t *testing.T) {
 		t.Error("parseSize accepted garbage")
 	}
 }
+
+func TestDataStoreMissing(t *testing.T) {
+	dir := t.TempDir()
+	meta := "pebble://" + dir + "/meta"
+	if _, err := run(t, "format", meta, "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir + "/data"); err != nil {
+		t.Fatal(err)
+	}
+	// The data directory is gone (unmounted disk, wrong path): refuse with
+	// a message that says so, and leave the metadata alone.
+	_, err := run(t, "status", meta)
+	wantErr(t, err, "does not answer")
+	mnt := t.TempDir()
+	_, err = run(t, "mount", meta, mnt)
+	wantErr(t, err, "does not answer")
+	if _, err := os.Stat(dir + "/data"); err == nil {
+		t.Fatal("opening the volume created its missing data store")
+	}
+	// An empty directory in its place (say, a disk not mounted there).
+	if err := os.Mkdir(dir+"/data", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = run(t, "status", meta)
+	wantErr(t, err, "has no marker of volume")
+	if err := os.Remove(dir + "/data"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/data", []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = run(t, "status", meta)
+	wantErr(t, err, "is not a directory")
+}

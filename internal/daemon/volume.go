@@ -84,7 +84,9 @@ func OpenStore(loc MetaLocation, log *slog.Logger) (kv.Store, error) {
 }
 
 // OpenObjects opens a data store by URL. Supported: file:///absolute/path.
-func OpenObjects(s string) (object.Store, error) {
+// Only format creates a missing store (create); opening a volume whose
+// store is missing must fail rather than start an empty one.
+func OpenObjects(s string, create bool) (object.Store, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		return nil, fmt.Errorf("data URL %q: %w", s, err)
@@ -94,7 +96,17 @@ func OpenObjects(s string) (object.Store, error) {
 		if u.Host != "" || !filepath.IsAbs(u.Path) {
 			return nil, fmt.Errorf("data URL %q: want file:///absolute/path (three slashes)", s)
 		}
-		st, err := local.Open(filepath.Clean(u.Path))
+		dir := filepath.Clean(u.Path)
+		if !create {
+			fi, err := os.Stat(dir)
+			if err != nil {
+				return nil, fmt.Errorf("data store %s does not answer: %w", s, err)
+			}
+			if !fi.IsDir() {
+				return nil, fmt.Errorf("data store %s: %s is not a directory", s, dir)
+			}
+		}
+		st, err := local.Open(dir)
 		if err != nil {
 			return nil, fmt.Errorf("data store %s: %w", s, err)
 		}
@@ -138,7 +150,7 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 	if err := validateFormat(o); err != nil {
 		return meta.Settings{}, err
 	}
-	objs, err := OpenObjects(o.DataURL)
+	objs, err := OpenObjects(o.DataURL, true)
 	if err != nil {
 		return meta.Settings{}, err
 	}
@@ -246,7 +258,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.Objects, err = OpenObjects(v.Settings.DataURL)
+	v.Objects, err = OpenObjects(v.Settings.DataURL, false)
 	if err != nil {
 		return nil, err
 	}
