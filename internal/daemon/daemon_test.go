@@ -1,0 +1,82 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+func TestParseMetaURL(t *testing.T) {
+	for _, c := range []struct {
+		in, path, err string
+	}{
+		{"pebble:///var/lib/cairn/meta", "/var/lib/cairn/meta", ""},
+		{"pebble:///a/../b/", "/b", ""},
+		{"pebble://host/x", "", "absolute"},
+		{"pebble://rel", "", "absolute"},
+		{"/plain/path", "", "no scheme"},
+		{"mysql://x", "", "unknown scheme"},
+		{"::", "", "missing protocol scheme"},
+	} {
+		loc, err := ParseMetaURL(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: err %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || loc.Path != c.path {
+			t.Errorf("%q: %+v %v", c.in, loc, err)
+		}
+	}
+	loc, _ := ParseMetaURL("pebble:///srv/c/meta")
+	if loc.DefaultDataURL() != "file:///srv/c/data" || loc.SocketPath() != "/srv/c/meta/cairn.sock" {
+		t.Errorf("derived paths: %s %s", loc.DefaultDataURL(), loc.SocketPath())
+	}
+}
+
+func TestUnescapeMount(t *testing.T) {
+	if got := unescapeMount(`/mnt/a\040b\011c`); got != "/mnt/a b\tc" {
+		t.Errorf("got %q", got)
+	}
+}
+
+// The control socket serves admin verbs for a volume held by this
+// process, and a second open of the store names the holder.
+func TestControlSocket(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	url := "pebble://" + dir + "/meta"
+	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "ctl"}); err != nil {
+		t.Fatal(err)
+	}
+	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vol.Close()
+	srv, err := ServeControl(vol, Holder{Pid: 4242, Host: "h", MountPoint: "/mnt/x"}, RunAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+
+	var out strings.Builder
+	if err := CallControl(vol.Loc, Request{Verb: "status"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "ctl") {
+		t.Fatalf("status over the socket:\n%s", out.String())
+	}
+	if err := CallControl(vol.Loc, Request{Verb: "nonsense"}, io.Discard); err == nil || !strings.Contains(err.Error(), "unknown admin verb") {
+		t.Fatalf("unknown verb: %v", err)
+	}
+	_, err = OpenVolume(ctx, VolumeOptions{MetaURL: url})
+	if !errors.Is(err, kv.ErrLocked) || !strings.Contains(err.Error(), "pid 4242") || !strings.Contains(err.Error(), "/mnt/x") {
+		t.Fatalf("second open: %v", err)
+	}
+}
