@@ -103,6 +103,13 @@ func (s *Store) blockParts(pieces []piece, a uint64) []blockPart {
 // Blocks spanned by the read are fetched concurrently. It does no
 // read-ahead; use a Reader for that. slices is not retained or modified.
 func (s *Store) ReadChunk(ctx context.Context, slices []base.Slice, pos uint32, p []byte) (int, error) {
+	return s.readChunk(ctx, slices, pos, p, true)
+}
+
+// readChunk is ReadChunk; partial says small reads of uncached blocks may
+// fetch only the segments they need (random access) rather than the whole
+// block (sequential access, where the rest of the block is read next).
+func (s *Store) readChunk(ctx context.Context, slices []base.Slice, pos uint32, p []byte, partial bool) (int, error) {
 	if uint64(pos) >= base.ChunkSize {
 		return 0, nil
 	}
@@ -114,7 +121,7 @@ func (s *Store) ReadChunk(ctx context.Context, slices []base.Slice, pos uint32, 
 	}
 	clear(p)
 	parts := s.blockParts(pieces, a)
-	if err := s.readParts(ctx, parts, p); err != nil {
+	if err := s.readParts(ctx, parts, p, partial); err != nil {
 		return 0, err
 	}
 	s.st.bytesRead.Add(int64(len(p)))
@@ -123,7 +130,7 @@ func (s *Store) ReadChunk(ctx context.Context, slices []base.Slice, pos uint32, 
 
 // readParts fetches the distinct blocks of parts concurrently and copies
 // the parts into p.
-func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte) error {
+func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allowPartial bool) error {
 	if len(parts) == 0 {
 		return nil
 	}
@@ -155,8 +162,11 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte) erro
 	}
 	partial := make(map[*blk]bool)
 	for _, b := range blocks {
-		if b.length > 2*SegmentSize && need[b] <= b.length/8 {
-			if _, ok := s.cacheGet(b.key, b.length); !ok {
+		if allowPartial && b.length > 2*SegmentSize && need[b] <= b.length/8 {
+			s.sfMu.Lock()
+			fetching := s.inflight[b.key] != nil
+			s.sfMu.Unlock()
+			if _, ok := s.cacheGet(b.key, b.length); !ok && !fetching {
 				partial[b] = true
 			}
 		}
@@ -296,12 +306,12 @@ func (s *Store) NewReader() *Reader { return &Reader{s: s} }
 func (r *Reader) ReadChunk(ctx context.Context, index uint32, slices []base.Slice, pos uint32, p []byte) (int, error) {
 	s := r.s
 	if s.cache == nil || s.opts.ReadAhead < 0 || uint64(pos) >= base.ChunkSize {
-		return s.ReadChunk(ctx, slices, pos, p)
+		return s.readChunk(ctx, slices, pos, p, true)
 	}
 	off := uint64(index)*base.ChunkSize + uint64(pos)
 	end := uint64(pos) + uint64(min(len(p), base.ChunkSize-int(pos)))
 	r.mu.Lock()
-	if off == r.next && off != 0 {
+	if off == r.next {
 		r.seq++
 	} else {
 		r.seq = 0
@@ -318,11 +328,12 @@ func (r *Reader) ReadChunk(ctx context.Context, index uint32, slices []base.Slic
 			r.raChunk, r.raUpTo = index, to
 		}
 	}
+	random := r.seq == 0 && off != 0
 	r.mu.Unlock()
 	if from < to {
 		s.prefetch(slices, from, to)
 	}
-	return s.ReadChunk(ctx, slices, pos, p)
+	return s.readChunk(ctx, slices, pos, p, random)
 }
 
 // prefetch starts background fetches into the cache of the blocks serving
