@@ -120,17 +120,9 @@ func (m *Meta) Mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 	}
 	var a base.Attr
 	err = m.mutate(ctx, func(o *op) error {
-		p, err := o.dirAttr(parent)
+		p, err := o.freeName(c, parent, name, "create")
 		if err != nil {
 			return err
-		}
-		if err := c.access(p, MayWrite|MayExec); err != nil {
-			return fmt.Errorf("create %q in %d: %w", name, parent, err)
-		}
-		if _, _, ok, err := getDentry(o, parent, name); err != nil {
-			return err
-		} else if ok {
-			return fmt.Errorf("%q in %d: %w", name, parent, base.ErrExist)
 		}
 		if lim := m.settings.Inodes; lim > 0 {
 			used, err := counter(o, counterUsedInodes)
@@ -197,17 +189,9 @@ func (m *Meta) Link(ctx context.Context, c *Caller, ino, parent base.Ino, name s
 		if a.Nlink >= MaxLinks {
 			return fmt.Errorf("inode %d: %w", ino, base.ErrTooManyLinks)
 		}
-		p, err := o.dirAttr(parent)
+		p, err := o.freeName(c, parent, name, "link")
 		if err != nil {
 			return err
-		}
-		if err := c.access(p, MayWrite|MayExec); err != nil {
-			return fmt.Errorf("link %q in %d: %w", name, parent, err)
-		}
-		if _, _, ok, err := getDentry(o, parent, name); err != nil {
-			return err
-		} else if ok {
-			return fmt.Errorf("%q in %d: %w", name, parent, base.ErrExist)
 		}
 		if err := o.vset(dentryKey(parent, name), encodeDentry(ino, a.Type)); err != nil {
 			return err
@@ -220,6 +204,25 @@ func (m *Meta) Link(ctx context.Context, c *Caller, ino, parent base.Ino, name s
 		return nil
 	})
 	return out, err
+}
+
+// freeName checks that a new entry name may be added to directory parent
+// (write and search permission, name not taken) and returns the parent's
+// attributes.
+func (o *op) freeName(c *Caller, parent base.Ino, name, verb string) (*base.Attr, error) {
+	p, err := o.dirAttr(parent)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.access(p, MayWrite|MayExec); err != nil {
+		return nil, fmt.Errorf("%s %q in %d: %w", verb, name, parent, err)
+	}
+	if _, _, ok, err := getDentry(o, parent, name); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, fmt.Errorf("%q in %d: %w", name, parent, base.ErrExist)
+	}
+	return p, nil
 }
 
 // childEntry resolves name in directory parent for a removal: the parent's
