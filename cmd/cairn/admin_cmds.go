@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -143,5 +142,3 @@ func newVersionCommand() *cobra.Command {
 		},
 	}
 }
-
-var _ = os.Getpid

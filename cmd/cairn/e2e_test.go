@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -342,5 +341,4 @@ func testKill9(t *testing.T, writeback bool) {
 		t.Fatal("SIGTERM left the mount in place")
 	}
 	cairn(t, "fsck", v.meta)
-	_ = io.EOF
 }

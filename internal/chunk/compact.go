@@ -30,7 +30,7 @@ func (s *Store) Compact(ctx context.Context, slices []base.Slice, newID uint64) 
 	if hi <= lo {
 		return base.Slice{}, fmt.Errorf("chunk: compact: no data in %d slices: %w", len(slices), base.ErrInvalid)
 	}
-	return s.CompactRange(ctx, slices, uint32(lo), uint32(min(hi, base.ChunkSize+1)), newID)
+	return s.CompactRange(ctx, slices, uint32(lo), uint32(hi), newID)
 }
 
 // CompactRange is Compact limited to chunk positions [lo, hi): it stores

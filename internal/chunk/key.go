@@ -76,3 +76,14 @@ func SlicePrefix(id uint64) string {
 	k := BlockKey(id, 0, 1)
 	return k[:len(k)-len("0_1")]
 }
+
+// BlockLens returns the lengths of the blocks a slice of size bytes is
+// stored in, for blocks of at most blockSize bytes: the keys of its objects
+// are BlockKey(id, i, BlockLens(...)[i]).
+func BlockLens(size uint32, blockSize int) []int {
+	var out []int
+	for rest := int(size); rest > 0; rest -= blockSize {
+		out = append(out, min(rest, blockSize))
+	}
+	return out
+}

@@ -136,7 +136,7 @@ func Info(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Wr
 					continue
 				}
 				fmt.Fprintf(w, "    slice %d pos=%d off=%d len=%d size=%d\n", s.ID, s.Pos, s.Off, s.Len, s.Size)
-				for i, n := range blockLens(s.Size, v.Settings.BlockSize) {
+				for i, n := range chunk.BlockLens(s.Size, v.Settings.BlockSize) {
 					fmt.Fprintf(w, "      %s\n", chunk.BlockKey(s.ID, i, n))
 					nobjs++
 				}
@@ -145,16 +145,6 @@ func Info(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Wr
 		fmt.Fprintf(w, "  objects: %d\n", nobjs)
 	}
 	return nil
-}
-
-// blockLens returns the lengths of the blocks a slice of size bytes is
-// stored in.
-func blockLens(size uint32, blockSize int) []int {
-	var out []int
-	for rest := int(size); rest > 0; rest -= blockSize {
-		out = append(out, min(rest, blockSize))
-	}
-	return out
 }
 
 // Fsck checks the metadata invariants and that every block object that
@@ -206,7 +196,7 @@ func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
 		}
 		seen[u.ID] = true
 		nslices++
-		for i, n := range blockLens(u.Size, v.Settings.BlockSize) {
+		for i, n := range chunk.BlockLens(u.Size, v.Settings.BlockSize) {
 			select {
 			case work <- blk{key: chunk.BlockKey(u.ID, i, n), size: n, use: u}:
 			case <-ctx.Done():

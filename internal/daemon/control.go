@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,9 +137,6 @@ func (s *ControlServer) Close() error {
 	return err
 }
 
-// ErrRemote wraps an error reported by the process behind the socket.
-var ErrRemote = errors.New("remote")
-
 // CallControl sends req to the process holding loc and copies its output
 // to w. An error the command reported comes back as an error.
 func CallControl(loc MetaLocation, req Request, w io.Writer) error {
@@ -172,7 +170,7 @@ func CallControl(loc MetaLocation, req Request, w io.Writer) error {
 
 // QueryHolder asks the process behind loc's socket who it is.
 func QueryHolder(loc MetaLocation) (Holder, error) {
-	var out stringsBuilder
+	var out strings.Builder
 	if err := CallControl(loc, Request{Verb: "holder"}, &out); err != nil {
 		return Holder{}, err
 	}
@@ -180,11 +178,6 @@ func QueryHolder(loc MetaLocation) (Holder, error) {
 	err := json.Unmarshal([]byte(out.String()), &h)
 	return h, err
 }
-
-type stringsBuilder struct{ b []byte }
-
-func (s *stringsBuilder) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
-func (s *stringsBuilder) String() string              { return string(s.b) }
 
 func newUUID() string {
 	var b [16]byte

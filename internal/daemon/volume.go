@@ -277,13 +277,10 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	var cache chunk.BlockCache
-	if o.CacheMem != 0 {
-		cache = newMemCache(o.CacheMem)
-	} else {
-		cache = newMemCache(256 << 20)
+	if o.CacheMem == 0 {
+		o.CacheMem = 256 << 20
 	}
-	v.Chunks, err = chunk.New(v.Objects, cache, chunk.Options{
+	v.Chunks, err = chunk.New(v.Objects, newMemCache(o.CacheMem), chunk.Options{
 		BlockSize:   v.Settings.BlockSize,
 		BufferLimit: o.BufferLimit,
 		Logger:      o.Logger,

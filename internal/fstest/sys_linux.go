@@ -1,18 +1,9 @@
 package fstest
 
-import (
-	"syscall"
-	"unsafe"
-)
+import "golang.org/x/sys/unix"
 
-func msync(b []byte) error {
-	_, _, e := syscall.Syscall(syscall.SYS_MSYNC, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 4 /* MS_SYNC */)
-	if e != 0 {
-		return e
-	}
-	return nil
-}
+func msync(b []byte) error { return unix.Msync(b, unix.MS_SYNC) }
 
 func renameat2(from, to string, flags uint) error {
-	return renameat2Raw(from, to, flags)
+	return unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, flags)
 }

@@ -204,6 +204,10 @@ func (m *Meta) NewSliceID(ctx context.Context) (uint64, error) {
 	return id, err
 }
 
+// CompactThreshold is the slice count above which WriteSlice reports a
+// chunk due for compaction.
+func (m *Meta) CompactThreshold() int { return m.opts.CompactThreshold }
+
 // ForgetSlice ends the in-flight state of a slice id the caller abandons.
 func (m *Meta) ForgetSlice(id uint64) {
 	m.idMu.Lock()

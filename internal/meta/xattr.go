@@ -116,14 +116,7 @@ func (m *Meta) SetXattr(ctx context.Context, c *Caller, ino base.Ino, name strin
 		return fmt.Errorf("xattr flags %#x: %w", flags, base.ErrInvalid)
 	}
 	return m.mutate(ctx, func(o *op) error {
-		a, err := o.attr(ino)
-		if err != nil {
-			return err
-		}
-		if err := c.xattrAccess(a, name, true); err != nil {
-			return err
-		}
-		_, ok, err := vget(o, xattrKey(ino, name), latestEpoch)
+		a, ok, err := o.xattrForWrite(c, ino, name)
 		if err != nil {
 			return err
 		}
@@ -142,20 +135,27 @@ func (m *Meta) SetXattr(ctx context.Context, c *Caller, ino base.Ino, name strin
 	})
 }
 
+// xattrForWrite checks that c may change attribute name of ino and reports
+// whether it exists; it returns the inode's attributes to update.
+func (o *op) xattrForWrite(c *Caller, ino base.Ino, name string) (*base.Attr, bool, error) {
+	a, err := o.attr(ino)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := c.xattrAccess(a, name, true); err != nil {
+		return nil, false, err
+	}
+	_, ok, err := vget(o, xattrKey(ino, name), latestEpoch)
+	return a, ok, err
+}
+
 // RemoveXattr removes attribute name (ErrNoAttr if absent). Updates ctime.
 func (m *Meta) RemoveXattr(ctx context.Context, c *Caller, ino base.Ino, name string) error {
 	if err := xattrName(name); err != nil {
 		return err
 	}
 	return m.mutate(ctx, func(o *op) error {
-		a, err := o.attr(ino)
-		if err != nil {
-			return err
-		}
-		if err := c.xattrAccess(a, name, true); err != nil {
-			return err
-		}
-		_, ok, err := vget(o, xattrKey(ino, name), latestEpoch)
+		a, ok, err := o.xattrForWrite(c, ino, name)
 		if err != nil {
 			return err
 		}

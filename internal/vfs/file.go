@@ -40,20 +40,7 @@ func (c committer) NewSliceID(ctx context.Context) (uint64, error) {
 }
 
 func (c committer) CommitSlice(ctx context.Context, index uint32, s base.Slice) error {
-	f := c.f
-	mtime := f.lastWrite.Load()
-	if mtime == 0 {
-		mtime = time.Now().UnixNano()
-	}
-	compact, err := f.v.m.WriteSlice(ctx, f.ino, index, s, mtime)
-	if err != nil {
-		return err
-	}
-	f.invalidate()
-	if compact {
-		f.v.scheduleCompaction(f.ino, index)
-	}
-	return nil
+	return c.CommitSlices(ctx, []chunk.Commit{{Chunk: index, Slice: s}})
 }
 
 // CommitSlices commits a flush's slices in one transaction.
@@ -94,9 +81,40 @@ func (v *VFS) openFile(ino base.Ino) *file {
 	return f
 }
 
-// releaseFile drops a reference; the last one flushes and forgets the file.
+// releaseFile flushes the file and drops a reference.
 func (v *VFS) releaseFile(ctx context.Context, f *file) error {
 	err := f.flush(ctx)
+	if uerr := v.unref(ctx, f); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// holdFile takes a reference on the open state of ino, if it is open.
+func (v *VFS) holdFile(ino base.Ino) *file {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f := v.files[ino]
+	if f != nil {
+		f.refs++
+	}
+	return f
+}
+
+// openFiles returns the files open in this process.
+func (v *VFS) openFiles() []*file {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	files := make([]*file, 0, len(v.files))
+	for _, f := range v.files {
+		files = append(files, f)
+	}
+	return files
+}
+
+// unref drops a reference; the last one forgets the file and its write
+// buffer (flushed by the caller) and ends its open hold in meta.
+func (v *VFS) unref(ctx context.Context, f *file) error {
 	v.mu.Lock()
 	f.refs--
 	last := f.refs == 0
@@ -104,13 +122,11 @@ func (v *VFS) releaseFile(ctx context.Context, f *file) error {
 		delete(v.files, f.ino)
 	}
 	v.mu.Unlock()
-	if last {
-		f.w.Close()
-		if cerr := v.m.CloseFile(ctx, f.ino); cerr != nil && err == nil {
-			err = cerr
-		}
+	if !last {
+		return nil
 	}
-	return err
+	f.w.Close()
+	return v.m.CloseFile(ctx, f.ino)
 }
 
 // flush commits buffered writes.

@@ -36,25 +36,9 @@ func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req met
 	if e := v.roCheck(); e != 0 {
 		return base.Attr{}, e
 	}
-	v.mu.Lock()
-	f := v.files[ino]
+	f := v.holdFile(ino)
 	if f != nil {
-		f.refs++ // keep it while we work
-	}
-	v.mu.Unlock()
-	if f != nil {
-		defer func() {
-			v.mu.Lock()
-			f.refs--
-			if f.refs == 0 {
-				delete(v.files, f.ino)
-				v.mu.Unlock()
-				f.w.Close()
-				_ = v.m.CloseFile(ctx, f.ino)
-				return
-			}
-			v.mu.Unlock()
-		}()
+		defer func() { _ = v.unref(ctx, f) }()
 	}
 	if f != nil && req.Valid&(meta.SetSize|meta.SetMtime|meta.SetMtimeNow) != 0 {
 		f.wmu.Lock()

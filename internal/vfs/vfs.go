@@ -128,20 +128,20 @@ func (v *VFS) roCheck() syscall.Errno {
 // FlushAll commits the buffered writes of every open file and makes
 // everything durable.
 func (v *VFS) FlushAll(ctx context.Context) error {
-	v.mu.Lock()
-	files := make([]*file, 0, len(v.files))
-	for _, f := range v.files {
-		files = append(files, f)
+	first := v.flushFiles(ctx)
+	if err := v.syncAll(ctx); err != nil && first == nil {
+		first = err
 	}
-	v.mu.Unlock()
+	return first
+}
+
+// flushFiles commits the buffered writes of every open file.
+func (v *VFS) flushFiles(ctx context.Context) error {
 	var first error
-	for _, f := range files {
+	for _, f := range v.openFiles() {
 		if err := f.flush(ctx); err != nil && first == nil {
 			first = fmt.Errorf("flush inode %d: %w", f.ino, err)
 		}
-	}
-	if err := v.syncAll(ctx); err != nil && first == nil {
-		first = err
 	}
 	return first
 }
@@ -150,18 +150,7 @@ func (v *VFS) FlushAll(ctx context.Context) error {
 // background workers. Handles still open are left valid for reading state
 // but should not be used afterwards.
 func (v *VFS) Close(ctx context.Context) error {
-	var first error
-	v.mu.Lock()
-	files := make([]*file, 0, len(v.files))
-	for _, f := range v.files {
-		files = append(files, f)
-	}
-	v.mu.Unlock()
-	for _, f := range files {
-		if err := f.flush(ctx); err != nil && first == nil {
-			first = fmt.Errorf("flush inode %d: %w", f.ino, err)
-		}
-	}
+	first := v.flushFiles(ctx)
 	v.closeOnce.Do(func() { close(v.stop) })
 	v.bg.Wait()
 	if err := v.syncAll(ctx); err != nil && first == nil {
@@ -292,7 +281,7 @@ func (v *VFS) compact(ctx context.Context, j compactJob) error {
 		}
 		drop, lo, hi := pickWindow(slices, uint32(v.cs.BlockSize()))
 		if drop == nil {
-			if round > 0 || len(slices) <= v.compactThreshold() {
+			if round > 0 || len(slices) <= v.m.CompactThreshold() {
 				return nil
 			}
 			// No window to work on: rewrite everything the slices cover.
@@ -328,8 +317,6 @@ func (v *VFS) compact(ctx context.Context, j compactJob) error {
 	}
 	return nil
 }
-
-func (v *VFS) compactThreshold() int { return 64 }
 
 // pickWindow finds the block-sized window of the chunk holding the most
 // slices (at least two) that lie entirely inside it. It returns which
@@ -398,13 +385,7 @@ func (v *VFS) flushLoop() {
 		case <-v.stop:
 			return
 		case <-flushTick.C:
-			v.mu.Lock()
-			files := make([]*file, 0, len(v.files))
-			for _, f := range v.files {
-				files = append(files, f)
-			}
-			v.mu.Unlock()
-			for _, f := range files {
+			for _, f := range v.openFiles() {
 				if f.idleFor() >= v.opts.FlushInterval {
 					if err := f.flush(ctx); err != nil {
 						v.log.Warn("background flush", "ino", f.ino, "err", err)
