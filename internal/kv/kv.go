@@ -88,3 +88,25 @@ func PrefixEnd(prefix []byte) []byte {
 	}
 	return nil
 }
+
+// Notifier is an optional ability of a Store shared by several processes:
+// a best-effort wake-up sent to every client of the store, used so that
+// waiters (for example on a lock) need not poll. Stores used by one process
+// only (memkv, pebble) implement it in memory.
+//
+// Delivery is best effort and may be coalesced: a subscriber may miss a
+// notification (a dropped connection, a full buffer), so waiters must also
+// re-check after a timeout. Notifications are never delivered before Notify
+// is called; Notify should be called after the transaction whose effect it
+// announces has committed.
+type Notifier interface {
+	// Notify sends payload on channel to every subscriber of every client,
+	// including this one. channel is a short ASCII identifier; payload at
+	// most 1000 bytes.
+	Notify(ctx context.Context, channel, payload string) error
+	// Subscribe returns a channel that receives the payloads sent on
+	// channel from now on, and a function that ends the subscription. The
+	// returned channel is buffered; when the buffer is full, notifications
+	// are dropped for that subscriber.
+	Subscribe(channel string) (<-chan string, func())
+}

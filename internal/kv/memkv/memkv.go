@@ -28,6 +28,8 @@ type tree = btreemap.BTreeMap[string, []byte]
 
 // Store is an in-memory kv.Store. The zero value is not usable; call New.
 type Store struct {
+	kv.Hub // Notifier within this process
+
 	// writer admits one Update at a time; a channel so waiting for it
 	// honours the context.
 	writer chan struct{}
@@ -37,7 +39,10 @@ type Store struct {
 	closed bool
 }
 
-var _ kv.Store = (*Store)(nil)
+var (
+	_ kv.Store    = (*Store)(nil)
+	_ kv.Notifier = (*Store)(nil)
+)
 
 // New returns an empty Store.
 func New() *Store {

@@ -73,6 +73,8 @@ func (o Options) withDefaults() Options {
 
 // Store is a kv.Store on a Pebble database. Open one with Open.
 type Store struct {
+	kv.Hub // Notifier: one process holds the store
+
 	path string
 	opts Options
 	db   *pebble.DB
@@ -97,7 +99,10 @@ type Store struct {
 	redoBuf    []byte // the record being appended, reused between Updates
 }
 
-var _ kv.Store = (*Store)(nil)
+var (
+	_ kv.Store    = (*Store)(nil)
+	_ kv.Notifier = (*Store)(nil)
+)
 
 // Open opens (creating if needed, unless opts.ReadOnly) the Pebble database
 // in directory path. If another process has it open, the error wraps
