@@ -37,7 +37,8 @@ func (ck *checker) report(kind string, ino base.Ino, fix func(o *op) error, form
 // (empty for a healthy volume). Kinds: bad-record, orphan-dentry,
 // dangling-dentry, type-mismatch, bad-parent, dir-multiple-links,
 // bad-nlink, unreachable, unheld-orphan, missing-symlink, orphan-record,
-// bad-counter, pending-referenced, stale-hold, stale-orphan-record. With
+// bad-counter, pending-referenced, stale-hold, stale-orphan-record,
+// dead-session-record. With
 // repair, fixable problems (counters, link counts, dangling entries,
 // records of missing inodes, stale holds, unheld orphans) are fixed in one
 // transaction; the problems returned are those found before repairing.
@@ -127,6 +128,9 @@ func (ck *checker) run(r kv.Reader) error {
 
 	holds, orphans, sessions, err := ck.loadHolds(r)
 	if err != nil {
+		return err
+	}
+	if err := ck.checkLocks(r, sessions); err != nil {
 		return err
 	}
 	symlinks, err := ownersOf(r, pSymlink)
@@ -333,18 +337,21 @@ func (ck *checker) checkCounters(r kv.Reader, inodes, bytes uint64, maxIno base.
 	setTo := func(kind byte, v uint64) func(o *op) error {
 		return func(o *op) error { o.Set(counterKey(kind), u64(nil, v)); return nil }
 	}
-	n, err := get(counterUsedInodes)
+	setUsage := func(kind byte, v uint64) func(o *op) error {
+		return func(o *op) error { return o.setUsage(kind, v) }
+	}
+	n, err := usage(r, counterUsedInodes)
 	if err != nil {
 		return err
 	}
 	if n != inodes {
-		ck.report("bad-counter", 0, setTo(counterUsedInodes, inodes), "used inodes %d, counted %d", n, inodes)
+		ck.report("bad-counter", 0, setUsage(counterUsedInodes, inodes), "used inodes %d, counted %d", n, inodes)
 	}
-	if n, err = get(counterUsedBytes); err != nil {
+	if n, err = usage(r, counterUsedBytes); err != nil {
 		return err
 	}
 	if n != bytes {
-		ck.report("bad-counter", 0, setTo(counterUsedBytes, bytes), "used bytes %d, counted %d", n, bytes)
+		ck.report("bad-counter", 0, setUsage(counterUsedBytes, bytes), "used bytes %d, counted %d", n, bytes)
 	}
 	if n, err = get(counterNextInode); err != nil {
 		return err
@@ -357,6 +364,39 @@ func (ck *checker) checkCounters(r kv.Reader, inodes, bytes uint64, maxIno base.
 	}
 	if n <= maxSlice {
 		ck.report("bad-counter", 0, setTo(counterNextSlice, maxSlice+1), "next slice id %d, but slice %d exists", n, maxSlice)
+	}
+	return nil
+}
+
+// checkLocks verifies lock records and reservations: well-formed, and of
+// sessions that still exist (others are released when a client next opens
+// the volume, or by repair).
+func (ck *checker) checkLocks(r kv.Reader, sessions map[uint64]bool) error {
+	for _, p := range []byte{pLock, pReserved} {
+		err := r.Scan([]byte{p}, []byte{p + 1}, false, func(k, v []byte) bool {
+			key := append([]byte(nil), k...)
+			drop := func(o *op) error { o.Delete(key); return nil }
+			ki, err := DecodeKey(k)
+			if err == nil && ki.Kind == "lock" {
+				_, err = decodeLocks(ki.Counter, v)
+			}
+			if err == nil && ki.Kind == "reserved" {
+				var end uint64
+				if end, err = decodeU64(v); err == nil && end <= ki.Start {
+					err = fmt.Errorf("empty range %d-%d", ki.Start, end)
+				}
+			}
+			switch {
+			case err != nil:
+				ck.report("bad-record", ki.Ino, drop, "%s %x: %v", ki.Kind, k, err)
+			case !sessions[ki.ID]:
+				ck.report("dead-session-record", ki.Ino, drop, "%s of session %d, which is gone", ki.Kind, ki.ID)
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -140,7 +140,7 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 // growUsage adds delta to the used bytes, refusing to pass the capacity.
 func (o *op) growUsage(delta int64) error {
 	if capa := o.m.settings.Capacity; capa > 0 && delta > 0 {
-		used, err := counter(o, counterUsedBytes)
+		used, err := usage(o, counterUsedBytes)
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func (o *op) growUsage(delta int64) error {
 			return fmt.Errorf("volume capacity %d bytes reached: %w", capa, base.ErrNoSpace)
 		}
 	}
-	return o.add(counterUsedBytes, delta)
+	return o.addUsage(counterUsedBytes, delta)
 }
 
 // CompactChunk replaces slices of the prefix old of chunk index's slice

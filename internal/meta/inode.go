@@ -196,10 +196,10 @@ func (o *op) destroy(ino base.Ino, a *base.Attr) error {
 			return err
 		}
 	}
-	if err := o.add(counterUsedBytes, -usageBytes(a)); err != nil {
+	if err := o.addUsage(counterUsedBytes, -usageBytes(a)); err != nil {
 		return err
 	}
-	return o.add(counterUsedInodes, -1)
+	return o.addUsage(counterUsedInodes, -1)
 }
 
 // vdelAll deletes every live record under prefix.

@@ -10,10 +10,20 @@ package meta
 //	"E"                         live epoch, u64 (starts at 1)
 //	"F"                         frozen snapshot epochs, n × u64 ascending (empty: no snapshots)
 //	"C" kind                    counter, u64; kind is one byte, see counter*
+//	"C" kind shard u8           usage counter delta, int64 (two's complement);
+//	                            the usage is "C" kind plus every shard, so
+//	                            concurrent clients rarely write the same key
 //	"N" sid u64                 session, JSON (SessionInfo)
 //	"H" ino u64 sid u64         open-file hold of session sid on ino (empty value)
 //	"P" slice u64               pending slice delete; value: size u32
 //	"Q" ino u64                 orphan: ino has nlink 0 and waits for its last close
+//	"R" sid u64 start u64       slice ids [start, end) reserved by session sid
+//	                            that may still be in flight; value: end u64
+//	"W" ino u64 kind u8 sid u64 owner u64
+//	                            locks of one owner on ino; kind 'f' flock
+//	                            (value: type u8, pid u32) or 'p' POSIX
+//	                            (value: n × start u64, end u64, type u8, pid u32)
+//	"G" sid u64                 expired session, JSON (ExpiredSession)
 //
 // Versioned records. A versioned record has a logical key and one physical
 // key per version: logical || ^epoch (u64). For one logical key the newest
@@ -48,6 +58,9 @@ const (
 	pHold     = 'H'
 	pPending  = 'P'
 	pOrphan   = 'Q'
+	pReserved = 'R'
+	pLock     = 'W'
+	pExpired  = 'G'
 
 	pAttr    = 'A'
 	pDentry  = 'D'
@@ -93,6 +106,19 @@ func pendingKey(id uint64) []byte    { return u64([]byte{pPending}, id) }
 func orphanKey(ino base.Ino) []byte  { return u64([]byte{pOrphan}, uint64(ino)) }
 func prefixOnly(p byte) []byte       { return []byte{p} }
 
+// counterShardKey is the key of one delta shard of a usage counter.
+func counterShardKey(k, shard byte) []byte { return []byte{pCounter, k, shard} }
+
+func reservedPrefix(sid uint64) []byte { return u64([]byte{pReserved}, sid) }
+func reservedKey(sid, start uint64) []byte {
+	return u64(reservedPrefix(sid), start)
+}
+func expiredKey(sid uint64) []byte     { return u64([]byte{pExpired}, sid) }
+func lockPrefix(ino base.Ino) []byte   { return u64([]byte{pLock}, uint64(ino)) }
+func lockKey(ino base.Ino, kind byte, sid, owner uint64) []byte {
+	return u64(u64(append(lockPrefix(ino), kind), sid), owner)
+}
+
 // --- versioned logical keys ---
 
 func attrKey(ino base.Ino) []byte    { return u64([]byte{pAttr}, uint64(ino)) }
@@ -129,13 +155,16 @@ func splitVersion(key []byte) (logical []byte, epoch uint64, err error) {
 
 // KeyInfo is a decoded key, for fsck, dumps and debugging.
 type KeyInfo struct {
-	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "orphan", "attr", "dentry", "symlink", "xattr", "chunk"
+	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired"
 	Ino     base.Ino
 	Parent  base.Ino // dentry
 	Name    string   // dentry or xattr name
 	Index   uint32   // chunk index
-	ID      uint64   // session id (session, hold) or slice id (pending)
-	Counter byte     // counter kind
+	ID      uint64   // session id (session, hold, reserved, lock, expired) or slice id (pending)
+	Counter byte     // counter kind; lock kind for locks
+	Shard   int      // counter delta shard plus one; 0 for the base counter
+	Start   uint64   // first slice id of a reservation
+	Owner   uint64   // lock owner
 	Epoch   uint64   // versioned records
 }
 
@@ -157,15 +186,33 @@ func DecodeKey(key []byte) (KeyInfo, error) {
 		}
 		return KeyInfo{Kind: map[byte]string{pSettings: "settings", pEpoch: "epoch", pFrozen: "frozen"}[key[0]]}, nil
 	case pCounter:
-		if !fixed(1) {
-			return bad("counter length")
+		switch {
+		case fixed(1):
+			return KeyInfo{Kind: "counter", Counter: rest[0]}, nil
+		case fixed(2):
+			return KeyInfo{Kind: "counter", Counter: rest[0], Shard: int(rest[1]) + 1}, nil
 		}
-		return KeyInfo{Kind: "counter", Counter: rest[0]}, nil
-	case pSession:
+		return bad("counter length")
+	case pSession, pExpired:
 		if !fixed(8) {
 			return bad("session length")
 		}
-		return KeyInfo{Kind: "session", ID: binary.BigEndian.Uint64(rest)}, nil
+		kind := "session"
+		if key[0] == pExpired {
+			kind = "expired"
+		}
+		return KeyInfo{Kind: kind, ID: binary.BigEndian.Uint64(rest)}, nil
+	case pReserved:
+		if !fixed(16) {
+			return bad("reservation length")
+		}
+		return KeyInfo{Kind: "reserved", ID: binary.BigEndian.Uint64(rest), Start: binary.BigEndian.Uint64(rest[8:])}, nil
+	case pLock:
+		if !fixed(25) || (rest[8] != lockFlock && rest[8] != lockPosix) {
+			return bad("lock key shape")
+		}
+		return KeyInfo{Kind: "lock", Ino: base.Ino(binary.BigEndian.Uint64(rest)), Counter: rest[8],
+			ID: binary.BigEndian.Uint64(rest[9:]), Owner: binary.BigEndian.Uint64(rest[17:])}, nil
 	case pHold:
 		if !fixed(16) {
 			return bad("hold length")

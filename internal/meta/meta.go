@@ -77,6 +77,7 @@ type Meta struct {
 	nextIno, maxIno   uint64 // reserved inode range [nextIno, maxIno)
 	nextSlic, maxSlic uint64
 	inflight          map[uint64]bool // slice ids handed out, not yet committed
+	reserved          [][2]uint64     // slice id ranges recorded for this session (gc guard)
 
 	holdMu sync.Mutex // serializes hold writes (OpenFile, CloseFile, sessions)
 
@@ -114,7 +115,7 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 		now:      func() int64 { return time.Now().UnixNano() },
 	}
 	if !opts.ReadOnly {
-		if err := m.releaseDeadHolds(ctx); err != nil {
+		if err := m.releaseDeadSessions(ctx); err != nil {
 			return nil, fmt.Errorf("releasing holds of dead sessions: %w", err)
 		}
 	}
@@ -233,6 +234,7 @@ func (m *Meta) alloc(ctx context.Context, kind byte, next, max *uint64, batch ui
 	defer m.idMu.Unlock()
 	if *next >= *max {
 		var start uint64
+		sid := m.sessionID()
 		err := m.update(ctx, func(t *wtx) error {
 			n, err := counter(t, kind)
 			if err != nil {
@@ -243,10 +245,18 @@ func (m *Meta) alloc(ctx context.Context, kind byte, next, max *uint64, batch ui
 			}
 			start = n
 			t.Set(counterKey(kind), u64(nil, n+batch))
+			if kind == counterNextSlice && sid != 0 {
+				// Until these ids are committed or abandoned, gc of any
+				// client must leave their blocks alone.
+				t.Set(reservedKey(sid, n), u64(nil, n+batch))
+			}
 			return nil
 		})
 		if err != nil {
 			return 0, fmt.Errorf("reserving ids: %w", err)
+		}
+		if kind == counterNextSlice && sid != 0 {
+			m.reserved = append(m.reserved, [2]uint64{start, start + batch})
 		}
 		*next, *max = start, start+batch
 	}

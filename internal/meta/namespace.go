@@ -125,7 +125,7 @@ func (m *Meta) Mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 			return err
 		}
 		if lim := m.settings.Inodes; lim > 0 {
-			used, err := counter(o, counterUsedInodes)
+			used, err := usage(o, counterUsedInodes)
 			if err != nil {
 				return err
 			}
@@ -159,7 +159,7 @@ func (m *Meta) Mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		}
 		o.touchDir(parent, p)
 		o.put(ino, &a)
-		return o.add(counterUsedInodes, 1)
+		return o.addUsage(counterUsedInodes, 1)
 	})
 	if err != nil {
 		return 0, base.Attr{}, err

@@ -67,6 +67,17 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 		open = append(open, ino)
 	}
 	m.mu.Unlock()
+	m.idMu.Lock()
+	defer m.idMu.Unlock()
+	// Slice ids this client may still commit: gc must not take their blocks.
+	var res [2]uint64
+	if m.nextSlic < m.maxSlic || len(m.inflight) > 0 {
+		res = [2]uint64{m.nextSlic, max(m.maxSlic, m.nextSlic)}
+		for id := range m.inflight {
+			res[0] = min(res[0], id)
+			res[1] = max(res[1], id+1)
+		}
+	}
 	err := m.rawUpdate(ctx, func(t *wtx) error {
 		id, err := counter(t, counterNextSess)
 		if err != nil {
@@ -82,6 +93,9 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 			return err
 		}
 		t.Set(sessionKey(id), js)
+		if res[1] > res[0] {
+			t.Set(reservedKey(id, res[0]), u64(nil, res[1]))
+		}
 		if !m.opts.ReadOnly {
 			for _, ino := range open {
 				t.Set(holdKey(ino, id), nil)
@@ -92,27 +106,49 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 	if err != nil {
 		return 0, fmt.Errorf("new session: %w", err)
 	}
+	m.reserved = m.reserved[:0]
+	if res[1] > res[0] {
+		m.reserved = append(m.reserved, res)
+	}
 	m.mu.Lock()
 	m.sid, m.session = info.ID, info
 	m.mu.Unlock()
 	return info.ID, nil
 }
 
-// Heartbeat records that the session is alive. ErrStale if the session
-// record is gone (closed, or expired by another client); ErrInvalid if the
+// Heartbeat records that the session is alive and drops the reservations
+// of slice ids that are all committed or abandoned. If another client
+// declared the session dead meanwhile (its locks and holds are gone), it
+// registers a new session, taking the holds of open files again, and
+// returns an error wrapping base.ErrStale that says so. ErrInvalid if the
 // client has no session.
 func (m *Meta) Heartbeat(ctx context.Context) error {
 	sid := m.sessionID()
 	if sid == 0 {
 		return fmt.Errorf("heartbeat without a session: %w", base.ErrInvalid)
 	}
-	return m.rawUpdate(ctx, func(t *wtx) error {
+	m.idMu.Lock()
+	var done [][2]uint64
+	keep := m.reserved[:0]
+	for _, r := range m.reserved {
+		if r[1] <= m.nextSlic && !m.inflightIn(r) {
+			done = append(done, r)
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	m.reserved = keep
+	m.idMu.Unlock()
+	gone := false
+	err := m.rawUpdate(ctx, func(t *wtx) error {
+		gone = false
 		v, err := t.Get(sessionKey(sid))
 		if err != nil {
 			return err
 		}
 		if v == nil {
-			return fmt.Errorf("session %d is gone: %w", sid, base.ErrStale)
+			gone = true
+			return nil
 		}
 		var info SessionInfo
 		if err := json.Unmarshal(v, &info); err != nil {
@@ -124,8 +160,35 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 			return err
 		}
 		t.Set(sessionKey(sid), js)
+		for _, r := range done {
+			t.Delete(reservedKey(sid, r[0]))
+		}
 		return nil
 	})
+	if err != nil || !gone {
+		return err
+	}
+	m.mu.Lock()
+	info := m.session
+	m.sid = 0
+	m.mu.Unlock()
+	info.Started = time.Time{}
+	id, err := m.NewSession(ctx, info)
+	if err != nil {
+		return fmt.Errorf("session %d was declared dead by another client and could not be renewed: %v: %w", sid, err, base.ErrStale)
+	}
+	return fmt.Errorf("session %d was declared dead by another client (its locks were released); continuing as session %d: %w", sid, id, base.ErrStale)
+}
+
+// inflightIn reports whether an in-flight slice id lies in [r[0], r[1]).
+// Called with idMu held.
+func (m *Meta) inflightIn(r [2]uint64) bool {
+	for id := range m.inflight {
+		if id >= r[0] && id < r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // CloseSession removes this client's session and its holds, destroying
@@ -141,15 +204,38 @@ func (m *Meta) CloseSession(ctx context.Context) error {
 	}
 	err := m.mutateRaw(ctx, func(o *op) error {
 		o.Delete(sessionKey(sid))
-		return o.releaseSessionHolds(map[uint64]bool{sid: true})
+		return o.releaseSessions(map[uint64]bool{sid: true})
 	})
 	if err != nil {
 		return fmt.Errorf("closing session %d: %w", sid, err)
 	}
+	m.announceRelease(ctx, "*")
 	m.mu.Lock()
 	m.sid = 0
 	m.mu.Unlock()
 	return nil
+}
+
+// releaseSessions releases what the given (ended) sessions held: their
+// locks, slice reservations and open-file holds.
+func (o *op) releaseSessions(dead map[uint64]bool) error {
+	if _, err := o.releaseSessionLocks(dead); err != nil {
+		return err
+	}
+	for sid := range dead {
+		var keys [][]byte
+		p := reservedPrefix(sid)
+		if err := o.Scan(p, kv.PrefixEnd(p), false, func(k, _ []byte) bool {
+			keys = append(keys, append([]byte(nil), k...))
+			return true
+		}); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			o.Delete(k)
+		}
+	}
+	return o.releaseSessionHolds(dead)
 }
 
 // releaseSessionHolds deletes every hold of the given sessions and
@@ -196,8 +282,10 @@ func (o *op) destroyIfOrphan(ino base.Ino) error {
 	return o.destroy(ino, a)
 }
 
-// releaseDeadHolds releases holds of sessions whose record is gone.
-func (m *Meta) releaseDeadHolds(ctx context.Context) error {
+// releaseDeadSessions releases the holds, locks and slice reservations of
+// sessions whose record is gone (closed or expired while this was not
+// finished, or a crashed embedded client).
+func (m *Meta) releaseDeadSessions(ctx context.Context) error {
 	return m.mutateRaw(ctx, func(o *op) error {
 		live := make(map[uint64]bool)
 		if err := o.Scan([]byte{pSession}, kv.PrefixEnd([]byte{pSession}), false, func(k, _ []byte) bool {
@@ -209,22 +297,183 @@ func (m *Meta) releaseDeadHolds(ctx context.Context) error {
 			return err
 		}
 		dead := make(map[uint64]bool)
-		if err := o.Scan([]byte{pHold}, kv.PrefixEnd([]byte{pHold}), false, func(k, _ []byte) bool {
-			if len(k) == 17 {
-				if sid := binary.BigEndian.Uint64(k[9:]); sid != 0 && !live[sid] {
-					dead[sid] = true
+		collect := func(prefix byte, keyLen, sidAt int) error {
+			return o.Scan([]byte{prefix}, kv.PrefixEnd([]byte{prefix}), false, func(k, _ []byte) bool {
+				if len(k) == keyLen {
+					if sid := binary.BigEndian.Uint64(k[sidAt:]); sid != 0 && !live[sid] {
+						dead[sid] = true
+					}
 				}
-			}
-			return true
-		}); err != nil {
+				return true
+			})
+		}
+		if err := collect(pHold, 17, 9); err != nil {
+			return err
+		}
+		if err := collect(pLock, 26, 10); err != nil {
+			return err
+		}
+		if err := collect(pReserved, 17, 1); err != nil {
 			return err
 		}
 		if len(dead) == 0 {
 			return nil
 		}
-		m.log.Info("releasing open-file holds of dead sessions", "sessions", len(dead))
-		return o.releaseSessionHolds(dead)
+		m.log.Info("releasing holds, locks and reservations of dead sessions", "sessions", len(dead))
+		return o.releaseSessions(dead)
 	})
+}
+
+// ExpiredSession is the record of a session another client declared dead.
+type ExpiredSession struct {
+	SessionInfo
+	Expired   time.Time `json:"expired"`
+	ExpiredBy uint64    `json:"expired_by"`
+}
+
+// expiredKeep is how long expired-session records are kept for status.
+const expiredKeep = 24 * time.Hour
+
+// ExpireSessions declares dead every other session whose last heartbeat is
+// older than timeout: it deletes the session, releases its locks, holds
+// (destroying the unlinked files only it kept) and slice reservations, and
+// keeps an ExpiredSession record for a day. It returns the expired
+// sessions. Clocks of the clients must agree to well within timeout.
+func (m *Meta) ExpireSessions(ctx context.Context, timeout time.Duration) ([]SessionInfo, error) {
+	if timeout <= 0 {
+		return nil, fmt.Errorf("session timeout %v: %w", timeout, base.ErrInvalid)
+	}
+	me := m.sessionID()
+	var expired []SessionInfo
+	now := time.Now().UTC()
+	err := m.mutateRaw(ctx, func(o *op) error {
+		expired = expired[:0]
+		var derr error
+		if err := o.Scan([]byte{pSession}, kv.PrefixEnd([]byte{pSession}), false, func(k, v []byte) bool {
+			var info SessionInfo
+			if err := json.Unmarshal(v, &info); err != nil {
+				derr = fmt.Errorf("session %x: %v: %w", k, err, base.ErrIO)
+				return false
+			}
+			if info.ID != me && now.Sub(info.Heartbeat) > timeout {
+				expired = append(expired, info)
+			}
+			return true
+		}); err != nil {
+			return err
+		}
+		if derr != nil {
+			return derr
+		}
+		var old [][]byte
+		if err := o.Scan([]byte{pExpired}, kv.PrefixEnd([]byte{pExpired}), false, func(k, v []byte) bool {
+			var e ExpiredSession
+			if json.Unmarshal(v, &e) != nil || now.Sub(e.Expired) > expiredKeep {
+				old = append(old, append([]byte(nil), k...))
+			}
+			return true
+		}); err != nil {
+			return err
+		}
+		for _, k := range old {
+			o.Delete(k)
+		}
+		if len(expired) == 0 {
+			return nil
+		}
+		dead := make(map[uint64]bool, len(expired))
+		for _, info := range expired {
+			dead[info.ID] = true
+			o.Delete(sessionKey(info.ID))
+			js, err := json.Marshal(ExpiredSession{SessionInfo: info, Expired: now, ExpiredBy: me})
+			if err != nil {
+				return err
+			}
+			o.Set(expiredKey(info.ID), js)
+		}
+		return o.releaseSessions(dead)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expiring sessions: %w", err)
+	}
+	if len(expired) > 0 {
+		for _, info := range expired {
+			m.log.Warn("declared a session dead: no heartbeat", "session", info.ID, "host", info.Host,
+				"pid", info.Pid, "last_heartbeat", info.Heartbeat, "timeout", timeout)
+		}
+		m.announceRelease(ctx, "*")
+	}
+	return expired, nil
+}
+
+// ListExpiredSessions lists the sessions declared dead in the last day.
+func (m *Meta) ListExpiredSessions(ctx context.Context) ([]ExpiredSession, error) {
+	var out []ExpiredSession
+	err := m.view(ctx, func(r kv.Reader) error {
+		out = out[:0]
+		return r.Scan([]byte{pExpired}, kv.PrefixEnd([]byte{pExpired}), false, func(_, v []byte) bool {
+			var e ExpiredSession
+			if json.Unmarshal(v, &e) == nil {
+				out = append(out, e)
+			}
+			return true
+		})
+	})
+	return out, err
+}
+
+// SliceGuard tells gc which slice ids may belong to writes still in
+// flight in some live client.
+type SliceGuard struct {
+	// Next is the slice id counter: ids at or above it were not handed out
+	// when the guard was read.
+	Next uint64
+	// Reserved are the [start, end) ranges reserved by live sessions.
+	Reserved [][2]uint64
+}
+
+// Protects reports whether gc must keep the blocks of slice id.
+func (g SliceGuard) Protects(id uint64) bool {
+	if id >= g.Next {
+		return true
+	}
+	for _, r := range g.Reserved {
+		if id >= r[0] && id < r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// SliceGuard reads the slice guard in the same view as fn, which gc uses to
+// read the referenced slices, so both describe one moment.
+func (m *Meta) SliceGuard(ctx context.Context) (SliceGuard, error) {
+	var g SliceGuard
+	err := m.view(ctx, func(r kv.Reader) error {
+		var err error
+		g = SliceGuard{}
+		if g.Next, err = counter(r, counterNextSlice); err != nil {
+			return err
+		}
+		live := make(map[uint64]bool)
+		if err := r.Scan([]byte{pSession}, kv.PrefixEnd([]byte{pSession}), false, func(k, _ []byte) bool {
+			if len(k) == 9 {
+				live[binary.BigEndian.Uint64(k[1:])] = true
+			}
+			return true
+		}); err != nil {
+			return err
+		}
+		return r.Scan([]byte{pReserved}, kv.PrefixEnd([]byte{pReserved}), false, func(k, v []byte) bool {
+			if len(k) == 17 && live[binary.BigEndian.Uint64(k[1:])] {
+				if end, err := decodeU64(v); err == nil {
+					g.Reserved = append(g.Reserved, [2]uint64{binary.BigEndian.Uint64(k[9:]), end})
+				}
+			}
+			return true
+		})
+	})
+	return g, err
 }
 
 // ListSessions lists the registered sessions in id order.
@@ -309,10 +558,10 @@ func (m *Meta) Usage(ctx context.Context) (Usage, error) {
 	var u Usage
 	err := m.view(ctx, func(r kv.Reader) error {
 		var err error
-		if u.Bytes, err = counter(r, counterUsedBytes); err != nil {
+		if u.Bytes, err = usage(r, counterUsedBytes); err != nil {
 			return err
 		}
-		u.Inodes, err = counter(r, counterUsedInodes)
+		u.Inodes, err = usage(r, counterUsedInodes)
 		return err
 	})
 	return u, err

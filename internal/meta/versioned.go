@@ -8,6 +8,7 @@ package meta
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -285,6 +286,81 @@ func (t *wtx) add(kind byte, delta int64) error {
 		n = 0
 	} else {
 		n = uint64(int64(n) + delta)
+	}
+	t.Set(counterKey(kind), u64(nil, n))
+	return nil
+}
+
+// usageShards is how many delta shards a usage counter has. Every mutation
+// updates one shard chosen at random, so concurrent transactions (of one
+// client or many) seldom touch the same key and do not conflict on it.
+const usageShards = 64
+
+// usage returns a usage counter: its base value plus all its delta shards,
+// clamped at zero.
+func usage(r kv.Reader, kind byte) (uint64, error) {
+	base, err := counter(r, kind)
+	if err != nil {
+		return 0, err
+	}
+	total := int64(base)
+	start := counterShardKey(kind, 0)
+	var derr error
+	err = r.Scan(start, kv.PrefixEnd(counterKey(kind)), false, func(_, v []byte) bool {
+		d, err := decodeU64(v)
+		if err != nil {
+			derr = fmt.Errorf("counter %c shard: %w", kind, err)
+			return false
+		}
+		total += int64(d)
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return uint64(max(total, 0)), nil
+}
+
+// addUsage adds delta to a usage counter through one random delta shard.
+func (t *wtx) addUsage(kind byte, delta int64) error {
+	if delta == 0 {
+		return nil
+	}
+	key := counterShardKey(kind, byte(rand.IntN(usageShards)))
+	v, err := t.Get(key)
+	if err != nil {
+		return err
+	}
+	var d uint64
+	if v != nil {
+		if d, err = decodeU64(v); err != nil {
+			return fmt.Errorf("counter %c shard: %w", kind, err)
+		}
+	}
+	if n := int64(d) + delta; n == 0 {
+		t.Delete(key)
+	} else {
+		t.Set(key, u64(nil, uint64(n)))
+	}
+	return nil
+}
+
+// setUsage sets a usage counter to n: the base takes the value and every
+// delta shard goes (fsck repair).
+func (t *wtx) setUsage(kind byte, n uint64) error {
+	var keys [][]byte
+	err := t.Scan(counterShardKey(kind, 0), kv.PrefixEnd(counterKey(kind)), false, func(k, _ []byte) bool {
+		keys = append(keys, append([]byte(nil), k...))
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		t.Delete(k)
 	}
 	t.Set(counterKey(kind), u64(nil, n))
 	return nil
