@@ -113,8 +113,8 @@ func reservedPrefix(sid uint64) []byte { return u64([]byte{pReserved}, sid) }
 func reservedKey(sid, start uint64) []byte {
 	return u64(reservedPrefix(sid), start)
 }
-func expiredKey(sid uint64) []byte     { return u64([]byte{pExpired}, sid) }
-func lockPrefix(ino base.Ino) []byte   { return u64([]byte{pLock}, uint64(ino)) }
+func expiredKey(sid uint64) []byte   { return u64([]byte{pExpired}, sid) }
+func lockPrefix(ino base.Ino) []byte { return u64([]byte{pLock}, uint64(ino)) }
 func lockKey(ino base.Ino, kind byte, sid, owner uint64) []byte {
 	return u64(u64(append(lockPrefix(ino), kind), sid), owner)
 }
