@@ -38,6 +38,12 @@ type Options struct {
 	WritebackCache bool
 	// ReadOnly mounts read-only.
 	ReadOnly bool
+	// CloseToOpen makes every open drop the kernel's cached attributes of
+	// the file, so a client sees the size and times another client left at
+	// its close (shared volumes). Without it the kernel may use attributes
+	// up to AttrTimeout old. The page cache is dropped at every open either
+	// way (no FOPEN_KEEP_CACHE).
+	CloseToOpen bool
 	// Debug logs every FUSE request.
 	Debug bool
 	// Logger receives adapter errors.
@@ -82,6 +88,9 @@ func Mount(v *vfs.VFS, mountpoint string, opts Options) (*Server, error) {
 		Options:     append([]string{"default_permissions"}, opts.ExtraOptions...),
 		Debug:       opts.Debug,
 		DirectMount: true,
+		// flock and fcntl locks go to Cairn, which shares them with every
+		// client of the volume, instead of staying in this kernel.
+		EnableLocks: true,
 	}
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
@@ -93,6 +102,7 @@ func Mount(v *vfs.VFS, mountpoint string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
+	fs.srv = srv
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		_ = srv.Unmount()
@@ -111,6 +121,7 @@ type rawFS struct {
 	gofuse.RawFileSystem
 	v    *vfs.VFS
 	opts Options
+	srv  *gofuse.Server
 }
 
 func (fs *rawFS) String() string { return "cairn" }
@@ -362,6 +373,13 @@ func (fs *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.Ope
 	if e != 0 {
 		return st(e)
 	}
+	if fs.opts.CloseToOpen {
+		// Attributes only: a negative offset leaves the pages, which
+		// the kernel drops anyway since we do not set FOPEN_KEEP_CACHE.
+		if s := fs.srv.InodeNotify(in.NodeId, -1, 0); !s.Ok() && s != gofuse.ENOENT {
+			fs.opts.Logger.Debug("invalidating attributes at open", "ino", in.NodeId, "status", s)
+		}
+	}
 	out.Fh = fh
 	out.OpenFlags = openFlags(in.Flags)
 	return gofuse.OK
@@ -392,6 +410,11 @@ func (fs *rawFS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status
 }
 
 func (fs *rawFS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
+	if in.ReleaseFlags&gofuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
+		if e := fs.v.ReleaseFlock(context.Background(), in.Fh, in.LockOwner); e != 0 {
+			fs.opts.Logger.Warn("releasing flock at close", "ino", in.NodeId, "errno", e)
+		}
+	}
 	if e := fs.v.Release(context.Background(), in.Fh); e != 0 {
 		fs.opts.Logger.Warn("release", "ino", in.NodeId, "errno", e)
 	}
@@ -450,4 +473,68 @@ func (fs *rawFS) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.
 	out.Files = s.Files + s.AvailFiles
 	out.Ffree = s.AvailFiles
 	return gofuse.OK
+}
+
+// lockFromKernel converts a FUSE lock to a meta lock request.
+func lockFromKernel(lk *gofuse.FileLock) (meta.Lock, bool) {
+	l := meta.Lock{Start: lk.Start, End: min(lk.End, meta.LockEOF), Pid: lk.Pid}
+	switch lk.Typ {
+	case syscall.F_RDLCK:
+		l.Type = meta.ReadLock
+	case syscall.F_WRLCK:
+		l.Type = meta.WriteLock
+	case syscall.F_UNLCK:
+		l.Type = meta.Unlock
+	default:
+		return l, false
+	}
+	return l, true
+}
+
+func (fs *rawFS) GetLk(cancel <-chan struct{}, in *gofuse.LkIn, out *gofuse.LkOut) gofuse.Status {
+	l, ok := lockFromKernel(&in.Lk)
+	if !ok {
+		return gofuse.EINVAL
+	}
+	got, e := fs.v.GetLock(context.Background(), in.Fh, in.Owner, l)
+	if e != 0 {
+		return st(e)
+	}
+	out.Lk = gofuse.FileLock{Typ: syscall.F_UNLCK}
+	if got.Type != meta.Unlock {
+		out.Lk = gofuse.FileLock{Start: got.Start, End: got.End, Pid: got.Pid, Typ: syscall.F_RDLCK}
+		if got.Type == meta.WriteLock {
+			out.Lk.Typ = syscall.F_WRLCK
+		}
+	}
+	return gofuse.OK
+}
+
+func (fs *rawFS) SetLk(cancel <-chan struct{}, in *gofuse.LkIn) gofuse.Status {
+	return fs.setLk(cancel, in, false)
+}
+
+func (fs *rawFS) SetLkw(cancel <-chan struct{}, in *gofuse.LkIn) gofuse.Status {
+	return fs.setLk(cancel, in, true)
+}
+
+func (fs *rawFS) setLk(cancel <-chan struct{}, in *gofuse.LkIn, wait bool) gofuse.Status {
+	l, ok := lockFromKernel(&in.Lk)
+	if !ok {
+		return gofuse.EINVAL
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	if wait {
+		// The kernel interrupts a blocked request when the caller gets a
+		// signal; go-fuse closes cancel then.
+		go func() {
+			select {
+			case <-cancel:
+				stop()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return st(fs.v.SetLock(ctx, in.Fh, in.Owner, l, in.LkFlags&gofuse.FUSE_LK_FLOCK != 0, wait))
 }

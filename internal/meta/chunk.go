@@ -87,8 +87,16 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 			return nil, fmt.Errorf("%v: %w", err, base.ErrInvalid)
 		}
 	}
+	ids := make([]uint64, len(ws))
+	for i, w := range ws {
+		ids[i] = w.Slice.ID
+	}
+	guards := m.reservationKeys(ids)
 	err = m.mutate(ctx, func(o *op) error {
 		compact = compact[:0]
+		if err := o.checkReserved(guards); err != nil {
+			return err
+		}
 		a, err := o.attr(ino)
 		if err != nil {
 			return err
@@ -178,7 +186,11 @@ func (m *Meta) CompactChunk(ctx context.Context, ino base.Ino, index uint32, old
 	// Committed or not, the merged slice stops being in flight: on failure
 	// the caller deletes it.
 	defer m.ForgetSlice(s.ID)
+	guards := m.reservationKeys([]uint64{s.ID})
 	return m.mutate(ctx, func(o *op) error {
+		if err := o.checkReserved(guards); err != nil {
+			return err
+		}
 		a, err := o.attr(ino)
 		if err != nil {
 			return err

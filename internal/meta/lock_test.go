@@ -211,7 +211,14 @@ func TestExpiredSessionReleasesLocksAndReservations(t *testing.T) {
 		t.Fatalf("heartbeat of an expired session: %v (session %d -> %d)", err, old, a.SessionID())
 	}
 	ok(t, a.Heartbeat(ctx))
+	// The slice in flight when a was declared dead cannot be committed:
+	// gc may have taken its blocks.
+	_, err = a.WriteSlices(ctx, ino, []SliceWrite{{Slice: base.Slice{ID: id, Size: 10, Len: 10}}}, 1)
+	wantErr(t, err, base.ErrStale)
 	a.ForgetSlice(id)
+	// New slices of the renewed session commit.
+	id2 := must[uint64](t)(a.NewSliceID(ctx))
+	must[[]uint32](t)(a.WriteSlices(ctx, ino, []SliceWrite{{Slice: base.Slice{ID: id2, Size: 10, Len: 10}}}, 1))
 	ok(t, b.SetPosixLock(ctx, ino, 3, Lock{Type: Unlock, Start: 0, End: LockEOF}, false))
 	_ = store
 }

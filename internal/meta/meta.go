@@ -78,6 +78,7 @@ type Meta struct {
 	nextSlic, maxSlic uint64
 	inflight          map[uint64]bool // slice ids handed out, not yet committed
 	reserved          [][2]uint64     // slice id ranges recorded for this session (gc guard)
+	lost              map[uint64]bool // in flight when the session was declared dead
 
 	holdMu sync.Mutex // serializes hold writes (OpenFile, CloseFile, sessions)
 
@@ -111,6 +112,7 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 		store: store, opts: opts, log: opts.Logger, settings: s,
 		opened:   make(map[base.Ino]int),
 		inflight: make(map[uint64]bool),
+		lost:     make(map[uint64]bool),
 		deletes:  make(chan struct{}, 1),
 		now:      func() int64 { return time.Now().UnixNano() },
 	}
@@ -213,6 +215,7 @@ func (m *Meta) CompactThreshold() int { return m.opts.CompactThreshold }
 func (m *Meta) ForgetSlice(id uint64) {
 	m.idMu.Lock()
 	delete(m.inflight, id)
+	delete(m.lost, id)
 	m.idMu.Unlock()
 }
 

@@ -172,6 +172,14 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 	info := m.session
 	m.sid = 0
 	m.mu.Unlock()
+	// Writes in flight belonged to the dead session: gc may have taken
+	// their blocks, so their commits must fail rather than reference them.
+	m.idMu.Lock()
+	for id := range m.inflight {
+		m.lost[id] = true
+	}
+	clear(m.inflight)
+	m.idMu.Unlock()
 	info.Started = time.Time{}
 	id, err := m.NewSession(ctx, info)
 	if err != nil {
@@ -596,4 +604,55 @@ func (m *Meta) StatFS(ctx context.Context) (StatFS, error) {
 		st.AvailFiles = files - u.Inodes
 	}
 	return st, nil
+}
+
+// reservationGuard is a reservation record a commit of slice id needs.
+type reservationGuard struct {
+	id  uint64
+	key []byte
+}
+
+// reservationKeys returns the reservation records that cover the given
+// slice ids in this client's session (none without a session).
+func (m *Meta) reservationKeys(ids []uint64) []reservationGuard {
+	sid := m.sessionID()
+	if sid == 0 {
+		return nil
+	}
+	m.idMu.Lock()
+	defer m.idMu.Unlock()
+	var out []reservationGuard
+	seen := map[uint64]bool{}
+	for _, id := range ids {
+		if m.lost[id] {
+			out = append(out, reservationGuard{id: id})
+			continue
+		}
+		for _, r := range m.reserved {
+			if id >= r[0] && id < r[1] && !seen[r[0]] {
+				seen[r[0]] = true
+				out = append(out, reservationGuard{id: id, key: reservedKey(sid, r[0])})
+			}
+		}
+	}
+	return out
+}
+
+// checkReserved fails a commit whose slices' reservation is gone: the
+// session was declared dead meanwhile, and gc may already have deleted
+// the slices' blocks, so committing them would reference missing data.
+func (o *op) checkReserved(guards []reservationGuard) error {
+	for _, g := range guards {
+		if g.key == nil {
+			return fmt.Errorf("slice %d was written under a session that was declared dead; the write is lost: %w", g.id, base.ErrStale)
+		}
+		v, err := o.Get(g.key)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			return fmt.Errorf("slice %d: this client's session was declared dead (no heartbeat) and its unfinished writes may have been collected; the write is lost: %w", g.id, base.ErrStale)
+		}
+	}
+	return nil
 }

@@ -45,6 +45,9 @@ func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int)
 	h := &handle{ino: ino, flags: flags}
 	if a.Type == base.TypeFile {
 		h.f = v.openFile(ino)
+		// Close-to-open: another client may have changed the file since
+		// this one cached its chunk maps.
+		h.f.invalidate()
 		h.r = v.cs.NewReader()
 		// The file may have been unlinked and freed between the attribute
 		// read and the open hold: check again now that we hold it.

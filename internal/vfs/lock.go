@@ -1,0 +1,54 @@
+package vfs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/cairnfs/cairn/internal/meta"
+)
+
+// File locks. They live in meta, shared by every client of the volume, so
+// a lock taken through one mount (or gateway) conflicts with locks taken
+// through any other. owner is the lock owner the front end identifies the
+// holder by (FUSE: the kernel's lock owner id).
+
+// GetLock returns a lock of another owner that conflicts with l, or a Lock
+// of type meta.Unlock if l could be taken now.
+func (v *VFS) GetLock(ctx context.Context, fh, owner uint64, l meta.Lock) (meta.Lock, syscall.Errno) {
+	h := v.handle(fh)
+	if h == nil {
+		return meta.Lock{}, syscall.EBADF
+	}
+	got, err := v.m.GetPosixLock(ctx, h.ino, owner, l)
+	if err != nil {
+		return meta.Lock{}, v.errno("getlk", err)
+	}
+	return got, 0
+}
+
+// SetLock takes, converts or releases a lock: a flock lock on the whole
+// file when flock is set, else a POSIX lock on [l.Start, l.End]. With wait
+// it blocks until granted or ctx ends (EINTR); without, a conflict is
+// EAGAIN.
+func (v *VFS) SetLock(ctx context.Context, fh, owner uint64, l meta.Lock, flock, wait bool) syscall.Errno {
+	h := v.handle(fh)
+	if h == nil {
+		return syscall.EBADF
+	}
+	var err error
+	if flock {
+		err = v.m.Flock(ctx, h.ino, owner, l.Type, l.Pid, wait)
+	} else {
+		err = v.m.SetPosixLock(ctx, h.ino, owner, l, wait)
+	}
+	if err != nil {
+		return v.errno("setlk", err)
+	}
+	return 0
+}
+
+// ReleaseFlock drops the flock lock owner holds through handle fh (the
+// kernel asks for it when the last reference to a flocked file closes).
+func (v *VFS) ReleaseFlock(ctx context.Context, fh, owner uint64) syscall.Errno {
+	return v.SetLock(ctx, fh, owner, meta.Lock{Type: meta.Unlock}, true, false)
+}
