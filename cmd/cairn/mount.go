@@ -10,6 +10,7 @@ import (
 	_ "net/http/pprof" // served only with --pprof
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -36,6 +37,7 @@ func newMountCommand() *cobra.Command {
 		attrTimeout, entryTimeout, negTimeout time.Duration
 		pprofAddr                             string
 		writeback                             bool
+		heartbeat, sessionTimeout             time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "mount [-d] [--log FILE] [options] META-URL MOUNTPOINT",
@@ -44,15 +46,24 @@ func newMountCommand() *cobra.Command {
 unmounted or interrupted (SIGINT/SIGTERM flush buffered writes, then unmount).
 With -d it starts in the background and returns once the mount is ready.
 
-While mounted, admin commands (status, info, fsck, gc) reach the volume
-through the mount process.`,
+On an embedded volume (pebble://) admin commands (status, info, fsck, gc)
+reach the volume through the mount process while it is mounted. A shared
+volume (postgres://) can be mounted by many hosts at once; locks are
+shared, and what one client closes another sees at its next open.`,
 		Example: `  cairn mount -d pebble:///var/lib/cairn/meta /mnt/cairn
-  cairn mount -o allow_other --cache-mem 1G pebble:///var/lib/cairn/meta /mnt/cairn`,
+  cairn mount -o allow_other --cache-mem 1G pebble:///var/lib/cairn/meta /mnt/cairn
+  AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… cairn mount -d 'postgres://cairn@db1/vol1' /mnt/vol1`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			metaURL, mp := args[0], args[1]
-			if _, err := daemon.ParseMetaURL(metaURL); err != nil {
+			loc, err := daemon.ParseMetaURL(metaURL)
+			if err != nil {
 				return err
+			}
+			if !cmd.Flags().Changed("writeback") && loc.Shared() {
+				// With the writeback cache the kernel keeps its own file
+				// sizes and ignores other clients' (see docs/design).
+				writeback = false
 			}
 			abs, err := daemon.CheckMountPoint(mp)
 			if err != nil {
@@ -118,6 +129,7 @@ through the mount process.`,
 			mo.Fuse.NegativeTimeout = negTimeout
 			mo.Fuse.Debug = debug
 			mo.Fuse.WritebackCache = writeback
+			mo.Heartbeat, mo.SessionTimeout = heartbeat, sessionTimeout
 			mo.Fuse.ExtraOptions = extra
 			err = daemon.Mount(cmd.Context(), mo)
 			if err != nil {
@@ -138,7 +150,9 @@ through the mount process.`,
 	f.StringVar(&bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
 	f.DurationVar(&attrTimeout, "attr-timeout", time.Second, "how long the kernel caches attributes")
 	f.DurationVar(&entryTimeout, "entry-timeout", time.Second, "how long the kernel caches names")
-	f.BoolVar(&writeback, "writeback", true, "let the kernel buffer small writes and send them in large requests (FUSE writeback cache); --writeback=false sends every write(2) to Cairn")
+	f.BoolVar(&writeback, "writeback", true, "let the kernel buffer small writes and send them in large requests (FUSE writeback cache); --writeback=false sends every write(2) to Cairn. Default off on shared volumes, where the kernel would keep stale file sizes")
+	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")
+	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long a client may miss heartbeats before others declare it dead and release its locks (use the same on every client)")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiling endpoints (net/http/pprof) on this address, e.g. 127.0.0.1:6060")
 	f.DurationVar(&negTimeout, "negative-timeout", 0, "how long the kernel caches failed lookups")
 	return cmd
@@ -174,7 +188,9 @@ func readyReporter() func(error) {
 // waits until it reports that the mount is ready (or why it failed).
 func daemonize(cmd *cobra.Command, logFile, mountpoint string) error {
 	loc, _ := daemon.ParseMetaURL(cmd.Flags().Arg(0))
-	if logFile == "" {
+	if logFile == "" && loc.Shared() {
+		logFile = filepath.Join(os.TempDir(), "cairn-mount-"+strings.ReplaceAll(strings.Trim(mountpoint, "/"), "/", "_")+".log")
+	} else if logFile == "" {
 		if err := os.MkdirAll(loc.Path, 0o755); err == nil {
 			logFile = loc.Path + "/cairn-mount.log"
 		} else {

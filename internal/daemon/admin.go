@@ -46,7 +46,12 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 	return fmt.Errorf("unknown admin verb %q", req.Verb)
 }
 
-// Status prints settings, usage and sessions.
+// StaleAfter is how long without a heartbeat makes status call a session
+// "dead?": three missed heartbeats at the default interval.
+var StaleAfter = 15 * time.Second
+
+// Status prints settings, usage and sessions: live ones, ones that missed
+// their heartbeats (dead?), and ones declared dead in the last day.
 func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	s := v.Settings
 	u, err := v.Meta.Usage(ctx)
@@ -79,12 +84,25 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	fmt.Fprintf(tw, "Inodes\t%d\n", u.Inodes)
 	fmt.Fprintf(tw, "Available\t%s, %d inodes\n", humanBytes(sf.AvailBytes), sf.AvailFiles)
 	tw.Flush()
+	expired, err := v.Meta.ListExpiredSessions(ctx)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "\nSessions (%d):\n", len(sessions))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  ID\tHOST\tPID\tMOUNTPOINT\tSTARTED\tHEARTBEAT\tVERSION")
+	fmt.Fprintln(tw, "  ID\tSTATE\tHOST\tPID\tMOUNTPOINT\tSTARTED\tHEARTBEAT\tVERSION")
 	for _, se := range sessions {
-		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s ago\t%s\n", se.ID, se.Host, se.Pid, orDash(se.MountPoint),
+		state := "live"
+		if time.Since(se.Heartbeat) > StaleAfter {
+			state = "dead?" // missed heartbeats; a live client will expire it
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s ago\t%s\n", se.ID, state, se.Host, se.Pid, orDash(se.MountPoint),
 			se.Started.Format(time.RFC3339), time.Since(se.Heartbeat).Round(time.Second), se.Version)
+	}
+	for _, se := range expired {
+		fmt.Fprintf(tw, "  %d\tdead\t%s\t%d\t%s\t%s\t%s ago (expired %s ago by session %d)\t%s\n", se.ID, se.Host, se.Pid,
+			orDash(se.MountPoint), se.Started.Format(time.RFC3339), time.Since(se.Heartbeat).Round(time.Second),
+			time.Since(se.Expired).Round(time.Second), se.ExpiredBy, se.Version)
 	}
 	return tw.Flush()
 }
@@ -223,6 +241,13 @@ func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
 // them with del. Slices being written by a live client of this volume are
 // never touched.
 func GC(ctx context.Context, v *Volume, del bool, w io.Writer) error {
+	// The guard is read first: a slice committed after it is referenced in
+	// the scan below, and one handed out after it is above guard.Next.
+	guard, err := v.Meta.SliceGuard(ctx)
+	if err != nil {
+		return err
+	}
+	inflight := v.Meta.InFlightSlices()
 	live := map[uint64]bool{}
 	if err := v.Meta.ForEachSlice(ctx, func(u meta.SliceUse) error {
 		live[u.ID] = true
@@ -238,7 +263,6 @@ func GC(ctx context.Context, v *Volume, del bool, w io.Writer) error {
 	for _, s := range pd {
 		pending[s.ID] = true
 	}
-	inflight := v.Meta.InFlightSlices()
 	var orphans []object.Info
 	var total, totalBytes, orphanBytes, skipped int64
 	err = v.Objects.List(ctx, "chunks/", func(info object.Info) bool {
@@ -252,7 +276,7 @@ func GC(ctx context.Context, v *Volume, del bool, w io.Writer) error {
 		if live[id] {
 			return true
 		}
-		if pending[id] || inflight[id] {
+		if pending[id] || inflight[id] || guard.Protects(id) {
 			skipped++
 			return true
 		}

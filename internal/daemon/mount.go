@@ -28,6 +28,22 @@ type MountOptions struct {
 	// Ready is called once the file system is mounted and serving.
 	Ready  func()
 	Logger *slog.Logger
+	// Heartbeat is how often the session proves it is alive and looks for
+	// dead sessions of other clients (default 5 s).
+	Heartbeat time.Duration
+	// SessionTimeout is how long a session may miss heartbeats before
+	// another client declares it dead and releases its locks and open
+	// files (default 60 s). Every client of a volume should use the same.
+	SessionTimeout time.Duration
+}
+
+func (o *MountOptions) setDefaults() {
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 5 * time.Second
+	}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = 60 * time.Second
+	}
 }
 
 // CheckMountPoint verifies that mp exists, is a directory and is not
@@ -130,6 +146,10 @@ func Mount(ctx context.Context, o MountOptions) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	o.setDefaults()
+	if o.SessionTimeout < 2*o.Heartbeat {
+		return fmt.Errorf("session timeout %v must be at least twice the heartbeat interval %v", o.SessionTimeout, o.Heartbeat)
+	}
 	mp, err := CheckMountPoint(o.MountPoint)
 	if err != nil {
 		return err
@@ -156,39 +176,35 @@ func Mount(ctx context.Context, o MountOptions) error {
 	fo.FsName = vol.Loc.URL
 	fo.Logger = log
 	fo.ReadOnly = o.Volume.ReadOnly
+	fo.CloseToOpen = vol.Loc.Shared()
 	srv, err := fuse.Mount(v, mp, fo)
 	if err != nil {
 		_ = v.Close(context.Background())
 		return err
 	}
-	ctl, err := ServeControl(vol, Holder{Pid: os.Getpid(), Host: host, MountPoint: mp}, RunAdmin)
-	if err != nil {
-		_ = srv.Unmount()
-		_ = v.Close(context.Background())
-		return err
+	if !vol.Loc.Shared() {
+		// An embedded store is held by this process: admin commands reach
+		// it through a socket. Shared engines serve any number of clients.
+		ctl, err := ServeControl(vol, Holder{Pid: os.Getpid(), Host: host, MountPoint: mp}, RunAdmin)
+		if err != nil {
+			_ = srv.Unmount()
+			_ = v.Close(context.Background())
+			return err
+		}
+		defer ctl.Close()
 	}
-	defer ctl.Close()
 	log.Info("mounted", "volume", vol.Settings.Name, "meta", vol.Loc.URL, "mountpoint", mp)
 	if o.Ready != nil {
 		o.Ready()
 	}
 
 	stopHB := make(chan struct{})
+	hbDone := make(chan struct{})
 	go func() {
-		t := time.NewTicker(10 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopHB:
-				return
-			case <-t.C:
-				if err := vol.Meta.Heartbeat(context.Background()); err != nil {
-					log.Warn("heartbeat", "err", err)
-				}
-			}
-		}
+		defer close(hbDone)
+		keepSessionAlive(vol.Meta, o.Heartbeat, o.SessionTimeout, log, stopHB)
 	}()
-	defer close(stopHB)
+	defer func() { close(stopHB); <-hbDone }()
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -221,4 +237,27 @@ func Mount(ctx context.Context, o MountOptions) error {
 	}
 	log.Info("clean shutdown", "mountpoint", mp)
 	return nil
+}
+
+// keepSessionAlive sends the session's heartbeats and, after each, declares
+// dead the sessions of other clients that missed theirs for longer than
+// timeout, until stop is closed.
+func keepSessionAlive(m *meta.Meta, every, timeout time.Duration, log *slog.Logger, stop <-chan struct{}) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout/2)
+		if err := m.Heartbeat(ctx); err != nil {
+			log.Error("heartbeat", "err", err)
+		}
+		if _, err := m.ExpireSessions(ctx, timeout); err != nil {
+			log.Warn("looking for dead sessions", "err", err)
+		}
+		cancel()
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/chunk"
@@ -60,6 +61,10 @@ func ParseMetaURL(s string) (MetaLocation, error) {
 		return MetaLocation{}, fmt.Errorf("metadata URL %q: unknown scheme %q (supported: pebble)", s, u.Scheme)
 	}
 }
+
+// Shared reports whether the engine serves many clients at once (shared
+// mode) rather than being held by one process (embedded).
+func (l MetaLocation) Shared() bool { return l.Scheme == "postgres" }
 
 // DefaultDataURL is the data store used when format gets no --data: a
 // directory named "data" beside the metadata directory.
@@ -276,6 +281,13 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	v.Meta, err = meta.Open(ctx, store, meta.Options{Logger: o.Logger, ReadOnly: o.ReadOnly})
 	if err != nil {
 		return nil, err
+	}
+	if !loc.Shared() && !o.ReadOnly {
+		// This process holds the embedded store alone: every session
+		// recorded in it belongs to a client that died without closing it.
+		if _, err := v.Meta.ExpireSessions(ctx, time.Nanosecond); err != nil {
+			return nil, err
+		}
 	}
 	if o.CacheMem == 0 {
 		o.CacheMem = 256 << 20
