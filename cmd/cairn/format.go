@@ -19,10 +19,16 @@ func newFormatCommand() *cobra.Command {
 at META-URL, and a marker in its data store. Refuses to overwrite an existing
 volume unless --force is given.
 
-META-URL: pebble:///absolute/path (embedded metadata, put it on your fastest device).
---data: file:///absolute/path (default: a "data" directory beside the metadata).`,
+META-URL: pebble:///absolute/path (embedded metadata, put it on your fastest
+device), or postgres://user[:password]@host[:port]/database (shared: many
+hosts mount the volume; the database must exist, Cairn creates its table).
+--data: file:///absolute/path (default for pebble: a "data" directory beside
+the metadata), or s3://bucket[/prefix]?endpoint=http://host:port (created if
+missing; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).`,
 		Example: `  cairn format pebble:///var/lib/cairn/meta myvol
-  cairn format --data file:///srv/cairn-data --block-size 1M pebble:///nvme/cairn/meta myvol`,
+  cairn format --data file:///srv/cairn-data --block-size 1M pebble:///nvme/cairn/meta myvol
+  AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… cairn format \
+      --data 's3://vol1?endpoint=http://s3.lan:7070' 'postgres://cairn@db1/vol1' vol1`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.MetaURL, o.Name = args[0], args[1]

@@ -71,7 +71,7 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	fmt.Fprintf(tw, "UUID\t%s\n", s.UUID)
 	fmt.Fprintf(tw, "Format version\t%d\n", s.FormatVersion)
 	fmt.Fprintf(tw, "Created\t%s\n", s.Created.Format(time.RFC3339))
-	fmt.Fprintf(tw, "Metadata\t%s\n", v.Loc.URL)
+	fmt.Fprintf(tw, "Metadata\t%s\n", v.Loc.Display())
 	fmt.Fprintf(tw, "Data\t%s\n", s.DataURL)
 	fmt.Fprintf(tw, "Block size\t%s\n", humanBytes(uint64(s.BlockSize)))
 	fmt.Fprintf(tw, "Chunk size\t%s\n", humanBytes(uint64(s.ChunkSize)))

@@ -173,7 +173,7 @@ func Mount(ctx context.Context, o MountOptions) error {
 	}()
 	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{Logger: log, ReadOnly: o.Volume.ReadOnly})
 	fo := o.Fuse
-	fo.FsName = vol.Loc.URL
+	fo.FsName = vol.Loc.Display()
 	fo.Logger = log
 	fo.ReadOnly = o.Volume.ReadOnly
 	fo.CloseToOpen = vol.Loc.Shared()
@@ -193,7 +193,7 @@ func Mount(ctx context.Context, o MountOptions) error {
 		}
 		defer ctl.Close()
 	}
-	log.Info("mounted", "volume", vol.Settings.Name, "meta", vol.Loc.URL, "mountpoint", mp)
+	log.Info("mounted", "volume", vol.Settings.Name, "meta", vol.Loc.Display(), "mountpoint", mp)
 	if o.Ready != nil {
 		o.Ready()
 	}

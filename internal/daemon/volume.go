@@ -21,9 +21,11 @@ import (
 	"github.com/cairnfs/cairn/internal/chunk"
 	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/kv/pebble"
+	"github.com/cairnfs/cairn/internal/kv/postgres"
 	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/object/local"
+	"github.com/cairnfs/cairn/internal/object/s3"
 )
 
 // markerKey is the object every data store of a Cairn volume holds: it
@@ -43,11 +45,13 @@ type MetaLocation struct {
 	Path   string // pebble: the directory
 }
 
-// ParseMetaURL checks a metadata URL. Supported: pebble:///absolute/path.
+// ParseMetaURL checks a metadata URL. Supported: pebble:///absolute/path
+// (embedded) and postgres://[user[:password]@][host][:port]/database[?…]
+// (shared; also postgresql://, and host=/socket/dir for a unix socket).
 func ParseMetaURL(s string) (MetaLocation, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return MetaLocation{}, fmt.Errorf("metadata URL %q: %w", s, err)
+		return MetaLocation{}, fmt.Errorf("metadata URL %q: %w", redactURL(s), err)
 	}
 	switch u.Scheme {
 	case "pebble":
@@ -55,20 +59,44 @@ func ParseMetaURL(s string) (MetaLocation, error) {
 			return MetaLocation{}, fmt.Errorf("metadata URL %q: want pebble:///absolute/path (three slashes)", s)
 		}
 		return MetaLocation{URL: s, Scheme: "pebble", Path: filepath.Clean(u.Path)}, nil
+	case "postgres", "postgresql":
+		if strings.Trim(u.Path, "/") == "" {
+			return MetaLocation{}, fmt.Errorf("metadata URL %q names no database: want postgres://user@host/database", redactURL(s))
+		}
+		return MetaLocation{URL: s, Scheme: "postgres"}, nil
 	case "":
-		return MetaLocation{}, fmt.Errorf("metadata URL %q has no scheme: want pebble:///absolute/path", s)
+		return MetaLocation{}, fmt.Errorf("metadata URL %q has no scheme: want pebble:///absolute/path or postgres://user@host/database", s)
 	default:
-		return MetaLocation{}, fmt.Errorf("metadata URL %q: unknown scheme %q (supported: pebble)", s, u.Scheme)
+		return MetaLocation{}, fmt.Errorf("metadata URL %q: unknown scheme %q (supported: pebble, postgres)", redactURL(s), u.Scheme)
 	}
 }
+
+// redactURL hides a password in a URL for messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, ok := u.User.Password(); !ok {
+		return s
+	}
+	return u.Redacted()
+}
+
+// Display is the URL with any password hidden, for logs and status.
+func (l MetaLocation) Display() string { return redactURL(l.URL) }
 
 // Shared reports whether the engine serves many clients at once (shared
 // mode) rather than being held by one process (embedded).
 func (l MetaLocation) Shared() bool { return l.Scheme == "postgres" }
 
 // DefaultDataURL is the data store used when format gets no --data: a
-// directory named "data" beside the metadata directory.
+// directory named "data" beside the metadata directory. Shared volumes
+// have none: their data must be reachable by every client.
 func (l MetaLocation) DefaultDataURL() string {
+	if l.Shared() {
+		return ""
+	}
 	return "file://" + filepath.Join(filepath.Dir(l.Path), "data")
 }
 
@@ -84,19 +112,29 @@ func OpenStore(loc MetaLocation, log *slog.Logger) (kv.Store, error) {
 	switch loc.Scheme {
 	case "pebble":
 		return pebble.Open(loc.Path, pebble.Options{Logger: log})
+	case "postgres":
+		return postgres.Open(context.Background(), loc.URL, postgres.Options{Logger: log})
 	}
 	return nil, fmt.Errorf("unknown metadata scheme %q", loc.Scheme)
 }
 
-// OpenObjects opens a data store by URL. Supported: file:///absolute/path.
-// Only format creates a missing store (create); opening a volume whose
-// store is missing must fail rather than start an empty one.
-func OpenObjects(s string, create bool) (object.Store, error) {
+// OpenObjects opens a data store by URL: file:///absolute/path, or
+// s3://bucket[/prefix]?endpoint=… with credentials from the environment
+// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY). Only format creates a
+// missing store (create); opening a volume whose store is missing must fail
+// rather than start an empty one.
+func OpenObjects(ctx context.Context, s string, create bool, log *slog.Logger) (object.Store, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		return nil, fmt.Errorf("data URL %q: %w", s, err)
 	}
 	switch u.Scheme {
+	case "s3":
+		st, err := s3.Open(ctx, s, s3.Options{Create: create, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("data store: %w", err)
+		}
+		return st, nil
 	case "file":
 		if u.Host != "" || !filepath.IsAbs(u.Path) {
 			return nil, fmt.Errorf("data URL %q: want file:///absolute/path (three slashes)", s)
@@ -117,9 +155,9 @@ func OpenObjects(s string, create bool) (object.Store, error) {
 		}
 		return st, nil
 	case "":
-		return nil, fmt.Errorf("data URL %q has no scheme: want file:///absolute/path", s)
+		return nil, fmt.Errorf("data URL %q has no scheme: want file:///absolute/path or s3://bucket?endpoint=…", s)
 	default:
-		return nil, fmt.Errorf("data URL %q: unknown scheme %q (supported: file)", s, u.Scheme)
+		return nil, fmt.Errorf("data URL %q: unknown scheme %q (supported: file, s3)", s, u.Scheme)
 	}
 }
 
@@ -149,13 +187,19 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 	if o.DataURL == "" {
 		o.DataURL = loc.DefaultDataURL()
 	}
+	if o.DataURL == "" {
+		return meta.Settings{}, fmt.Errorf("a shared volume needs a data store every client can reach: give --data s3://bucket?endpoint=…")
+	}
+	if loc.Shared() && strings.HasPrefix(o.DataURL, "file:") {
+		o.Logger.Warn("a shared volume with a file:// data store works only if every client mounts that directory at the same path", "data", o.DataURL)
+	}
 	if o.BlockSize == 0 {
 		o.BlockSize = 4 << 20
 	}
 	if err := validateFormat(o); err != nil {
 		return meta.Settings{}, err
 	}
-	objs, err := OpenObjects(o.DataURL, true)
+	objs, err := OpenObjects(ctx, o.DataURL, true, o.Logger)
 	if err != nil {
 		return meta.Settings{}, err
 	}
@@ -263,7 +307,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.Objects, err = OpenObjects(v.Settings.DataURL, false)
+	v.Objects, err = OpenObjects(ctx, v.Settings.DataURL, false, o.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@
 // all key encoding lives in meta/keys.go.
 //
 // Backends: kv/memkv (tests), kv/pebble (embedded default), kv/postgres
-// (shared mode, later). Every backend passes kv/kvtest.Run.
+// (shared mode). Every backend passes kv/kvtest.Run.
 package kv
 
 import (
@@ -22,6 +22,14 @@ var ErrConflict = errors.New("kv: transaction conflict")
 
 // ErrClosed is returned by operations on a closed Store.
 var ErrClosed = errors.New("kv: store closed")
+
+// ErrUnknownOutcome is returned by Update of a backend on a server (kv/postgres)
+// when the connection was lost after the commit was sent, so the
+// transaction may or may not have committed. Update does not retry it: fn,
+// re-run against a store where its first run committed, would see its own
+// effects (a create would find its name taken). The caller may re-read the
+// state to find out; a file-system operation that gets it fails with EIO.
+var ErrUnknownOutcome = errors.New("kv: transaction outcome unknown (connection lost during commit)")
 
 // ErrLocked is returned by Open functions when another process holds the
 // store exclusively (embedded engines).

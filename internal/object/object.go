@@ -3,7 +3,7 @@
 // by string keys. It imports nothing of Cairn's.
 //
 // Backends: object/local (a directory), object/mem (tests), object/faulty
-// (fault injection around another store), object/s3 (later). Every backend
+// (fault injection around another store), object/s3 (S3-compatible stores). Every backend
 // passes object/objtest.Run.
 package object
 
@@ -43,9 +43,14 @@ type Info struct {
 // Keys are slash-separated relative paths of printable ASCII (0x20-0x7E)
 // without "." or ".." segments, leading "/" or empty segments, at most
 // MaxKeyLen bytes with segments of at most MaxSegmentLen bytes; ValidKey
-// checks them and every method rejects other keys with ErrInvalidKey. Keys
-// must not nest: "a" and "a/b" cannot both exist, and a Put that would make
-// them fails with ErrConflict (a directory store could not hold both).
+// checks them and every method rejects other keys with ErrInvalidKey.
+//
+// Keys should not nest ("a" and "a/b" both); Cairn never makes them. A Put
+// that would make them fails with ErrConflict (a directory store could not
+// hold both), unless the store has a method AllowsNesting() bool that
+// reports true: such a store (S3, where checking would cost a LIST per Put)
+// does not check, and the Put may succeed or fail with ErrConflict. Either
+// way the existing object is unchanged.
 //
 // Objects are written whole and never modified in place: Put of an existing
 // key replaces it atomically (a reader sees the old or the new object, never

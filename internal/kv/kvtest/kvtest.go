@@ -17,8 +17,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/kv"
 )
@@ -40,6 +42,7 @@ func Run(t *testing.T, newStore func(t *testing.T) kv.Store) {
 		{"BankTransfers", testBankTransfers},
 		{"CancelledContext", testCancelledContext},
 		{"ValuesAreCopies", testValuesAreCopies},
+		{"Notifier", testNotifier},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -591,6 +594,66 @@ func testValuesAreCopies(t *testing.T, s kv.Store) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// recv waits for want on c.
+func recv(t *testing.T, c <-chan string, name, want string) {
+	t.Helper()
+	select {
+	case got := <-c:
+		if got != want {
+			t.Errorf("subscriber %s received %.20q; want %.20q", name, got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("subscriber %s received nothing in 10s; want %.20q", name, want)
+	}
+}
+
+// testNotifier runs only for stores that implement kv.Notifier. It relies
+// on notifications from one sender arriving in the order sent, which the
+// contract does not promise but every backend provides.
+func testNotifier(t *testing.T, s kv.Store) {
+	n, ok := s.(kv.Notifier)
+	if !ok {
+		t.Skip("the store does not implement kv.Notifier")
+	}
+	ctx := context.Background()
+	a1, stopA1 := n.Subscribe("kvtest_a")
+	defer stopA1()
+	a2, stopA2 := n.Subscribe("kvtest_a")
+	defer stopA2()
+	b, stopB := n.Subscribe("kvtest_b")
+	defer stopB()
+	notify := func(channel, payload string) {
+		t.Helper()
+		if err := n.Notify(ctx, channel, payload); err != nil {
+			t.Fatalf("Notify(%s): %v", channel, err)
+		}
+	}
+	payloads := []string{"1", "", strings.Repeat("x", 1000)}
+	for _, p := range payloads {
+		notify("kvtest_a", p)
+	}
+	notify("kvtest_b", "2")
+	for _, p := range payloads {
+		recv(t, a1, "a1", p)
+		recv(t, a2, "a2", p)
+	}
+	recv(t, b, "b", "2") // and not a's, which were sent before
+
+	// An ended subscription receives nothing more; ending it twice is
+	// harmless.
+	stopA2()
+	stopA2()
+	notify("kvtest_a", "3")
+	notify("kvtest_b", "4")
+	recv(t, b, "b", "4")
+	recv(t, a1, "a1", "3")
+	select {
+	case p := <-a2:
+		t.Errorf("ended subscription received %q", p)
+	default:
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -299,6 +300,10 @@ func testInvalidKeys(t *testing.T, s object.Store) {
 }
 
 func testNesting(t *testing.T, s object.Store) {
+	if n, ok := s.(interface{ AllowsNesting() bool }); ok && n.AllowsNesting() {
+		testNestingAllowed(t, s)
+		return
+	}
 	ctx := t.Context()
 	put(t, s, "n/a", []byte("x"))
 	if err := s.Put(ctx, "n", []byte("y")); !errors.Is(err, object.ErrConflict) {
@@ -312,6 +317,30 @@ func testNesting(t *testing.T, s object.Store) {
 	}
 	if got := get(t, s, "n/a", 0, -1); string(got) != "x" {
 		t.Errorf("n/a after conflicting puts = %q", got)
+	}
+}
+
+// testNestingAllowed checks the weaker promise of a store that allows
+// nesting keys: a nesting Put succeeds or fails with ErrConflict, and leaves
+// the existing object alone.
+func testNestingAllowed(t *testing.T, s object.Store) {
+	ctx := t.Context()
+	put(t, s, "n/a", []byte("x"))
+	want := []object.Info{{Key: "n/a", Size: 1}}
+	for _, key := range []string{"n", "n/a/b"} {
+		switch err := s.Put(ctx, key, []byte("yy")); {
+		case err == nil:
+			want = append(want, object.Info{Key: key, Size: 2})
+		case !errors.Is(err, object.ErrConflict):
+			t.Errorf("Put(%q) nesting with \"n/a\": err = %v, want nil or ErrConflict", key, err)
+		}
+	}
+	slices.SortFunc(want, func(a, b object.Info) int { return strings.Compare(a.Key, b.Key) })
+	if got := list(t, s, ""); !slices.Equal(got, want) {
+		t.Errorf("List after nesting puts = %v, want %v", got, want)
+	}
+	if got := get(t, s, "n/a", 0, -1); string(got) != "x" {
+		t.Errorf("n/a after nesting puts = %q", got)
 	}
 }
 

@@ -1,0 +1,480 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// ErrUnreachable is wrapped by the errors of Open, Update and View that come
+// from a server that cannot be reached or a connection that broke: by Open
+// at once, by Update and View once the outage has lasted
+// Options.OutageTimeout. Their message starts "cannot reach PostgreSQL at
+// ADDRESS" (or "lost the connection to PostgreSQL at ADDRESS").
+var ErrUnreachable = errors.New("postgres: server unreachable")
+
+// unreachableError reports a server that could not be reached, for waited
+// (zero in Open) in all.
+type unreachableError struct {
+	where  string
+	waited time.Duration
+	err    error
+}
+
+func (e *unreachableError) Error() string {
+	if e.waited > 0 {
+		return fmt.Sprintf("cannot reach PostgreSQL at %s (gave up after %v): %v", e.where, e.waited.Round(time.Millisecond), e.err)
+	}
+	return fmt.Sprintf("cannot reach PostgreSQL at %s: %v", e.where, e.err)
+}
+
+func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
+
+// lostError is the failure of a transaction whose connection broke, or
+// that could not get one: Update waits for the server and retries it. Only
+// a View that had already read something returns it to its caller.
+type lostError struct {
+	where string
+	err   error
+}
+
+func (e *lostError) Error() string {
+	return fmt.Sprintf("lost the connection to PostgreSQL at %s: %v", e.where, e.err)
+}
+
+func (e *lostError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
+
+// Store is a kv.Store on a PostgreSQL table. Open one with Open.
+type Store struct {
+	opts  Options
+	log   *slog.Logger
+	pool  *pgxpool.Pool
+	name  string // "postgres:HOST:PORT/DB", for Name and error messages
+	where string // the server's address, for errors about reaching it
+	sql   statements
+	lis   listener
+	hub   kv.Hub // delivers what lis receives to local subscribers
+
+	done     chan struct{} // closed by Close: ends waits for the server
+	mu       sync.Mutex    // guards closed and adding to inflight
+	closed   bool
+	inflight sync.WaitGroup // operations and background rollbacks; Close waits
+
+	outage atomic.Bool // an outage was logged and its end not yet
+}
+
+var (
+	_ kv.Store    = (*Store)(nil)
+	_ kv.Notifier = (*Store)(nil)
+)
+
+// statements are the SQL texts of the store's queries on its table. pgx
+// prepares each once per connection (its statement cache).
+type statements struct {
+	get              string
+	scan, scanOpen   string // forward, with and without an upper bound
+	rscan, rscanOpen string // the same, in reverse
+	upsert, del      string
+}
+
+func newStatements(table string) statements {
+	t := pgx.Identifier{table}.Sanitize()
+	return statements{
+		get:       "SELECT v FROM " + t + " WHERE k = $1",
+		scan:      "SELECT k, v FROM " + t + " WHERE k >= $1 AND k < $2 ORDER BY k LIMIT $3",
+		scanOpen:  "SELECT k, v FROM " + t + " WHERE k >= $1 ORDER BY k LIMIT $2",
+		rscan:     "SELECT k, v FROM " + t + " WHERE k >= $1 AND k < $2 ORDER BY k DESC LIMIT $3",
+		rscanOpen: "SELECT k, v FROM " + t + " WHERE k >= $1 ORDER BY k DESC LIMIT $2",
+		upsert: "INSERT INTO " + t + " (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) " +
+			"ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+		del: "DELETE FROM " + t + " WHERE k = ANY($1::bytea[])",
+	}
+}
+
+// Transaction control statements.
+const (
+	beginUpdate = "BEGIN ISOLATION LEVEL SERIALIZABLE"
+	beginView   = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+	commitSQL   = "COMMIT"
+	rollbackSQL = "ROLLBACK"
+)
+
+// Open connects to the PostgreSQL database at url and creates the store's
+// table if it is missing. url is a libpq connection URL or keyword/value
+// string, as pgx accepts: "postgres://USER:PASSWORD@HOST:PORT/DB",
+// "postgres://USER@/DB?host=/run/postgresql" (a Unix socket directory), or
+// "host=/run/postgresql dbname=DB user=USER". Libpq's environment
+// variables (PGHOST, PGPASSWORD, …) and ~/.pgpass fill in what it leaves
+// out.
+//
+// Open does not wait for a server that is down: it fails at once with an
+// error wrapping ErrUnreachable. Errors name the server and say what went
+// wrong: unreachable, credentials refused, no such database, no right to
+// create the table.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err) // pgx redacts the password
+	}
+	cfg.MaxConns = opts.MaxConns
+	if cfg.MinConns > cfg.MaxConns {
+		cfg.MinConns = cfg.MaxConns
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "cairn"
+	}
+	cfg.AfterConnect = requireSyncCommit
+	s := &Store{
+		opts: opts,
+		log:  opts.Logger,
+		sql:  newStatements(opts.Table),
+		done: make(chan struct{}),
+	}
+	s.where, s.name = describe(cfg.ConnConfig)
+	s.lis.init(s, cfg.ConnConfig.Config.Copy())
+	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", s.name, err)
+	}
+	if err := s.setup(ctx, cfg.ConnConfig); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// requireSyncCommit turns synchronous_commit on for a new connection where
+// the server's default is off, so that every commit the store reports is
+// durable (see the package doc). A stronger setting (remote_apply, …) is
+// kept.
+func requireSyncCommit(ctx context.Context, c *pgx.Conn) error {
+	_, err := c.Exec(ctx, "SELECT set_config('synchronous_commit', 'on', false) "+
+		"WHERE current_setting('synchronous_commit') = 'off'")
+	return err
+}
+
+// describe returns the server's address for messages, "HOST:PORT" or "unix
+// socket DIR/.s.PGSQL.PORT", and the store's name.
+func describe(cc *pgx.ConnConfig) (where, name string) {
+	port := strconv.Itoa(int(cc.Port))
+	if strings.HasPrefix(cc.Host, "/") {
+		where = "unix socket " + filepath.Join(cc.Host, ".s.PGSQL."+port)
+		return where, "postgres:" + cc.Host + ":" + port + "/" + cc.Database
+	}
+	hostPort := net.JoinHostPort(cc.Host, port)
+	return hostPort, "postgres:" + hostPort + "/" + cc.Database
+}
+
+// setup makes the first connection, checks the server's durability
+// settings and creates the table.
+func (s *Store) setup(ctx context.Context, cc *pgx.ConnConfig) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return s.openError(err, cc)
+	}
+	defer conn.Release()
+	var fsync string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('fsync')").Scan(&fsync); err != nil {
+		return s.openError(err, cc)
+	}
+	if fsync != "on" {
+		s.log.Warn("PostgreSQL runs with fsync off: a crash of its machine can lose or corrupt committed metadata",
+			"server", s.where)
+	}
+	table := pgx.Identifier{s.opts.Table}.Sanitize()
+	create := "CREATE TABLE IF NOT EXISTS " + table + " (k bytea PRIMARY KEY, v bytea NOT NULL)"
+	for try := 0; ; try++ {
+		_, err = conn.Exec(ctx, create)
+		var pe *pgconn.PgError
+		// Two clients creating the table at once: one of them fails on
+		// the catalog's unique index; the table is there now.
+		if try == 0 && errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07") {
+			continue
+		}
+		break
+	}
+	if err != nil {
+		return s.openError(err, cc)
+	}
+	// An existing table must have the shape the queries expect.
+	rows, err := conn.Query(ctx, "SELECT k, v FROM "+table+" LIMIT 0")
+	if err != nil {
+		return s.openError(err, cc)
+	}
+	fields := rows.FieldDescriptions()
+	rows.Close()
+	if len(fields) != 2 || fields[0].DataTypeOID != pgtype.ByteaOID || fields[1].DataTypeOID != pgtype.ByteaOID {
+		return fmt.Errorf("%s: table %s is not a Cairn key-value table: want columns k and v of type bytea", s.name, s.opts.Table)
+	}
+	return nil
+}
+
+// openError explains why Open failed.
+func (s *Store) openError(err error, cc *pgx.ConnConfig) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("connecting to PostgreSQL at %s: %w", s.where, err)
+		}
+		return &unreachableError{where: s.where, err: err}
+	}
+	switch {
+	case pe.Code == "28P01" || pe.Code == "28000":
+		return fmt.Errorf("PostgreSQL at %s refused the credentials for user %q: %w", s.where, cc.User, err)
+	case pe.Code == "3D000":
+		return fmt.Errorf("PostgreSQL at %s has no database %q (create it first): %w", s.where, cc.Database, err)
+	case pe.Code == "42501":
+		return fmt.Errorf("PostgreSQL at %s: user %q may not create or use table %q in database %q: %w",
+			s.where, cc.User, s.opts.Table, cc.Database, err)
+	case isOutageCode(pe.Code):
+		return &unreachableError{where: s.where, err: err}
+	}
+	return fmt.Errorf("PostgreSQL at %s: %w", s.where, err)
+}
+
+// isOutageCode reports whether a server error means that the connection is
+// gone or unusable for a while, not that the statement was wrong.
+func isOutageCode(code string) bool {
+	switch code {
+	case "57P01", // admin_shutdown (fast shutdown, pg_terminate_backend)
+		"57P02", // crash_shutdown
+		"57P03", // cannot_connect_now (starting up, shutting down)
+		"57P05", // idle_session_timeout
+		"25P03": // idle_in_transaction_session_timeout
+		return true
+	}
+	return strings.HasPrefix(code, "08") // connection_exception
+}
+
+// failure turns err, from acquiring a connection (conn nil) or from a
+// statement on conn, into the error a transaction fails with: one wrapping
+// kv.ErrConflict for a serialization failure or deadlock, a *lostError
+// for a broken connection, the context's error if ctx ended, else err
+// itself.
+func (s *Store) failure(ctx context.Context, err error, conn *pgxpool.Conn) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%s: %w", s.name, cerr)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "40001" || pe.Code == "40P01":
+			return fmt.Errorf("%s: %w (%s)", s.name, kv.ErrConflict, pe.Message)
+		case isOutageCode(pe.Code):
+			return &lostError{where: s.where, err: err}
+		}
+		return fmt.Errorf("%s: %w", s.name, err)
+	}
+	if conn == nil || conn.Conn().IsClosed() {
+		return &lostError{where: s.where, err: err}
+	}
+	return fmt.Errorf("%s: %w", s.name, err)
+}
+
+// enter registers an operation, or returns ErrClosed.
+func (s *Store) enter() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return kv.ErrClosed
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+// op is one Update or View call, waiting for the server through outages.
+type op struct {
+	s     *Store
+	ctx   context.Context
+	since time.Time // when the outage this call is waiting through began
+	waits int
+}
+
+// Back-off between tries to reach the server during an outage.
+const (
+	outageFirstWait = 25 * time.Millisecond
+	outageMaxWait   = time.Second
+)
+
+// wait is called after a connection failure, lost: it waits before the
+// next try and returns nil, or returns the error to fail with once the
+// outage has lasted OutageTimeout (or ctx ended, or the store was closed).
+// The first retry is immediate: a connection broken by a server restart
+// is usually followed by a good one.
+func (o *op) wait(lost *lostError) error {
+	s := o.s
+	now := time.Now()
+	if o.since.IsZero() {
+		o.since = now
+		// The pool's idle connections are likely broken too.
+		s.pool.Reset()
+		if s.outage.CompareAndSwap(false, true) {
+			s.log.Warn("PostgreSQL unreachable; transactions wait for it",
+				"server", s.where, "timeout", s.opts.OutageTimeout, "err", lost.err)
+		}
+	}
+	waited := now.Sub(o.since)
+	if waited >= s.opts.OutageTimeout {
+		return &unreachableError{where: s.where, waited: waited, err: lost.err}
+	}
+	var d time.Duration
+	if o.waits > 0 {
+		d = min(outageFirstWait<<(o.waits-1), outageMaxWait)
+		d = d/2 + rand.N(d/2+1)
+		d = min(d, s.opts.OutageTimeout-waited)
+	}
+	o.waits++
+	if d == 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-o.ctx.Done():
+		return fmt.Errorf("%s: waiting for the server: %w (%v)", s.name, o.ctx.Err(), lost)
+	case <-s.done:
+		return kv.ErrClosed
+	case <-t.C:
+		return nil
+	}
+}
+
+// reached records that the server answered this call, ending the outage
+// in the log.
+func (o *op) reached() {
+	if !o.since.IsZero() && o.s.outage.CompareAndSwap(true, false) {
+		o.s.log.Info("PostgreSQL reachable again", "server", o.s.where, "after", time.Since(o.since).Round(time.Millisecond))
+	}
+}
+
+// Update implements kv.Store. fn runs in a SERIALIZABLE transaction and is
+// run again after a serialization failure or deadlock (as kv.RunWithRetry
+// does), and after a connection failure before the commit was sent, for as
+// long as Options.OutageTimeout allows. A connection lost after the commit
+// was sent fails with an error wrapping kv.ErrUnknownOutcome.
+func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	o := &op{s: s, ctx: ctx}
+	for {
+		err := kv.RunWithRetry(ctx, func() error { return s.updateOnce(o, fn) })
+		var lost *lostError
+		if !errors.As(err, &lost) {
+			o.reached()
+			return err
+		}
+		if werr := o.wait(lost); werr != nil {
+			return werr
+		}
+	}
+}
+
+// updateOnce runs fn once and commits.
+func (s *Store) updateOnce(o *op, fn func(tx kv.Txn) error) error {
+	if err := o.ctx.Err(); err != nil {
+		return err
+	}
+	tx := &txn{s: s, o: o, rw: true}
+	defer tx.drop() // also if fn panics
+	ferr := fn(tx)
+	if tx.err != nil {
+		// A statement failed, so the server transaction is void, and so
+		// is whatever fn made of it: retry if the failure allows, even if
+		// fn turned the error into another or dropped it.
+		var lost *lostError
+		if ferr == nil || errors.Is(tx.err, kv.ErrConflict) || errors.As(tx.err, &lost) {
+			return tx.err
+		}
+		return ferr
+	}
+	if ferr != nil {
+		return ferr
+	}
+	return tx.commit()
+}
+
+// View implements kv.Store. fn reads a REPEATABLE READ READ ONLY
+// transaction: one snapshot. fn runs once: a connection that fails before
+// fn has read anything is replaced as Update's would be, but one that
+// fails later ends the View with an error wrapping ErrUnreachable.
+func (s *Store) View(ctx context.Context, fn func(r kv.Reader) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	o := &op{s: s, ctx: ctx}
+	tx := &txn{s: s, o: o}
+	defer tx.drop() // also if fn panics
+	err := fn(tx)
+	if err == nil {
+		err = tx.err // fn may have ignored a failed read; its result is void
+	}
+	if err == nil {
+		o.reached()
+	}
+	return err
+}
+
+// Sync implements kv.Store. PostgreSQL makes a transaction durable before
+// it reports the commit (synchronous_commit, which the store turns on for
+// its connections if the server's default is off), so there is nothing to
+// do: Sync only reports ErrClosed or ctx's error.
+func (s *Store) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	s.inflight.Done()
+	return nil
+}
+
+// Name implements kv.Store: "postgres:HOST:PORT/DB", or for a Unix socket
+// "postgres:SOCKETDIR:PORT/DB". It holds no password.
+func (s *Store) Name() string { return s.name }
+
+// Close implements kv.Store. It ends waits for an unreachable server (they
+// fail with kv.ErrClosed), waits for running transactions, then closes the
+// listener and the pool. Later calls return kv.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return kv.ErrClosed
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	s.inflight.Wait()
+	s.lis.close()
+	s.pool.Close()
+	return nil
+}

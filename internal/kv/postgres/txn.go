@@ -1,0 +1,455 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// Scan pages: the first is small, for scans that stop after a few keys;
+// each next one is twice as big, up to the largest.
+const (
+	firstPage = 16
+	maxPage   = 256
+)
+
+// rollbackTimeout bounds a background ROLLBACK; a connection that does not
+// answer in time is closed instead.
+const rollbackTimeout = 5 * time.Second
+
+// txn is the transaction of one Update (rw) or View. It starts on the
+// server with its first read, so a transaction that reads nothing costs no
+// round trip. Writes are buffered until commit, and reads merge them in.
+type txn struct {
+	s  *Store
+	o  *op
+	rw bool
+
+	mu     sync.Mutex     // guards the fields below, and the connection
+	conn   *pgxpool.Conn  // nil until the first statement
+	began  bool           // the server transaction is open
+	err    error          // the first failure: the transaction is void
+	writes map[string]put // buffered Set and Delete
+}
+
+// put is a buffered write: a value, or a deletion.
+type put struct {
+	value []byte // never nil for a Set
+	del   bool
+}
+
+// query runs sql on the transaction's connection, calling read with its
+// rows; read may be called more than once, each time with all the rows.
+//
+// The first statement starts the server transaction: BEGIN and sql go in
+// one round trip. Until that succeeds fn has read nothing of the
+// transaction, so a connection that fails or cannot be had is replaced
+// here, for as long as the outage lasts. Later failures void the
+// transaction (tx.err). The caller holds tx.mu.
+func (tx *txn) query(sql string, args []any, read func(pgx.Rows) error) error {
+	if tx.err != nil {
+		return tx.err
+	}
+	ctx := tx.o.ctx
+	if tx.began {
+		rows, _ := tx.conn.Query(ctx, sql, args...)
+		if err := readRows(rows, read); err != nil {
+			tx.err = tx.s.failure(ctx, err, tx.conn)
+		}
+		return tx.err
+	}
+	for {
+		err := tx.begin(sql, args, read)
+		if err == nil {
+			return nil
+		}
+		ferr := tx.s.failure(ctx, err, tx.conn)
+		tx.drop()
+		var lost *lostError
+		if errors.As(ferr, &lost) {
+			ferr = tx.o.wait(lost)
+		}
+		if ferr != nil {
+			tx.err = ferr
+			return ferr
+		}
+	}
+}
+
+// begin acquires a connection and sends BEGIN with the first statement.
+func (tx *txn) begin(sql string, args []any, read func(pgx.Rows) error) error {
+	ctx := tx.o.ctx
+	if tx.conn == nil {
+		c, err := tx.s.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		tx.conn = c
+	}
+	var b pgx.Batch
+	if tx.rw {
+		b.Queue(beginUpdate)
+	} else {
+		b.Queue(beginView)
+	}
+	b.Queue(sql, args...)
+	br := tx.conn.SendBatch(ctx, &b)
+	_, err := br.Exec()
+	if err == nil {
+		rows, _ := br.Query()
+		err = readRows(rows, read)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		tx.began = true
+	}
+	return err
+}
+
+// readRows calls read with rows, then closes them and returns the first
+// error.
+func readRows(rows pgx.Rows, read func(pgx.Rows) error) error {
+	err := read(rows)
+	rows.Close()
+	if err == nil {
+		err = rows.Err()
+	}
+	return err
+}
+
+// drop ends the transaction's use of its connection without committing.
+// An open server transaction is rolled back in the background, since
+// nothing the caller waits for depends on it; a broken connection goes
+// back to the pool, which closes it.
+func (tx *txn) drop() {
+	c := tx.conn
+	tx.conn, tx.began = nil, false
+	if c == nil {
+		return
+	}
+	if c.Conn().IsClosed() || c.Conn().PgConn().TxStatus() == 'I' {
+		c.Release()
+		return
+	}
+	tx.s.inflight.Add(1) // the operation holds one too, so Close is not yet waiting
+	go func() {
+		defer tx.s.inflight.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+		defer cancel()
+		_, _ = c.Exec(ctx, rollbackSQL) // on failure, Release closes the connection
+		c.Release()
+	}()
+}
+
+// commit commits the transaction: its buffered writes and COMMIT go in one
+// round trip (with BEGIN if nothing was read). A transaction that wrote
+// nothing commits to learn whether its reads were serializable, or costs
+// nothing if it read nothing either.
+//
+// The commit is not cancelled by the caller's context, which could leave
+// its outcome unknown; the server's answer is awaited for OutageTimeout.
+// If the connection fails once the commit may have reached the server, the
+// outcome is unknown and commit fails with kv.ErrUnknownOutcome rather
+// than let Update run fn again.
+func (tx *txn) commit() error {
+	s := tx.s
+	if len(tx.writes) == 0 && !tx.began {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(tx.o.ctx), s.opts.OutageTimeout)
+	defer cancel()
+	var b pgx.Batch
+	if len(tx.writes) > 0 {
+		if !tx.began {
+			b.Queue(beginUpdate)
+		}
+		var dels, keys, values [][]byte
+		for k, p := range tx.writes {
+			if p.del {
+				dels = append(dels, []byte(k))
+			} else {
+				keys = append(keys, []byte(k))
+				values = append(values, p.value)
+			}
+		}
+		if len(dels) > 0 {
+			b.Queue(s.sql.del, dels)
+		}
+		if len(keys) > 0 {
+			b.Queue(s.sql.upsert, keys, values)
+		}
+	}
+	b.Queue(commitSQL)
+	if tx.conn == nil {
+		c, err := s.pool.Acquire(tx.o.ctx)
+		if err != nil {
+			return s.failure(tx.o.ctx, err, nil)
+		}
+		tx.conn = c
+	}
+	tag, err := sendAll(ctx, tx.conn, &b)
+	if err == nil {
+		if tag.String() != "COMMIT" {
+			// COMMIT of a transaction that had failed rolls it back.
+			return fmt.Errorf("%s: COMMIT answered %q: the transaction was rolled back", s.name, tag)
+		}
+		return nil
+	}
+	var pe *pgconn.PgError
+	var prep pgx.ErrPreprocessingBatch
+	if errors.As(err, &pe) || pgconn.SafeToRetry(err) || errors.As(err, &prep) || len(tx.writes) == 0 {
+		// The server refused the transaction, or never saw the commit
+		// (nothing was sent, or only the preparation of statements new
+		// to the connection), or there was nothing to commit: the
+		// outcome is known.
+		return s.failure(ctx, err, tx.conn)
+	}
+	s.log.Error("connection lost during a commit: its outcome is unknown", "server", s.where, "err", err)
+	return fmt.Errorf("%s: %w: %w", s.name, kv.ErrUnknownOutcome, err)
+}
+
+// sendAll sends b on conn and reads every result. It returns the command
+// tag of the last statement, or the first error. Once every result is in,
+// an error that follows (the FATAL message of a server shutting down,
+// which arrives after the answer to the batch's last statement) does not
+// undo them and is ignored: the connection is closed and will not be
+// reused.
+func sendAll(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch) (pgconn.CommandTag, error) {
+	br := conn.SendBatch(ctx, b)
+	var tag pgconn.CommandTag
+	for range b.Len() {
+		t, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return tag, err
+		}
+		tag = t
+	}
+	br.Close()
+	return tag, nil
+}
+
+// Get implements kv.Reader.
+func (tx *txn) Get(key []byte) ([]byte, error) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if p, ok := tx.writes[string(key)]; ok {
+		if p.del {
+			return nil, nil
+		}
+		return append([]byte{}, p.value...), nil
+	}
+	var value []byte
+	err := tx.query(tx.s.sql.get, []any{key}, func(rows pgx.Rows) error {
+		value = nil // read may be called again, on a new connection
+		for rows.Next() {
+			if err := rows.Scan(&value); err != nil {
+				return err
+			}
+			if value == nil {
+				value = []byte{}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return value, nil
+}
+
+// Set implements kv.Txn.
+func (tx *txn) Set(key, value []byte) {
+	tx.write(key, put{value: append([]byte{}, value...)})
+}
+
+// Delete implements kv.Txn.
+func (tx *txn) Delete(key []byte) {
+	tx.write(key, put{del: true})
+}
+
+func (tx *txn) write(key []byte, p put) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if !tx.rw {
+		if tx.err == nil {
+			tx.err = fmt.Errorf("%s: write in a View", tx.s.name)
+		}
+		return
+	}
+	if tx.writes == nil {
+		tx.writes = make(map[string]put)
+	}
+	tx.writes[string(key)] = p
+}
+
+// entry is a key and its value, or a buffered deletion of the key.
+type entry struct {
+	key, value []byte
+	del        bool
+}
+
+// Scan implements kv.Reader. It merges the buffered writes in [start, end)
+// with the server's rows, which it reads a page at a time, so a scan that
+// fn stops early reads little more than it used. fn is called with no
+// statement running, so it may call Get.
+func (tx *txn) Scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) error {
+	if end != nil && bytes.Compare(end, start) <= 0 {
+		return nil
+	}
+	tx.mu.Lock()
+	buffered := tx.buffered(start, end, reverse)
+	tx.mu.Unlock()
+	it := &rowIter{
+		tx:      tx,
+		start:   append([]byte{}, start...), // never nil: nil would be NULL
+		end:     bytes.Clone(end),
+		reverse: reverse,
+		limit:   firstPage,
+	}
+	row, ok, err := it.next()
+	for err == nil {
+		// The buffered write comes first, or replaces the row with its
+		// key; a row is only valid until the next call of it.next.
+		var e entry
+		useBuffered, nextRow := false, ok
+		if len(buffered) > 0 {
+			c := -1
+			if ok {
+				c = bytes.Compare(buffered[0].key, row.key)
+				if reverse {
+					c = -c
+				}
+			}
+			useBuffered, nextRow = c <= 0, c >= 0
+		}
+		switch {
+		case useBuffered:
+			e, buffered = buffered[0], buffered[1:]
+		case ok:
+			e = row
+		default:
+			return nil
+		}
+		if !e.del && !fn(e.key, e.value) {
+			return nil
+		}
+		if nextRow {
+			row, ok, err = it.next()
+		}
+	}
+	return err
+}
+
+// buffered returns the buffered writes in [start, end), sorted in scan
+// order. The caller holds tx.mu.
+func (tx *txn) buffered(start, end []byte, reverse bool) []entry {
+	var out []entry
+	for k, p := range tx.writes {
+		if k < string(start) || end != nil && k >= string(end) {
+			continue
+		}
+		out = append(out, entry{key: []byte(k), value: p.value, del: p.del})
+	}
+	slices.SortFunc(out, func(a, b entry) int { return bytes.Compare(a.key, b.key) })
+	if reverse {
+		slices.Reverse(out)
+	}
+	return out
+}
+
+// rowIter reads the server's rows in [start, end) in pages, narrowing the
+// range past each page it reads.
+type rowIter struct {
+	tx         *txn
+	start, end []byte // what is left to read; end nil for no bound
+	reverse    bool
+	limit      int // size of the next page
+	done       bool
+	page       []entry
+	arena      []byte // the page's keys and values
+	i          int
+}
+
+// next returns the next row; it is valid until the call after next.
+func (it *rowIter) next() (entry, bool, error) {
+	if it.i == len(it.page) {
+		if it.done {
+			return entry{}, false, nil
+		}
+		if err := it.fetch(); err != nil {
+			return entry{}, false, err
+		}
+		if len(it.page) == 0 {
+			return entry{}, false, nil
+		}
+	}
+	it.i++
+	return it.page[it.i-1], true, nil
+}
+
+func (it *rowIter) fetch() error {
+	sql := &it.tx.s.sql
+	var query string
+	var args []any
+	switch {
+	case !it.reverse && it.end == nil:
+		query, args = sql.scanOpen, []any{it.start, it.limit}
+	case !it.reverse:
+		query, args = sql.scan, []any{it.start, it.end, it.limit}
+	case it.end == nil:
+		query, args = sql.rscanOpen, []any{it.start, it.limit}
+	default:
+		query, args = sql.rscan, []any{it.start, it.end, it.limit}
+	}
+	type span struct{ k0, k1, v1 int }
+	var spans []span
+	it.page, it.i = it.page[:0], 0
+	it.tx.mu.Lock()
+	err := it.tx.query(query, args, func(rows pgx.Rows) error {
+		it.arena, spans = it.arena[:0], spans[:0] // read may be called again
+		for rows.Next() {
+			var k, v pgtype.DriverBytes
+			if err := rows.Scan(&k, &v); err != nil {
+				return err
+			}
+			k0 := len(it.arena)
+			it.arena = append(append(it.arena, k...), v...)
+			spans = append(spans, span{k0, k0 + len(k), len(it.arena)})
+		}
+		return nil
+	})
+	it.tx.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, sp := range spans {
+		a := it.arena
+		it.page = append(it.page, entry{key: a[sp.k0:sp.k1:sp.k1], value: a[sp.k1:sp.v1:sp.v1]})
+	}
+	if len(it.page) < it.limit {
+		it.done = true
+		return nil
+	}
+	last := it.page[len(it.page)-1].key
+	if it.reverse {
+		it.end = append(it.end[:0:0], last...)
+	} else {
+		it.start = append(append(it.start[:0:0], last...), 0) // the next key after last
+	}
+	it.limit = min(2*it.limit, maxPage)
+	return nil
+}

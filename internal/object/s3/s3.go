@@ -1,0 +1,392 @@
+// Package s3 is an object.Store in an S3 bucket (AWS S3 or any S3-compatible
+// service: MinIO, versitygw, Ceph RGW, …), through minio-go. A store is
+// named by a data URL, s3://BUCKET[/PREFIX]?endpoint=…; see Location. Key
+// "a/b" of a store with prefix "p" is the S3 object "p/a/b".
+//
+// S3 gives what object.Store asks for: a PUT replaces an object atomically
+// and is durable when it returns (so the store does not implement
+// object.Syncer), a GET sees the latest PUT, and listings are in UTF-8
+// binary order, which is byte order for Cairn's printable-ASCII keys. Gets
+// are range GETs; objects up to Options.PartSize are written with one PUT.
+//
+// S3 lets keys nest ("a" and "a/b" both), and checking for it would cost a
+// LIST per PUT, so the store does not: it reports AllowsNesting (see
+// object.Store). Servers that keep objects as files refuse nesting keys;
+// the store maps their refusal to object.ErrConflict.
+//
+// An endpoint that cannot be reached or fails with a transient error
+// (5xx, throttling) makes an operation wait and retry, with back-off, for
+// up to Options.OutageTimeout; then it fails with an error that says the
+// endpoint could not be reached. Missing buckets and refused credentials
+// fail at once with errors that say so.
+//
+// The package owns only the mapping of keys to S3 objects below the prefix.
+// It must not hold any Cairn concept, and nothing else may write below the
+// prefix while a Store is open.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/cairnfs/cairn/internal/object"
+)
+
+var (
+	_ object.Store                      = (*Store)(nil)
+	_ interface{ AllowsNesting() bool } = (*Store)(nil)
+)
+
+// awsEndpoint is where requests go when the URL names no endpoint.
+const awsEndpoint = "https://s3.amazonaws.com"
+
+// Store is an object store in an S3 bucket. It is safe for concurrent use.
+type Store struct {
+	loc       Location
+	prefix    string // loc.keyPrefix()
+	endpoint  string // where requests go, for messages
+	accessKey string // for messages; the secret is kept only by the client
+	client    *minio.Client
+	transport http.RoundTripper
+	opts      Options
+	log       *slog.Logger
+	down      atomic.Bool // an operation is retrying a failing endpoint
+}
+
+// Open opens the store the data URL rawURL names (see Location). It checks
+// that the endpoint answers, accepts the credentials and has the bucket,
+// creating the bucket if opts.Create is set; it retries an endpoint that
+// does not answer like any operation does (see Options.OutageTimeout).
+func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
+	loc, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	access, secret, token, err := opts.credentials()
+	if err != nil {
+		return nil, err
+	}
+	endpoint := loc.Endpoint
+	if endpoint == "" {
+		endpoint = awsEndpoint
+	}
+	ep, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("object/s3: endpoint %q: %w", endpoint, err)
+	}
+	region := loc.Region
+	switch {
+	case region != "":
+	case loc.Endpoint != "":
+		region = "us-east-1"
+	case os.Getenv("AWS_REGION") != "":
+		region = os.Getenv("AWS_REGION")
+	default:
+		region = os.Getenv("AWS_DEFAULT_REGION") // "": the client asks the bucket
+	}
+	lookup := minio.BucketLookupDNS
+	if loc.PathStyle {
+		lookup = minio.BucketLookupPath
+	}
+	transport := opts.transport()
+	client, err := minio.New(ep.Host, &minio.Options{
+		Creds:        credentials.NewStaticV4(access, secret, token),
+		Secure:       ep.Scheme == "https",
+		Transport:    transport,
+		Region:       region,
+		BucketLookup: lookup,
+		MaxRetries:   1, // the store retries, with its own policy
+	})
+	if err != nil {
+		return nil, fmt.Errorf("object/s3: %s: %w", loc, err)
+	}
+	s := &Store{
+		loc:       loc,
+		prefix:    loc.keyPrefix(),
+		endpoint:  endpoint,
+		accessKey: access,
+		client:    client,
+		transport: transport,
+		opts:      opts,
+		log:       opts.Logger,
+	}
+	if err := s.checkBucket(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkBucket lists at most one object below the prefix: that needs a
+// reachable endpoint, accepted credentials, the bucket, and the permission
+// to list that the store needs anyway. A HEAD of the bucket would be
+// cheaper, but its answer has no body to say which of these failed.
+func (s *Store) checkBucket(ctx context.Context) error {
+	list := func(ctx context.Context) error {
+		for o := range s.client.ListObjectsIter(ctx, s.loc.Bucket, minio.ListObjectsOptions{
+			Prefix: s.prefix, Recursive: true, MaxKeys: 1, FetchOwner: new(false),
+		}) {
+			return o.Err
+		}
+		return nil
+	}
+	err := s.do(ctx, "open", "", list)
+	var er minio.ErrorResponse
+	if !s.opts.Create || !errors.As(err, &er) || er.Code != "NoSuchBucket" {
+		return err
+	}
+	err = s.do(ctx, "create bucket", "", func(ctx context.Context) error {
+		err := s.client.MakeBucket(ctx, s.loc.Bucket, minio.MakeBucketOptions{Region: s.loc.Region})
+		if errors.As(err, &er) && (er.Code == "BucketAlreadyOwnedByYou" || er.Code == "BucketAlreadyExists") {
+			return nil // made by a concurrent Open, or by a retried request
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.log.Info("created S3 bucket", "bucket", s.loc.Bucket, "endpoint", s.endpoint)
+	return s.do(ctx, "open", "", list)
+}
+
+// Close closes the store's idle connections (not those of a transport given
+// in Options). Other methods must not be called after Close.
+func (s *Store) Close() error {
+	if t, ok := s.transport.(*http.Transport); ok && s.opts.Transport == nil {
+		t.CloseIdleConnections()
+	}
+	return nil
+}
+
+// String implements object.Store: the store's data URL in canonical form.
+func (s *Store) String() string { return s.loc.String() }
+
+// Location returns the store's parsed URL.
+func (s *Store) Location() Location { return s.loc }
+
+// AllowsNesting reports that the store may hold nesting keys; see the
+// package documentation and object.Store.
+func (s *Store) AllowsNesting() bool { return true }
+
+// nestingCodes are errors with which servers that keep objects as files
+// (versitygw's posix backend, MinIO in file-system mode) refuse nesting keys.
+var nestingCodes = map[string]bool{
+	"ExistingObjectIsDirectory":     true,
+	"ObjectParentIsFile":            true,
+	"XMinioParentIsObject":          true,
+	"XMinioObjectExistsAsDirectory": true,
+}
+
+// Put implements object.Store with one PUT, or a multipart upload for
+// objects larger than Options.PartSize.
+func (s *Store) Put(ctx context.Context, key string, data []byte) error {
+	if err := object.ValidKey(key); err != nil {
+		return err
+	}
+	opts := minio.PutObjectOptions{
+		PartSize: uint64(s.opts.PartSize),
+		// Over plain HTTP minio-go signs the payload in aws-chunked
+		// encoding, and for an empty payload it sends a final chunk
+		// after a Content-Length of 0, which servers then read as a
+		// bad next request. An empty payload has nothing to sign.
+		DisableContentSha256: len(data) == 0,
+	}
+	err := s.do(ctx, "put", key, func(ctx context.Context) error {
+		_, err := s.client.PutObject(ctx, s.loc.Bucket, s.prefix+key, bytes.NewReader(data), int64(len(data)), opts)
+		return err
+	})
+	var er minio.ErrorResponse
+	if errors.As(err, &er) && nestingCodes[er.Code] {
+		return fmt.Errorf("%w: put %q: %s", object.ErrConflict, key, er.Message)
+	}
+	return err
+}
+
+// Get implements object.Store with a range GET.
+func (s *Store) Get(ctx context.Context, key string, off, length int64) ([]byte, error) {
+	if err := object.ValidKey(key); err != nil {
+		return nil, err
+	}
+	if off < 0 {
+		return nil, fmt.Errorf("object/s3: get %q: negative offset %d", key, off)
+	}
+	if length == 0 {
+		// A GET cannot ask for no bytes; a HEAD tells a missing object.
+		if _, err := s.Head(ctx, key); err != nil {
+			return nil, err
+		}
+		return []byte{}, nil
+	}
+	var rng string
+	switch {
+	case off == 0 && length < 0:
+		// The whole object: no range.
+	case length < 0 || length > math.MaxInt64-off:
+		rng = "bytes=" + strconv.FormatInt(off, 10) + "-"
+	default:
+		rng = "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+length-1, 10)
+	}
+	var buf []byte
+	err := s.do(ctx, "get", key, func(ctx context.Context) error {
+		var err error
+		buf, err = s.get(ctx, key, rng, off, length)
+		return err
+	})
+	var er minio.ErrorResponse
+	switch {
+	case errors.As(err, &er) && er.Code == "NoSuchKey":
+		return nil, fmt.Errorf("get %q: %w", key, object.ErrNotFound)
+	case errors.As(err, &er) && er.Code == "InvalidRange":
+		// The object exists (else NoSuchKey) and off is at or past its
+		// end: nothing to read.
+		return []byte{}, nil
+	case err != nil:
+		return nil, err
+	}
+	return buf, nil
+}
+
+// get does one GET of key with range header rng (none if "") for the bytes
+// [off, off+length) (length < 0: to the end).
+func (s *Store) get(ctx context.Context, key, rng string, off, length int64) ([]byte, error) {
+	var opts minio.GetObjectOptions
+	if rng != "" {
+		opts.Set("Range", rng)
+	}
+	body, info, hdr, err := minio.Core{Client: s.client}.GetObject(ctx, s.loc.Bucket, s.prefix+key, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	var buf []byte
+	if info.Size >= 0 {
+		// Content-Length: read exactly that much.
+		buf = make([]byte, info.Size)
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return nil, fmt.Errorf("reading %d bytes: %w", info.Size, unexpectedEOF(err))
+		}
+	} else if buf, err = io.ReadAll(body); err != nil {
+		return nil, err
+	}
+	if rng != "" && hdr.Get("Content-Range") == "" {
+		// The server ignored the range and sent the whole object.
+		buf = buf[min(off, int64(len(buf))):]
+		if length >= 0 && length < int64(len(buf)) {
+			buf = buf[:length]
+		}
+	}
+	return buf, nil
+}
+
+// unexpectedEOF makes a body that ended early an io.ErrUnexpectedEOF, which
+// is worth a retry.
+func unexpectedEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// Head implements object.Store.
+func (s *Store) Head(ctx context.Context, key string) (object.Info, error) {
+	if err := object.ValidKey(key); err != nil {
+		return object.Info{}, err
+	}
+	var info minio.ObjectInfo
+	err := s.do(ctx, "head", key, func(ctx context.Context) error {
+		var err error
+		info, err = s.client.StatObject(ctx, s.loc.Bucket, s.prefix+key, minio.StatObjectOptions{})
+		return err
+	})
+	var er minio.ErrorResponse
+	switch {
+	case errors.As(err, &er) && er.Code == "NoSuchKey":
+		return object.Info{}, fmt.Errorf("head %q: %w", key, object.ErrNotFound)
+	case err != nil:
+		return object.Info{}, err
+	}
+	return object.Info{Key: key, Size: info.Size}, nil
+}
+
+// Delete implements object.Store. S3 answers a DELETE of a missing object
+// with success.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := object.ValidKey(key); err != nil {
+		return err
+	}
+	return s.do(ctx, "delete", key, func(ctx context.Context) error {
+		err := s.client.RemoveObject(ctx, s.loc.Bucket, s.prefix+key, minio.RemoveObjectOptions{})
+		var er minio.ErrorResponse
+		if errors.As(err, &er) && er.Code == "NoSuchKey" {
+			return nil // some servers say so; the contract says it is fine
+		}
+		return err
+	})
+}
+
+// List implements object.Store with ListObjectsV2, a page of up to 1,000
+// keys at a time. S3 lists in UTF-8 binary order, which for printable ASCII
+// keys is byte order. A listing that fails part way resumes after the last
+// key it passed on. Objects below the prefix whose names are not valid keys
+// (none that the store wrote) are skipped.
+func (s *Store) List(ctx context.Context, prefix string, fn func(object.Info) bool) error {
+	r := s.retrier("list", prefix)
+	last := "" // full S3 name of the last object seen
+	for {
+		stopped := false
+		progress := false
+		var err error
+		for o := range s.client.ListObjectsIter(ctx, s.loc.Bucket, minio.ListObjectsOptions{
+			Prefix: s.prefix + prefix, Recursive: true, StartAfter: last, FetchOwner: new(false),
+		}) {
+			if o.Err != nil {
+				err = o.Err
+				break
+			}
+			if !progress {
+				progress = true
+				r.progress()
+			}
+			last = o.Key
+			key, ok := strings.CutPrefix(o.Key, s.prefix)
+			if !ok || object.ValidKey(key) != nil {
+				continue
+			}
+			if !fn(object.Info{Key: key, Size: o.Size}) {
+				stopped = true
+				break
+			}
+		}
+		if stopped {
+			return nil
+		}
+		if err == nil {
+			if err = ctx.Err(); err != nil {
+				// The iterator ends quietly when ctx is done.
+				return fmt.Errorf("object/s3: list %q: %w", prefix, err)
+			}
+			r.progress()
+			return nil
+		}
+		if err = r.wait(ctx, err); err != nil {
+			return err
+		}
+	}
+}
