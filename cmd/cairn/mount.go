@@ -152,7 +152,7 @@ shared, and what one client closes another sees at its next open.`,
 	f.DurationVar(&entryTimeout, "entry-timeout", time.Second, "how long the kernel caches names")
 	f.BoolVar(&writeback, "writeback", true, "let the kernel buffer small writes and send them in large requests (FUSE writeback cache); --writeback=false sends every write(2) to Cairn. Default off on shared volumes, where the kernel would keep stale file sizes")
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")
-	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long a client may miss heartbeats before others declare it dead and release its locks (use the same on every client)")
+	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long this client may miss heartbeats before other clients declare it dead and release its locks")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiling endpoints (net/http/pprof) on this address, e.g. 127.0.0.1:6060")
 	f.DurationVar(&negTimeout, "negative-timeout", 0, "how long the kernel caches failed lookups")
 	return cmd

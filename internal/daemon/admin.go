@@ -46,9 +46,9 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 	return fmt.Errorf("unknown admin verb %q", req.Verb)
 }
 
-// StaleAfter is how long without a heartbeat makes status call a session
-// "dead?": three missed heartbeats at the default interval.
-var StaleAfter = 15 * time.Second
+// DefaultSessionTimeout is the session timeout of mounts that do not set
+// one.
+const DefaultSessionTimeout = 60 * time.Second
 
 // Status prints settings, usage and sessions: live ones, ones that missed
 // their heartbeats (dead?), and ones declared dead in the last day.
@@ -93,7 +93,11 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	fmt.Fprintln(tw, "  ID\tSTATE\tHOST\tPID\tMOUNTPOINT\tSTARTED\tHEARTBEAT\tVERSION")
 	for _, se := range sessions {
 		state := "live"
-		if time.Since(se.Heartbeat) > StaleAfter {
+		limit := se.Timeout
+		if limit <= 0 {
+			limit = DefaultSessionTimeout
+		}
+		if time.Since(se.Heartbeat) > limit {
 			state = "dead?" // missed heartbeats; a live client will expire it
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s ago\t%s\n", se.ID, state, se.Host, se.Pid, orDash(se.MountPoint),

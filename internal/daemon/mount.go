@@ -31,9 +31,10 @@ type MountOptions struct {
 	// Heartbeat is how often the session proves it is alive and looks for
 	// dead sessions of other clients (default 5 s).
 	Heartbeat time.Duration
-	// SessionTimeout is how long a session may miss heartbeats before
+	// SessionTimeout is how long this session may miss heartbeats before
 	// another client declares it dead and releases its locks and open
-	// files (default 60 s). Every client of a volume should use the same.
+	// files (default 60 s). It is recorded in the session, so clients with
+	// different settings judge each other correctly.
 	SessionTimeout time.Duration
 }
 
@@ -42,7 +43,7 @@ func (o *MountOptions) setDefaults() {
 		o.Heartbeat = 5 * time.Second
 	}
 	if o.SessionTimeout <= 0 {
-		o.SessionTimeout = 60 * time.Second
+		o.SessionTimeout = DefaultSessionTimeout
 	}
 }
 
@@ -163,6 +164,7 @@ func Mount(ctx context.Context, o MountOptions) error {
 	host, _ := os.Hostname()
 	if _, err := vol.Meta.NewSession(ctx, meta.SessionInfo{
 		Host: host, Pid: os.Getpid(), MountPoint: mp, Version: o.Version, Started: time.Now(),
+		Timeout: o.SessionTimeout,
 	}); err != nil {
 		return fmt.Errorf("registering session: %w", err)
 	}

@@ -99,6 +99,9 @@ type SessionInfo struct {
 	Version    string    `json:"version"`
 	Started    time.Time `json:"started"`
 	Heartbeat  time.Time `json:"heartbeat"`
+	// Timeout is how long the session may go without a heartbeat before
+	// other clients declare it dead; zero leaves it to their default.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // Usage is the volume's usage counters.

@@ -207,8 +207,8 @@ func TestUnlinkOpenFile(t *testing.T) {
 	s := newSlice(t, m, 0, 10)
 	_, err := m.WriteSlice(ctx, f, 0, s, 1)
 	ok(t, err)
-	m.OpenFile(f)
-	m.OpenFile(f)
+	must[base.Attr](t)(m.OpenFile(ctx, f))
+	must[base.Attr](t)(m.OpenFile(ctx, f))
 	ok(t, m.Unlink(ctx, root, base.RootIno, "f"))
 	a := attr(t, m, f)
 	if a.Nlink != 0 || a.Length != 10 {

@@ -111,7 +111,7 @@ func TestReadOnly(t *testing.T) {
 	if lookup(t, ro, base.RootIno, "f") != f {
 		t.Fatal("lookup")
 	}
-	ro.OpenFile(f)
+	must[base.Attr](t)(ro.OpenFile(ctx, f))
 	ok(t, ro.CloseFile(ctx, f))
 }
 

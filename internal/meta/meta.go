@@ -80,7 +80,10 @@ type Meta struct {
 	reserved          [][2]uint64     // slice id ranges recorded for this session (gc guard)
 	lost              map[uint64]bool // in flight when the session was declared dead
 
-	holdMu sync.Mutex // serializes hold writes (OpenFile, CloseFile, sessions)
+	// holdMu is held for writing while the session changes and for
+	// reading by opens and closes, which inoMu serializes per inode.
+	holdMu sync.RWMutex
+	inoMu  [64]sync.Mutex
 
 	mu      sync.Mutex
 	sid     uint64

@@ -97,6 +97,16 @@ func createName(name string) error {
 // limit).
 func (m *Meta) Mknod(ctx context.Context, c *Caller, parent base.Ino, name string, typ base.FileType,
 	mode, umask, rdev uint32, target string) (base.Ino, base.Attr, error) {
+	return m.mknod(ctx, c, parent, name, typ, mode, umask, rdev, target, false)
+}
+
+// Create makes a regular file and opens it (OpenFile) in one transaction.
+func (m *Meta) Create(ctx context.Context, c *Caller, parent base.Ino, name string, mode, umask uint32) (base.Ino, base.Attr, error) {
+	return m.mknod(ctx, c, parent, name, base.TypeFile, mode, umask, 0, "", true)
+}
+
+func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name string, typ base.FileType,
+	mode, umask, rdev uint32, target string, open bool) (base.Ino, base.Attr, error) {
 	if err := createName(name); err != nil {
 		return 0, base.Attr{}, err
 	}
@@ -118,8 +128,27 @@ func (m *Meta) Mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 	if err != nil {
 		return 0, base.Attr{}, err
 	}
+	var sid uint64
+	if open {
+		unlock := m.lockIno(ino)
+		defer unlock()
+		m.mu.Lock()
+		m.opened[ino]++
+		sid = m.sid
+		m.mu.Unlock()
+		defer func() {
+			if err != nil {
+				m.mu.Lock()
+				delete(m.opened, ino)
+				m.mu.Unlock()
+			}
+		}()
+	}
 	var a base.Attr
 	err = m.mutate(ctx, func(o *op) error {
+		if sid != 0 {
+			o.Set(holdKey(ino, sid), nil)
+		}
 		p, err := o.freeName(c, parent, name, "create")
 		if err != nil {
 			return err

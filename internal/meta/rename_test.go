@@ -158,7 +158,7 @@ func TestRenameOpenReplaced(t *testing.T) {
 	m := newTestMeta(t)
 	f := create(t, m, root, base.RootIno, "f")
 	g := create(t, m, root, base.RootIno, "g")
-	m.OpenFile(g)
+	must[base.Attr](t)(m.OpenFile(ctx, g))
 	ok(t, m.Rename(ctx, root, base.RootIno, "f", base.RootIno, "g", 0))
 	if a := attr(t, m, g); a.Nlink != 0 {
 		t.Fatalf("open replaced inode %+v", a)

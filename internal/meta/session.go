@@ -343,7 +343,7 @@ type ExpiredSession struct {
 const expiredKeep = 24 * time.Hour
 
 // ExpireSessions declares dead every other session whose last heartbeat is
-// older than timeout: it deletes the session, releases its locks, holds
+// older than its own Timeout, or than timeout for sessions that give none: it deletes the session, releases its locks, holds
 // (destroying the unlinked files only it kept) and slice reservations, and
 // keeps an ExpiredSession record for a day. It returns the expired
 // sessions. Clocks of the clients must agree to well within timeout.
@@ -363,7 +363,11 @@ func (m *Meta) ExpireSessions(ctx context.Context, timeout time.Duration) ([]Ses
 				derr = fmt.Errorf("session %x: %v: %w", k, err, base.ErrIO)
 				return false
 			}
-			if info.ID != me && now.Sub(info.Heartbeat) > timeout {
+			limit := timeout
+			if info.Timeout > 0 {
+				limit = info.Timeout
+			}
+			if info.ID != me && now.Sub(info.Heartbeat) > limit {
 				expired = append(expired, info)
 			}
 			return true
@@ -507,36 +511,69 @@ func (m *Meta) ListSessions(ctx context.Context) ([]SessionInfo, error) {
 	return out, err
 }
 
-// OpenFile records an open handle of ino in this client. The first open
-// writes a persistent hold if the client has a session; a failure to write
-// it is logged (the in-memory count still protects against this client's
-// own unlinks).
-func (m *Meta) OpenFile(ino base.Ino) {
-	m.holdMu.Lock()
-	defer m.holdMu.Unlock()
+// lockIno serializes opens and closes of ino in this client against each
+// other and against session changes.
+func (m *Meta) lockIno(ino base.Ino) func() {
+	m.holdMu.RLock()
+	mu := &m.inoMu[uint64(ino)%uint64(len(m.inoMu))]
+	mu.Lock()
+	return func() {
+		mu.Unlock()
+		m.holdMu.RUnlock()
+	}
+}
+
+// OpenFile records an open handle of ino in this client and returns its
+// attributes, read in the same transaction; for inodes other than regular
+// files it only returns the attributes (no CloseFile follows). The first open of a regular
+// file writes a persistent hold if the client has a session, so other
+// clients' unlinks do not destroy it while it is open. ErrNotFound (and
+// nothing recorded) if the inode is gone.
+func (m *Meta) OpenFile(ctx context.Context, ino base.Ino) (base.Attr, error) {
+	unlock := m.lockIno(ino)
+	defer unlock()
 	m.mu.Lock()
 	n := m.opened[ino]
 	m.opened[ino] = n + 1
 	sid := m.sid
 	m.mu.Unlock()
+	var a base.Attr
+	var err error
 	if n > 0 || sid == 0 || m.opts.ReadOnly {
-		return
+		a, err = m.GetAttr(ctx, ino)
+	} else {
+		err = m.rawUpdate(ctx, func(t *wtx) error {
+			var err error
+			if a, err = getAttr(t, ino); err != nil {
+				return err
+			}
+			if a.Type == base.TypeFile {
+				t.Set(holdKey(ino, sid), nil)
+			}
+			return nil
+		})
 	}
-	err := m.rawUpdate(context.Background(), func(t *wtx) error {
-		t.Set(holdKey(ino, sid), nil)
-		return nil
-	})
-	if err != nil {
-		m.log.Warn("recording open-file hold", "ino", ino, "session", sid, "err", err)
+	if err != nil || a.Type != base.TypeFile {
+		m.mu.Lock()
+		if m.opened[ino] <= 1 {
+			delete(m.opened, ino)
+		} else {
+			m.opened[ino]--
+		}
+		m.mu.Unlock()
+		if err != nil {
+			return base.Attr{}, err
+		}
 	}
+	return a, nil
 }
 
 // CloseFile releases one handle of ino. At the last handle the hold is
 // dropped and, if the inode was unlinked meanwhile and nobody else holds
 // it, it is destroyed. ErrBadFD if ino is not open in this client.
 func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
-	m.holdMu.Lock()
-	defer m.holdMu.Unlock()
+	unlock := m.lockIno(ino)
+	defer unlock()
 	m.mu.Lock()
 	n := m.opened[ino]
 	if n == 0 {

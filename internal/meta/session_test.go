@@ -26,7 +26,7 @@ func TestSessions(t *testing.T) {
 
 	// m2 holds a file open; m unlinks it: it survives until m2 closes it
 	f := create(t, m, root, base.RootIno, "f")
-	m2.OpenFile(f)
+	must[base.Attr](t)(m2.OpenFile(ctx, f))
 	ok(t, m.Unlink(ctx, root, base.RootIno, "f"))
 	if a := attr(t, m, f); a.Nlink != 0 {
 		t.Fatal("orphan expected")
@@ -37,7 +37,7 @@ func TestSessions(t *testing.T) {
 
 	// CloseSession releases holds; the in-memory count still protects
 	g := create(t, m, root, base.RootIno, "g")
-	m2.OpenFile(g)
+	must[base.Attr](t)(m2.OpenFile(ctx, g))
 	ok(t, m.Unlink(ctx, root, base.RootIno, "g"))
 	ok(t, m2.CloseSession(ctx))
 	if _, err := m.GetAttr(ctx, g); err != nil {
@@ -57,7 +57,7 @@ func TestDeadSessionHoldsReleasedAtOpen(t *testing.T) {
 	crashed := must[*Meta](t)(Open(ctx, store, Options{}))
 	must[uint64](t)(crashed.NewSession(ctx, SessionInfo{Host: "dead"}))
 	f := create(t, m, root, base.RootIno, "f")
-	crashed.OpenFile(f)
+	must[base.Attr](t)(crashed.OpenFile(ctx, f))
 	ok(t, m.Unlink(ctx, root, base.RootIno, "f"))
 	// the crashed client's session record disappears (expiry, issue 3)
 	ok(t, store.Update(ctx, func(tx kv.Txn) error {
@@ -77,7 +77,7 @@ func TestSessionAfterOpen(t *testing.T) {
 	store := newStore(t, Settings{Name: "v"})
 	m := must[*Meta](t)(Open(ctx, store, Options{}))
 	f := create(t, m, root, base.RootIno, "f")
-	m.OpenFile(f)
+	must[base.Attr](t)(m.OpenFile(ctx, f))
 	must[uint64](t)(m.NewSession(ctx, SessionInfo{}))
 	other := must[*Meta](t)(Open(ctx, store, Options{}))
 	ok(t, other.Unlink(ctx, root, base.RootIno, "f"))

@@ -30,16 +30,24 @@ type version struct {
 func vget(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, err error) {
 	var val []byte
 	found := false
+	var at uint64
 	err = r.Scan(versionKey(logical, epoch), kv.PrefixEnd(logical), false, func(k, v []byte) bool {
 		if len(k) == len(logical)+epochLen {
 			val = append([]byte(nil), v...)
+			_, at, _ = splitVersion(k)
 			found = true
 			return false
 		}
 		return true
 	})
-	if err != nil || !found {
+	if err != nil {
 		return nil, false, err
+	}
+	if c, isTxn := r.(topCache); isTxn && epoch == latestEpoch {
+		c.topsOf().remember(logical, topVersion{epoch: at, exists: found})
+	}
+	if !found {
+		return nil, false, nil
 	}
 	switch {
 	case len(val) == 1 && val[0] == tagTombstone:
@@ -125,13 +133,46 @@ type wtx struct {
 	frozen []uint64 // snapshot epochs, ascending
 
 	deletesQueued bool // a pending slice delete was added
+
+	// tops caches, per logical key read or written in this transaction,
+	// the epoch of its newest physical version (exists false: none), so
+	// a write after a read does not read the versions again.
+	tops map[string]topVersion
+}
+
+type topVersion struct {
+	epoch  uint64
+	exists bool
+}
+
+// topCache is implemented by *wtx (and types embedding it): readers that
+// can remember what newest versions they saw.
+type topCache interface{ topsOf() *wtx }
+
+func (t *wtx) topsOf() *wtx { return t }
+
+func (t *wtx) remember(logical []byte, tp topVersion) {
+	if t.tops == nil {
+		t.tops = make(map[string]topVersion)
+	}
+	t.tops[string(logical)] = tp
 }
 
 func (t *wtx) loadEpochs() error {
 	if t.loaded {
 		return nil
 	}
-	v, err := t.Get(epochKey())
+	// "E" and "F" are adjacent: one range read fetches both.
+	var v, f []byte
+	err := t.Scan(epochKey(), kv.PrefixEnd(frozenKey()), false, func(k, val []byte) bool {
+		switch {
+		case bytes.Equal(k, epochKey()):
+			v = append([]byte(nil), val...)
+		case bytes.Equal(k, frozenKey()):
+			f = append([]byte(nil), val...)
+		}
+		return true
+	})
 	if err != nil {
 		return err
 	}
@@ -141,10 +182,6 @@ func (t *wtx) loadEpochs() error {
 	}
 	if e == 0 {
 		return fmt.Errorf("volume has no live epoch (not formatted?): %w", base.ErrIO)
-	}
-	f, err := t.Get(frozenKey())
-	if err != nil {
-		return err
 	}
 	fr, err := decodeU64s(f)
 	if err != nil {
@@ -211,11 +248,15 @@ func (t *wtx) vset(logical, payload []byte) error {
 	// Versions older than the live epoch were pruned when the first version
 	// at the live epoch was written; only a record not yet written in this
 	// epoch needs the full list.
-	top, ok, err := newest(t, logical, latestEpoch)
-	if err != nil {
-		return err
+	tp, known := t.tops[string(logical)]
+	if !known {
+		v, ok, err := newest(t, logical, latestEpoch)
+		if err != nil {
+			return err
+		}
+		tp = topVersion{epoch: v.epoch, exists: ok}
 	}
-	if ok && top.epoch < t.epoch {
+	if tp.exists && tp.epoch < t.epoch {
 		vs, err := versions(t, logical)
 		if err != nil {
 			return err
@@ -224,6 +265,7 @@ func (t *wtx) vset(logical, payload []byte) error {
 	}
 	val := make([]byte, 0, 1+len(payload))
 	t.Set(versionKey(logical, t.epoch), append(append(val, tagLive), payload...))
+	t.remember(logical, topVersion{epoch: t.epoch, exists: true})
 	return nil
 }
 
@@ -257,6 +299,7 @@ func (t *wtx) vdel(logical []byte) error {
 	} else {
 		t.Delete(versionKey(logical, t.epoch))
 	}
+	delete(t.tops, string(logical))
 	return nil
 }
 

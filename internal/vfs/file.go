@@ -28,6 +28,8 @@ type file struct {
 	mu        sync.Mutex
 	chunks    map[uint32][]base.Slice
 	gen       uint64       // bumped by invalidate; a list read before a bump is not cached
+	length    int64        // committed length, valid if lengthOK (same rules as chunks)
+	lengthOK  bool
 	lastWrite atomic.Int64 // ns of the newest buffered write, 0 if none
 	compact   map[uint32]bool
 }
@@ -66,7 +68,8 @@ func (c committer) CommitSlices(ctx context.Context, commits []chunk.Commit) err
 }
 
 // openFile returns the shared state of ino, creating it, and takes a
-// reference.
+// reference. The caller has recorded the open in meta (OpenFile or
+// Create); each reference ends with one CloseFile in unref.
 func (v *VFS) openFile(ino base.Ino) *file {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -75,7 +78,6 @@ func (v *VFS) openFile(ino base.Ino) *file {
 		f = &file{v: v, ino: ino, chunks: make(map[uint32][]base.Slice)}
 		f.w = v.cs.NewWriter(committer{f})
 		v.files[ino] = f
-		v.m.OpenFile(ino)
 	}
 	f.refs++
 	return f
@@ -112,8 +114,8 @@ func (v *VFS) openFiles() []*file {
 	return files
 }
 
-// unref drops a reference; the last one forgets the file and its write
-// buffer (flushed by the caller) and ends its open hold in meta.
+// unref drops a reference and its open in meta; the last one forgets the
+// file and its write buffer (flushed by the caller).
 func (v *VFS) unref(ctx context.Context, f *file) error {
 	v.mu.Lock()
 	f.refs--
@@ -122,10 +124,9 @@ func (v *VFS) unref(ctx context.Context, f *file) error {
 		delete(v.files, f.ino)
 	}
 	v.mu.Unlock()
-	if !last {
-		return nil
+	if last {
+		f.w.Close()
 	}
-	f.w.Close()
 	return v.m.CloseFile(ctx, f.ino)
 }
 
@@ -154,7 +155,34 @@ func (f *file) idleFor() time.Duration {
 func (f *file) invalidate() {
 	f.mu.Lock()
 	clear(f.chunks)
+	f.lengthOK = false
 	f.gen++
+	f.mu.Unlock()
+}
+
+// committedLength returns the file's committed length, cached like the
+// chunk maps: until this process changes the file, or the next open.
+func (f *file) committedLength(ctx context.Context) (int64, error) {
+	f.mu.Lock()
+	n, ok, gen := f.length, f.lengthOK, f.gen
+	f.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	a, err := f.v.m.GetAttr(ctx, f.ino)
+	if err != nil {
+		return 0, err
+	}
+	f.setLength(gen, int64(a.Length))
+	return int64(a.Length), nil
+}
+
+// setLength caches a length read at generation gen.
+func (f *file) setLength(gen uint64, n int64) {
+	f.mu.Lock()
+	if f.gen == gen {
+		f.length, f.lengthOK = n, true
+	}
 	f.mu.Unlock()
 }
 

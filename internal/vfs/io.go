@@ -26,21 +26,11 @@ func accessMask(flags int) uint32 {
 
 // Open opens ino with open(2) flags and returns a handle.
 func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int) (uint64, syscall.Errno) {
-	a, err := v.m.GetAttr(ctx, ino)
+	// One transaction reads the attributes and, for a file, records the
+	// open (a hold other clients' unlinks respect).
+	a, err := v.m.OpenFile(ctx, ino)
 	if err != nil {
 		return 0, v.errno("open", err)
-	}
-	writing := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
-	if writing && v.opts.ReadOnly {
-		return 0, syscall.EROFS
-	}
-	if a.Type == base.TypeDir && writing {
-		return 0, syscall.EISDIR
-	}
-	if !c.KernelChecked {
-		if err := v.m.Access(ctx, c, ino, accessMask(flags)); err != nil {
-			return 0, v.errno("open", err)
-		}
 	}
 	h := &handle{ino: ino, flags: flags}
 	if a.Type == base.TypeFile {
@@ -48,13 +38,38 @@ func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int)
 		// Close-to-open: another client may have changed the file since
 		// this one cached its chunk maps.
 		h.f.invalidate()
-		h.r = v.cs.NewReader()
-		// The file may have been unlinked and freed between the attribute
-		// read and the open hold: check again now that we hold it.
-		if _, err := v.m.GetAttr(ctx, ino); err != nil {
-			_ = v.releaseFile(ctx, h.f)
-			return 0, v.errno("open", err)
+		v.mu.Lock()
+		alone := h.f.refs == 1
+		v.mu.Unlock()
+		if alone {
+			// No other handle of this process can have changed the file
+			// since the open read its length.
+			h.f.mu.Lock()
+			gen := h.f.gen
+			h.f.mu.Unlock()
+			h.f.setLength(gen, int64(a.Length))
 		}
+		h.r = v.cs.NewReader()
+	}
+	fail := func(e syscall.Errno) (uint64, syscall.Errno) {
+		if h.f != nil {
+			_ = v.releaseFile(ctx, h.f)
+		}
+		return 0, e
+	}
+	writing := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+	if writing && v.opts.ReadOnly {
+		return fail(syscall.EROFS)
+	}
+	if a.Type == base.TypeDir && writing {
+		return fail(syscall.EISDIR)
+	}
+	if !c.KernelChecked {
+		if err := v.m.Access(ctx, c, ino, accessMask(flags)); err != nil {
+			return fail(v.errno("open", err))
+		}
+	}
+	if a.Type == base.TypeFile {
 		if flags&syscall.O_TRUNC != 0 && a.Length > 0 {
 			if _, e := v.SetAttr(ctx, c, ino, meta.SetAttrRequest{Valid: meta.SetSize}); e != 0 {
 				_ = v.releaseFile(ctx, h.f)
@@ -67,9 +82,12 @@ func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int)
 
 // Create makes a regular file and opens it.
 func (v *VFS) Create(ctx context.Context, c *meta.Caller, parent base.Ino, name string, mode, umask uint32, flags int) (base.Ino, base.Attr, uint64, syscall.Errno) {
-	ino, a, e := v.Mknod(ctx, c, parent, name, base.TypeFile, mode, umask, 0, "")
-	if e != 0 {
-		return 0, a, 0, e
+	if e := v.roCheck(); e != 0 {
+		return 0, base.Attr{}, 0, e
+	}
+	ino, a, err := v.m.Create(ctx, c, parent, name, mode, umask)
+	if err != nil {
+		return 0, base.Attr{}, 0, v.errno("create", err)
 	}
 	h := &handle{ino: ino, flags: flags, f: v.openFile(ino), r: v.cs.NewReader()}
 	return ino, a, v.newHandle(h), 0
@@ -91,11 +109,10 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, 
 	if err := f.flush(ctx); err != nil {
 		return 0, v.errno("read-flush", err)
 	}
-	a, err := v.m.GetAttr(ctx, f.ino)
+	size, err := f.committedLength(ctx)
 	if err != nil {
 		return 0, v.errno("read", err)
 	}
-	size := int64(a.Length)
 	if off >= size {
 		return 0, 0
 	}

@@ -90,9 +90,14 @@ var (
 // server (if a test started it) and removes its directory. Call it from
 // TestMain; when TestMain returns, the test binary exits with the result of
 // the tests.
-func Main(m *testing.M) {
+func Main(m *testing.M) { Wrap(func() { m.Run() }) }
+
+// Wrap runs run (which runs the tests) and then stops the server, like
+// Main; it lets a TestMain nest the servers of several packages:
+// pgtest.Wrap(func() { s3test.Main(m) }).
+func Wrap(run func()) {
 	mainRunning.Store(true)
-	m.Run()
+	run()
 	if shared.srv != nil {
 		shared.srv.shutdown()
 	}

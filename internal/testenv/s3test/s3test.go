@@ -73,9 +73,14 @@ var (
 // Main runs the tests of a package that uses the server, then stops the
 // server (if a test started it) and removes its data. Call it from TestMain;
 // when TestMain returns, the test binary exits with the result of the tests.
-func Main(m *testing.M) {
+func Main(m *testing.M) { Wrap(func() { m.Run() }) }
+
+// Wrap runs run (which runs the tests) and then stops the server, like
+// Main; it lets a TestMain nest the servers of several packages:
+// pgtest.Wrap(func() { s3test.Main(m) }).
+func Wrap(run func()) {
 	mainRunning.Store(true)
-	m.Run()
+	run()
 	if shared.srv != nil {
 		shared.srv.shutdown()
 	}

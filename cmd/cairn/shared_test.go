@@ -1,0 +1,564 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/testenv/pgtest"
+	"github.com/cairnfs/cairn/internal/testenv/s3test"
+)
+
+// Shared mode end to end: one volume on a real PostgreSQL and a real S3
+// server (versitygw), mounted by several cairn processes at once.
+
+func TestMain(m *testing.M) {
+	pgtest.Wrap(func() { s3test.Main(m) })
+}
+
+// Session timing of the test mounts: short, so expiry is quick to observe.
+const (
+	testHeartbeat      = 500 * time.Millisecond
+	testSessionTimeout = 3 * time.Second
+)
+
+type sharedVolume struct {
+	dir, meta string
+	env       []string
+}
+
+func newSharedVolume(t *testing.T) *sharedVolume {
+	t.Helper()
+	bin := cairnBinary(t)
+	db := pgtest.NewDatabase(t)
+	b := s3test.NewBucket(t)
+	v := &sharedVolume{dir: t.TempDir(), meta: db,
+		env: append(os.Environ(), "AWS_ACCESS_KEY_ID="+b.AccessKey, "AWS_SECRET_ACCESS_KEY="+b.SecretKey)}
+	c := exec.Command(bin, "format", "--data", b.URL, v.meta, "shared")
+	c.Env = v.env
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("format: %v\n%s", err, out)
+	}
+	return v
+}
+
+func (v *sharedVolume) cairn(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	c := exec.Command(cairnBinary(t), args...)
+	c.Env = v.env
+	out, err := c.CombinedOutput()
+	return string(out), err
+}
+
+// sharedMount is one cairn mount process of the volume, in the foreground
+// so the test can kill it.
+type sharedMount struct {
+	mnt  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (v *sharedVolume) mount(t *testing.T, name string, extra ...string) *sharedMount {
+	t.Helper()
+	mnt := filepath.Join(v.dir, name)
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"mount", "-o", "allow_other",
+		"--heartbeat", testHeartbeat.String(), "--session-timeout", testSessionTimeout.String()}, extra...)
+	c := exec.Command(cairnBinary(t), append(args, v.meta, mnt)...)
+	c.Env = v.env
+	logf, err := os.Create(filepath.Join(v.dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stdout, c.Stderr = logf, logf
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := &sharedMount{mnt: mnt, cmd: c, done: make(chan struct{})}
+	go func() { _ = c.Wait(); logf.Close(); close(m.done) }()
+	t.Cleanup(func() { m.stop(t) })
+	for i := 0; i < 200; i++ {
+		if _, ok := mountedAt(mnt); ok {
+			return m
+		}
+		select {
+		case <-m.done:
+			log, _ := os.ReadFile(filepath.Join(v.dir, name+".log"))
+			t.Fatalf("mount %s exited:\n%s", name, log)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("mount %s did not appear", name)
+	return nil
+}
+
+// stop unmounts with SIGTERM (flush, unmount); a dead process's mount is
+// detached.
+func (m *sharedMount) stop(t *testing.T) {
+	select {
+	case <-m.done:
+	default:
+		_ = m.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-m.done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("mount %s did not stop on SIGTERM", m.mnt)
+			_ = m.cmd.Process.Kill()
+			<-m.done
+		}
+	}
+	if _, ok := mountedAt(m.mnt); ok {
+		_ = syscall.Unmount(m.mnt, syscall.MNT_DETACH)
+	}
+}
+
+func (m *sharedMount) kill(t *testing.T) {
+	t.Helper()
+	if err := m.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-m.done
+	if err := syscall.Unmount(m.mnt, syscall.MNT_DETACH); err != nil {
+		t.Fatalf("detaching the dead mount: %v", err)
+	}
+}
+
+func (m *sharedMount) path(name string) string { return filepath.Join(m.mnt, name) }
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+func TestSharedCloseToOpen(t *testing.T) {
+	v := newSharedVolume(t)
+	a := v.mount(t, "a")
+	b := v.mount(t, "b")
+
+	// Written and closed in a, seen whole at the next open in b; then the
+	// other way round, overwriting part of it.
+	data := randomBytes(9<<20 + 123)
+	writeFile(t, a.path("f"), data)
+	if got := readFile(t, b.path("f")); !bytes.Equal(got, data) {
+		t.Fatalf("b read %d bytes, want the %d a wrote", len(got), len(data))
+	}
+	patch := randomBytes(5000)
+	f, err := os.OpenFile(b.path("f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(patch, 4<<20-100); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copy(data[4<<20-100:], patch)
+	if got := readFile(t, a.path("f")); !bytes.Equal(got, data) {
+		t.Fatal("a does not see b's overwrite after b closed")
+	}
+
+	// O_APPEND from both clients, one after the other: every record lands
+	// after the previous one.
+	var want bytes.Buffer
+	for i := 0; i < 20; i++ {
+		m := a
+		if i%2 == 1 {
+			m = b
+		}
+		rec := fmt.Sprintf("record %02d from %s\n", i, filepath.Base(m.mnt))
+		want.WriteString(rec)
+		f, err := os.OpenFile(m.path("log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []*sharedMount{a, b} {
+		if got := readFile(t, m.path("log")); string(got) != want.String() {
+			t.Fatalf("%s: appended log is\n%s\nwant\n%s", m.mnt, got, want.String())
+		}
+	}
+
+	// Truncation in one client is seen by the other's next open.
+	if err := os.Truncate(a.path("f"), 1000); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, b.path("f")); !bytes.Equal(got, data[:1000]) {
+		t.Fatalf("after truncate in a, b reads %d bytes", len(got))
+	}
+}
+
+func TestSharedNamespace(t *testing.T) {
+	v := newSharedVolume(t)
+	// Names are cached by the kernel for --entry-timeout: 0 here so the
+	// test sees the other client's renames at once.
+	a := v.mount(t, "a", "--entry-timeout", "0", "--attr-timeout", "0")
+	b := v.mount(t, "b", "--entry-timeout", "0", "--attr-timeout", "0")
+
+	writeFile(t, a.path("old"), []byte("x"))
+	if err := os.Rename(a.path("old"), a.path("new")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(b.path("old")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("b still sees the old name: %v", err)
+	}
+	if got := readFile(t, b.path("new")); string(got) != "x" {
+		t.Fatalf("b reads %q under the new name", got)
+	}
+
+	// Rename races: both clients rename the same file at once; exactly one
+	// wins, and the file exists under exactly one name.
+	for i := 0; i < 20; i++ {
+		src := fmt.Sprintf("race%d", i)
+		writeFile(t, a.path(src), []byte(src))
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for j, m := range []*sharedMount{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[j] = os.Rename(m.path(src), m.path(fmt.Sprintf("%s-by-%d", src, j)))
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for j := range errs {
+			if errs[j] == nil {
+				won++
+			} else if !errors.Is(errs[j], os.ErrNotExist) {
+				t.Fatalf("rename race %d: %v", i, errs[j])
+			}
+		}
+		names := 0
+		for j := range 2 {
+			if _, err := os.Stat(a.path(fmt.Sprintf("%s-by-%d", src, j))); err == nil {
+				names++
+			}
+		}
+		if won != 1 || names != 1 {
+			t.Fatalf("rename race %d: %d renames succeeded, file under %d names (%v)", i, won, names, errs)
+		}
+	}
+
+	// Unlink in one client while the other has the file open: the open
+	// handle keeps reading; the name is gone for both.
+	data := randomBytes(1 << 20)
+	writeFile(t, a.path("open"), data)
+	f, err := os.Open(b.path("open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(a.path("open")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(b.path("open")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("b still sees the unlinked name: %v", err)
+	}
+	got := make([]byte, len(data))
+	if _, err := f.ReadAt(got, 0); err != nil {
+		t.Fatalf("reading an unlinked file open in the other client: %v", err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("unlinked-but-open file reads wrong data")
+	}
+	f.Close()
+
+	// Concurrent creates of one name: exactly one O_EXCL create wins.
+	var wg sync.WaitGroup
+	wins := make([]bool, 2)
+	for j, m := range []*sharedMount{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 30; i++ {
+				f, err := os.OpenFile(m.path(fmt.Sprintf("excl%d", i)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+				if err == nil {
+					wins[j] = true
+					f.Close()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	entries, err := os.ReadDir(b.mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	excl := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "excl") {
+			excl++
+		}
+	}
+	if excl != 30 {
+		t.Fatalf("%d excl files, want 30", excl)
+	}
+	a.stop(t)
+	b.stop(t)
+	if out, err := v.cairn(t, "fsck", v.meta); err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+}
+
+// lockFile opens path and takes a lock: flock (whole file) or a POSIX
+// write lock on [0, 100).
+func lockFile(path string, posix, wait bool) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if posix {
+		cmd := syscall.F_SETLK
+		if wait {
+			cmd = syscall.F_SETLKW
+		}
+		lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: 0, Len: 100}
+		err = syscall.FcntlFlock(f.Fd(), cmd, &lk)
+	} else {
+		how := syscall.LOCK_EX
+		if !wait {
+			how |= syscall.LOCK_NB
+		}
+		err = syscall.Flock(int(f.Fd()), how)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func TestSharedLocks(t *testing.T) {
+	v := newSharedVolume(t)
+	a := v.mount(t, "a")
+	b := v.mount(t, "b")
+	for _, posix := range []bool{false, true} {
+		t.Run(map[bool]string{false: "flock", true: "posix"}[posix], func(t *testing.T) {
+			name := fmt.Sprintf("lock-%v", posix)
+			held, err := lockFile(a.path(name), posix, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f, err := lockFile(b.path(name), posix, false); err == nil || !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EACCES) {
+				f.Close()
+				t.Fatalf("conflicting non-blocking lock from the other mount: %v, want EAGAIN", err)
+			}
+			got := make(chan error, 1)
+			var waiter *os.File
+			go func() {
+				var err error
+				waiter, err = lockFile(b.path(name), posix, true)
+				got <- err
+			}()
+			select {
+			case err := <-got:
+				t.Fatalf("blocking lock returned (%v) while the other mount holds it", err)
+			case <-time.After(500 * time.Millisecond):
+			}
+			released := time.Now()
+			held.Close() // releases flock and POSIX locks
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The release wakes the waiter through the database, not
+				// a re-check timer (5 s).
+				if d := time.Since(released); d > 3*time.Second {
+					t.Errorf("waiter granted %v after the release", d)
+				}
+				waiter.Close()
+			case <-time.After(20 * time.Second):
+				t.Fatal("blocked lock not granted after the holder released it")
+			}
+		})
+	}
+}
+
+func TestSharedKilledLockHolder(t *testing.T) {
+	v := newSharedVolume(t)
+	a := v.mount(t, "a")
+	b := v.mount(t, "b")
+
+	// b's client holds a lock and an unlinked file open when it dies.
+	held, err := lockFile(b.path("lk"), false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	writeFile(t, b.path("ghost"), randomBytes(1<<20))
+	ghost, err := os.Open(b.path("ghost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ghost.Close()
+	if err := os.Remove(b.path("ghost")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockFile(a.path("lk"), false, false); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("lock held by b: a got %v, want EAGAIN", err)
+	}
+	killed := time.Now()
+	b.kill(t)
+
+	f, err := lockFile(a.path("lk"), false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := time.Since(killed)
+	f.Close()
+	if waited < testSessionTimeout-testHeartbeat || waited > testSessionTimeout+10*time.Second {
+		t.Errorf("lock of the killed client granted after %v; session timeout is %v", waited, testSessionTimeout)
+	}
+	t.Logf("lock of the killed client granted after %v (session timeout %v)", waited, testSessionTimeout)
+
+	status, err := v.cairn(t, "status", v.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(status, "dead") || !strings.Contains(status, "expired") {
+		t.Errorf("status does not list the dead session:\n%s", status)
+	}
+	// The unlinked file the dead client held went with its session: fsck
+	// would report an unlinked inode no live session holds.
+	a.stop(t)
+	out, err := v.cairn(t, "fsck", v.meta)
+	if err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+}
+
+func TestSharedCrashDuringWrites(t *testing.T) {
+	v := newSharedVolume(t)
+	a := v.mount(t, "a")
+	b := v.mount(t, "b")
+
+	keep := randomBytes(6 << 20)
+	f, err := os.Create(b.path("kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(keep); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	// a writes big files, never closing the last one; b keeps working.
+	stopB := make(chan struct{})
+	bErr := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stopB:
+				bErr <- nil
+				return
+			default:
+			}
+			p := b.path(fmt.Sprintf("b%d", i%5))
+			d := randomBytes(256 << 10)
+			if err := os.WriteFile(p, d, 0o644); err != nil {
+				bErr <- err
+				return
+			}
+			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, d) {
+				bErr <- fmt.Errorf("b read back %s: %v", p, err)
+				return
+			}
+		}
+	}()
+	g, err := os.Create(a.path("unfinished"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := randomBytes(1 << 20)
+	for i := 0; i < 40; i++ {
+		if _, err := g.Write(junk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // let full blocks upload
+	a.kill(t)
+	g.Close()
+	time.Sleep(testSessionTimeout + 2*time.Second) // b expires a's session
+	close(stopB)
+	if err := <-bErr; err != nil {
+		t.Fatalf("the surviving client failed: %v", err)
+	}
+	if got := readFile(t, b.path("kept")); !bytes.Equal(got, keep) {
+		t.Fatal("fsynced file changed")
+	}
+
+	out, err := v.cairn(t, "fsck", v.meta)
+	if err != nil {
+		t.Fatalf("fsck after kill -9: %v\n%s", err, out)
+	}
+	gc, err := v.cairn(t, "gc", v.meta)
+	if err != nil {
+		t.Fatalf("gc: %v\n%s", err, gc)
+	}
+	if !strings.Contains(gc, "orphan chunks/") {
+		t.Errorf("gc found no orphans of the killed client's unfinished write:\n%s", gc)
+	}
+	t.Logf("gc while b is mounted:\n%s", lastLines(gc, 2))
+	if out, err := v.cairn(t, "gc", "--delete", v.meta); err != nil {
+		t.Fatalf("gc --delete: %v\n%s", err, out)
+	}
+	// Only orphans went: every file b reads is intact, fsck is clean.
+	if got := readFile(t, b.path("kept")); !bytes.Equal(got, keep) {
+		t.Fatal("gc --delete took data of a live file")
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := os.ReadFile(b.path(fmt.Sprintf("b%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.stop(t)
+	if out, err := v.cairn(t, "fsck", v.meta); err != nil {
+		t.Fatalf("fsck after gc: %v\n%s", err, out)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
