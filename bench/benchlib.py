@@ -3,7 +3,9 @@
 
   benchlib.py fio JSONFILE rw|read|write|mixed     -> prints "MBps IOPS"
   benchlib.py meta DIR FILES PROCS                  -> prints "create N\nstat N\nunlink N" (ops/s)
-  benchlib.py table RESULTS.tsv TARGETS...          -> prints a markdown table
+  benchlib.py table RESULTS.tsv [--skip-empty] TARGETS...
+                                                    -> prints a markdown table
+                                                       (--skip-empty: leave out rows with no value)
 
 RESULTS.tsv lines: target<TAB>workload<TAB>value<TAB>unit
 """
@@ -92,10 +94,14 @@ def table(path, *targets):
                 vals[(parts[0], parts[1])] = float(parts[2])
             elif len(parts) >= 3:
                 notes.setdefault(parts[0], []).append(parts[2])
-    targets = list(targets) or ["local", "cairn", "juicefs"]
+    targets = list(targets)
+    skip_empty = "--skip-empty" in targets
+    targets = [t for t in targets if t != "--skip-empty"] or ["local", "cairn", "juicefs"]
     hdr = ["workload", "unit"] + [NAMES.get(t, t) for t in targets] + ["Cairn/JuiceFS"]
     out = ["| " + " | ".join(hdr) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(hdr) - 2)) + "|"]
     for key, label, unit in ROWS:
+        if skip_empty and all((t, key) not in vals for t in targets):
+            continue
         row = [label, unit]
         for t in targets:
             v = vals.get((t, key))

@@ -4,6 +4,7 @@
 #
 #   bench/run.sh                         # all targets
 #   TARGETS="local juicefs" bench/run.sh # without Cairn
+#   SHARED=1 bench/run.sh                # Cairn and JuiceFS on one PostgreSQL + S3 server
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -12,8 +13,15 @@ JUICEFS=${JUICEFS:-juicefs}
 TARGETS=${TARGETS:-local cairn juicefs}
 BENCH_OUT=${BENCH_OUT:-./bench-results}
 BENCH_TMP=${BENCH_TMP:-/tmp}       # parent of all scratch dirs (same disk for every target)
+SHARED=${SHARED:-0}                # 1: shared mode (PostgreSQL metadata, S3 data; scripts/shared-env.sh)
 SEQ_SIZE=${SEQ_SIZE:-1G}           # file size for sequential write/read
-SEQ_BS=${SEQ_BS:-8k 32k 128k}
+if [[ $SHARED == 1 ]]; then
+	SEQ_BS=${SEQ_BS:-128k}
+	RAND_TESTS=${RAND_TESTS:-randrw-8k}
+else
+	SEQ_BS=${SEQ_BS:-8k 32k 128k}
+	RAND_TESTS=${RAND_TESTS:-randread-4k randwrite-4k randrw-8k}
+fi
 RAND_SIZE=${RAND_SIZE:-1G}         # file size for random workloads
 RAND_RUNTIME=${RAND_RUNTIME:-20}   # seconds per random workload
 RAND_JOBS=${RAND_JOBS:-4}          # psync threads for random workloads
@@ -31,6 +39,18 @@ die() {
 [[ $(id -u) -eq 0 ]] || die "run as root (drop_caches and FUSE mounts need it)"
 command -v fio >/dev/null || die "fio not installed (scripts/install-test-deps.sh)"
 command -v python3 >/dev/null || die "python3 not installed"
+[[ $SHARED == 0 || $SHARED == 1 ]] || die "SHARED must be 0 or 1"
+SHARED_ENV=$HERE/../scripts/shared-env.sh
+if [[ $SHARED == 1 ]]; then
+	[[ -x $SHARED_ENV ]] || die "$SHARED_ENV not found"
+	command -v curl >/dev/null || die "curl not installed (creates the JuiceFS bucket)"
+fi
+for w in $RAND_TESTS; do
+	case $w in
+	randread-4k | randwrite-4k | randrw-8k) ;;
+	*) die "unknown random workload $w (use randread-4k, randwrite-4k, randrw-8k)" ;;
+	esac
+done
 for t in $TARGETS; do
 	case $t in
 	local) ;;
@@ -48,6 +68,7 @@ table=$BENCH_OUT/results-$stamp.md
 : >"$results"
 ROOT=$(mktemp -d "$BENCH_TMP/cairn-bench.XXXXXX")
 mounts=() # mount points we mounted, for cleanup
+SHARED_DIR=""  # set once scripts/shared-env.sh start has been called
 
 unmount() { # mountpoint, kind
 	local mp=$1 kind=$2
@@ -69,6 +90,10 @@ cleanup() {
 	local rc=$?
 	set +e
 	for m in "${mounts[@]}"; do unmount "${m%%|*}" "${m##*|}"; done
+	if [[ -n $SHARED_DIR ]]; then
+		log "stopping shared environment"
+		"$SHARED_ENV" stop "$SHARED_DIR" || log "WARNING: shared-env.sh stop failed"
+	fi
 	if [[ ${BENCH_KEEP:-0} == 1 ]]; then log "keeping $ROOT"; else rm -rf "$ROOT"; fi
 	exit "$rc"
 }
@@ -108,14 +133,40 @@ setup_local() {
 	echo "$ROOT/local"
 }
 
+# shared mode: one PostgreSQL 15 + versitygw pair for Cairn and JuiceFS;
+# sources its env file, so AWS_* reach cairn format/mount.
+start_shared() {
+	chmod 0755 "$ROOT" # the postgres user must reach its data directory
+	SHARED_DIR=$ROOT/shared
+	log "starting shared environment (PostgreSQL 15, versitygw) in $SHARED_DIR"
+	"$SHARED_ENV" start "$SHARED_DIR" || die "shared-env.sh start failed"
+	# shellcheck disable=SC1091  # written by shared-env.sh start
+	source "$SHARED_DIR/env"
+}
+
+# s3_mkbucket NAME: JuiceFS sends LocationConstraint=us-east-1 with
+# CreateBucket, which versitygw refuses, so the bucket is made beforehand.
+s3_mkbucket() {
+	local code
+	code=$(curl -sS -o "$ROOT/mkbucket-$1.out" -w '%{http_code}' -X PUT \
+		-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' --aws-sigv4 aws:amz:us-east-1:s3 \
+		--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "$S3_ENDPOINT/$1") || code=000
+	[[ $code == 200 ]] || { cat "$ROOT/mkbucket-$1.out" >&2; die "cannot create bucket $1 (HTTP $code)"; }
+}
+
 setup_cairn() {
 	local d=$ROOT/cairn
 	mkdir -p "$d/meta" "$d/data" "$d/mnt"
-	local meta="pebble://$d/meta" data=${CAIRN_DATA_URL:-file://$d/data}
+	local meta="pebble://$d/meta" data=${CAIRN_DATA_URL:-file://$d/data} logopt=()
+	if [[ $SHARED == 1 ]]; then
+		meta=$("$SHARED_ENV" db "$SHARED_DIR" cairnbench) || die "cannot create database cairnbench"
+		data=${CAIRN_DATA_URL:-s3://cairnbench?endpoint=$S3_ENDPOINT}
+		logopt=(--log "$d/cairn.log")
+	fi
 	"$CAIRN" format --data "$data" "$meta" bench >"$d/format.log" 2>&1 ||
 		{ cat "$d/format.log" >&2; die "cairn format failed"; }
 	# shellcheck disable=SC2086  # CAIRN_MOUNT_OPTS is a word list
-	"$CAIRN" mount -d -o allow_other $CAIRN_MOUNT_OPTS "$meta" "$d/mnt" >"$d/mount.log" 2>&1 ||
+	"$CAIRN" mount -d -o allow_other "${logopt[@]}" $CAIRN_MOUNT_OPTS "$meta" "$d/mnt" >"$d/mount.log" 2>&1 ||
 		{ cat "$d/mount.log" >&2; die "cairn mount failed"; }
 	mounts+=("$d/mnt|cairn")
 	wait_mounted "$d/mnt"
@@ -125,8 +176,14 @@ setup_cairn() {
 setup_juicefs() {
 	local d=$ROOT/juicefs
 	mkdir -p "$d/bucket" "$d/cache" "$d/mnt"
-	local meta="sqlite3://$d/meta.db"
-	"$JUICEFS" format --storage file --bucket "$d/bucket/" "$meta" bench >"$d/format.log" 2>&1 ||
+	local meta="sqlite3://$d/meta.db" storage=(--storage file --bucket "$d/bucket/")
+	if [[ $SHARED == 1 ]]; then
+		meta="$("$SHARED_ENV" db "$SHARED_DIR" jfsbench)&sslmode=disable" || die "cannot create database jfsbench"
+		s3_mkbucket jfsbench
+		storage=(--storage s3 --bucket "$S3_ENDPOINT/jfsbench"
+			--access-key "$AWS_ACCESS_KEY_ID" --secret-key "$AWS_SECRET_ACCESS_KEY")
+	fi
+	"$JUICEFS" format "${storage[@]}" "$meta" bench >"$d/format.log" 2>&1 ||
 		{ cat "$d/format.log" >&2; die "juicefs format failed"; }
 	# shellcheck disable=SC2086  # JUICEFS_MOUNT_OPTS is a word list
 	"$JUICEFS" mount -d -o allow_other --cache-dir "$d/cache" --log "$d/juicefs.log" \
@@ -175,16 +232,23 @@ bench_target() {
 	done
 	rm -f "$dir/seq.dat"
 
-	log "   laying out $RAND_SIZE random-I/O file"
-	fio --name=layout --filename="$dir/rand.dat" --rw=write --bs=1M --size="$RAND_SIZE" \
-		--ioengine=psync --end_fsync=1 >/dev/null 2>&1 || log "WARNING: layout failed"
-	drop_caches
+	if [[ -n ${RAND_TESTS// /} ]]; then
+		log "   laying out $RAND_SIZE random-I/O file"
+		fio --name=layout --filename="$dir/rand.dat" --rw=write --bs=1M --size="$RAND_SIZE" \
+			--ioengine=psync --end_fsync=1 >/dev/null 2>&1 || log "WARNING: layout failed"
+		drop_caches
+	fi
 	local rcommon=(--filename="$dir/rand.dat" --size="$RAND_SIZE" --ioengine=psync
 		--direct="$direct" --numjobs="$RAND_JOBS" --group_reporting --time_based
 		--runtime="$RAND_RUNTIME" --ramp_time=2 --randrepeat=0)
-	runfio "$t" randread-4k read iops "${rcommon[@]}" --rw=randread --bs=4k
-	runfio "$t" randwrite-4k write iops "${rcommon[@]}" --rw=randwrite --bs=4k
-	runfio "$t" randrw-8k mixed iops "${rcommon[@]}" --rw=randrw --rwmixread=67 --bs=8k
+	local w
+	for w in $RAND_TESTS; do
+		case $w in
+		randread-4k) runfio "$t" randread-4k read iops "${rcommon[@]}" --rw=randread --bs=4k ;;
+		randwrite-4k) runfio "$t" randwrite-4k write iops "${rcommon[@]}" --rw=randwrite --bs=4k ;;
+		randrw-8k) runfio "$t" randrw-8k mixed iops "${rcommon[@]}" --rw=randrw --rwmixread=67 --bs=8k ;;
+		esac
+	done
 	rm -f "$dir/rand.dat"
 
 	log "   metadata: $META_FILES files, $META_PROCS processes"
@@ -202,6 +266,14 @@ bench_target() {
 
 log "targets: $TARGETS; results in $BENCH_OUT; scratch $ROOT"
 start=$SECONDS
+if [[ $SHARED == 1 ]]; then
+	for t in $TARGETS; do
+		if [[ $t != local ]]; then
+			start_shared
+			break
+		fi
+	done
+fi
 for t in $TARGETS; do bench_target "$t"; done
 
 {
@@ -210,15 +282,33 @@ for t in $TARGETS; do bench_target "$t"; done
 	echo "host: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r), scratch on $(findmnt -n -o FSTYPE -T "$BENCH_TMP")"
 	echo "seq: $SEQ_SIZE file, psync, write ends with fsync, read after drop_caches;" \
 		"random: $RAND_SIZE file, $RAND_JOBS psync jobs, ${RAND_RUNTIME}s; meta: $META_FILES files, $META_PROCS processes"
+	if [[ $SHARED == 1 ]]; then
+		echo "mode: shared — PostgreSQL 15 metadata ($("${PGBIN:-/usr/lib/postgresql/15/bin}/postgres" --version 2>/dev/null | awk '{print $3}'), unix socket)" \
+			"and versitygw S3 (loopback HTTP) for both Cairn and JuiceFS, one server each, a database and a bucket per file system"
+	fi
 	for t in $TARGETS; do
 		case $t in
-		juicefs) echo "juicefs: $("$JUICEFS" version 2>/dev/null | head -1), sqlite3 meta, file storage, opts: ${JUICEFS_MOUNT_OPTS:-default}" ;;
-		cairn) echo "cairn: $CAIRN, pebble meta, data ${CAIRN_DATA_URL:-file://…/data}, opts: ${CAIRN_MOUNT_OPTS:-default}" ;;
+		juicefs)
+			if [[ $SHARED == 1 ]]; then
+				echo "juicefs: $("$JUICEFS" version 2>/dev/null | head -1), PostgreSQL meta (db jfsbench), versitygw S3 bucket jfsbench, cache-dir in scratch, opts: ${JUICEFS_MOUNT_OPTS:-default}"
+			else
+				echo "juicefs: $("$JUICEFS" version 2>/dev/null | head -1), sqlite3 meta, file storage, opts: ${JUICEFS_MOUNT_OPTS:-default}"
+			fi
+			;;
+		cairn)
+			if [[ $SHARED == 1 ]]; then
+				echo "cairn: $CAIRN, PostgreSQL meta (db cairnbench), data ${CAIRN_DATA_URL:-versitygw S3 bucket cairnbench}, opts: ${CAIRN_MOUNT_OPTS:-default (shared: no writeback cache)}"
+			else
+				echo "cairn: $CAIRN, pebble meta, data ${CAIRN_DATA_URL:-file://…/data}, opts: ${CAIRN_MOUNT_OPTS:-default}"
+			fi
+			;;
 		esac
 	done
 	echo
+	skip=() # shared mode runs fewer workloads: leave out rows nobody measured
+	if [[ $SHARED == 1 ]]; then skip=(--skip-empty); fi
 	# shellcheck disable=SC2086  # TARGETS is a word list
-	python3 "$HERE/benchlib.py" table "$results" $TARGETS
+	python3 "$HERE/benchlib.py" table "$results" "${skip[@]}" $TARGETS
 	echo
 	echo "elapsed: $((SECONDS - start)) s"
 } >"$table"

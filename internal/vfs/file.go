@@ -27,8 +27,8 @@ type file struct {
 
 	mu        sync.Mutex
 	chunks    map[uint32][]base.Slice
-	gen       uint64       // bumped by invalidate; a list read before a bump is not cached
-	length    int64        // committed length, valid if lengthOK (same rules as chunks)
+	gen       uint64 // bumped by invalidate; a list read before a bump is not cached
+	length    int64  // committed length, valid if lengthOK (same rules as chunks)
 	lengthOK  bool
 	lastWrite atomic.Int64 // ns of the newest buffered write, 0 if none
 	compact   map[uint32]bool
