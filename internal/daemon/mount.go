@@ -173,7 +173,7 @@ func Mount(ctx context.Context, o MountOptions) error {
 			log.Warn("closing session", "err", err)
 		}
 	}()
-	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{Logger: log, ReadOnly: o.Volume.ReadOnly})
+	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{Logger: log, ReadOnly: o.Volume.ReadOnly, AppendAtEOF: vol.Loc.Shared()})
 	fo := o.Fuse
 	fo.FsName = vol.Loc.Display()
 	fo.Logger = log

@@ -322,7 +322,12 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err := json.Unmarshal(data, &mk); err != nil || mk.UUID != v.Settings.UUID {
 		return nil, fmt.Errorf("data store %s belongs to volume %q (uuid %s), not to %q (uuid %s)", v.Settings.DataURL, mk.Name, mk.UUID, v.Settings.Name, v.Settings.UUID)
 	}
-	v.Meta, err = meta.Open(ctx, store, meta.Options{Logger: o.Logger, ReadOnly: o.ReadOnly})
+	mo := meta.Options{Logger: o.Logger, ReadOnly: o.ReadOnly}
+	if loc.Shared() {
+		// A server commit costs a WAL flush: closes share one.
+		mo.HoldReleaseDelay = 20 * time.Millisecond
+	}
+	v.Meta, err = meta.Open(ctx, store, mo)
 	if err != nil {
 		return nil, err
 	}

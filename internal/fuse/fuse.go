@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -74,7 +75,7 @@ type Server struct {
 // kernel has the mount ready.
 func Mount(v *vfs.VFS, mountpoint string, opts Options) (*Server, error) {
 	opts.setDefaults()
-	fs := &rawFS{RawFileSystem: gofuse.NewDefaultRawFileSystem(), v: v, opts: opts}
+	fs := &rawFS{RawFileSystem: gofuse.NewDefaultRawFileSystem(), v: v, opts: opts, stopping: make(chan struct{})}
 	mo := &gofuse.MountOptions{
 		AllowOther:    opts.AllowOther,
 		FsName:        opts.FsName,
@@ -112,7 +113,11 @@ func Mount(v *vfs.VFS, mountpoint string, opts Options) (*Server, error) {
 }
 
 // Unmount detaches the mount; it fails with EBUSY while files are in use.
-func (s *Server) Unmount() error { return s.srv.Unmount() }
+// Lock requests still waiting are interrupted first.
+func (s *Server) Unmount() error {
+	s.fs.stoppingOnce.Do(func() { close(s.fs.stopping) })
+	return s.srv.Unmount()
+}
 
 // Wait blocks until the file system is unmounted.
 func (s *Server) Wait() { s.srv.Wait() }
@@ -122,6 +127,10 @@ type rawFS struct {
 	v    *vfs.VFS
 	opts Options
 	srv  *gofuse.Server
+	// stopping is closed when an unmount starts: blocked lock requests
+	// return EINTR so the unmount does not wait for them.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
 }
 
 func (fs *rawFS) String() string { return "cairn" }
@@ -350,8 +359,14 @@ func (fs *rawFS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name st
 	return st(fs.v.RemoveXattr(context.Background(), caller(h), base.Ino(h.NodeId), name))
 }
 
-func openFlags(flags uint32) uint32 {
+func (fs *rawFS) openFlags(flags uint32) uint32 {
 	if flags&syscall.O_DIRECT != 0 {
+		return gofuse.FOPEN_DIRECT_IO
+	}
+	if flags&syscall.O_APPEND != 0 && fs.opts.CloseToOpen {
+		// The kernel picks the append offset from its cached size, which
+		// may be another client's old one; vfs appends at the real end,
+		// so the page cache must not keep the data at the kernel's offset.
 		return gofuse.FOPEN_DIRECT_IO
 	}
 	return 0
@@ -364,7 +379,7 @@ func (fs *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string
 	}
 	fs.fillEntry(ino, &a, &out.EntryOut)
 	out.Fh = fh
-	out.OpenFlags = openFlags(in.Flags)
+	out.OpenFlags = fs.openFlags(in.Flags)
 	return gofuse.OK
 }
 
@@ -381,7 +396,7 @@ func (fs *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.Ope
 		}
 	}
 	out.Fh = fh
-	out.OpenFlags = openFlags(in.Flags)
+	out.OpenFlags = fs.openFlags(in.Flags)
 	return gofuse.OK
 }
 
@@ -402,7 +417,13 @@ func (fs *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) 
 }
 
 func (fs *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status {
-	return st(fs.v.Flush(context.Background(), in.Fh))
+	e := fs.v.Flush(context.Background(), in.Fh)
+	// With POSIX locks handled here, the kernel leaves releasing the
+	// closing process's locks to the flush.
+	if le := fs.v.ReleasePosixLocks(context.Background(), in.Fh, in.LockOwner); e == 0 {
+		e = le
+	}
+	return st(e)
 }
 
 func (fs *rawFS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
@@ -531,6 +552,8 @@ func (fs *rawFS) setLk(cancel <-chan struct{}, in *gofuse.LkIn, wait bool) gofus
 		go func() {
 			select {
 			case <-cancel:
+				stop()
+			case <-fs.stopping:
 				stop()
 			case <-ctx.Done():
 			}

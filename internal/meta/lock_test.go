@@ -274,3 +274,43 @@ func TestCheckFlagsLocksOfGoneSessions(t *testing.T) {
 	}
 	// Repaired: the cleanup check finds nothing.
 }
+
+func TestLazyHoldRelease(t *testing.T) {
+	m, _ := newTestMetaStore(t, Options{HoldReleaseDelay: 20 * time.Millisecond})
+	must[uint64](t)(m.NewSession(ctx, SessionInfo{}))
+	ino := create(t, m, root, base.RootIno, "f")
+	holds := func() int {
+		n := 0
+		ok(t, m.store.View(ctx, func(r kv.Reader) error {
+			return r.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(_, _ []byte) bool { n++; return true })
+		}))
+		return n
+	}
+	must[base.Attr](t)(m.OpenFile(ctx, ino))
+	ok(t, m.CloseFile(ctx, ino))
+	if holds() != 1 {
+		t.Fatal("hold deleted at once despite HoldReleaseDelay")
+	}
+	// Opened again before the release: the hold stays and survives it.
+	must[base.Attr](t)(m.OpenFile(ctx, ino))
+	time.Sleep(60 * time.Millisecond)
+	if holds() != 1 {
+		t.Fatal("hold of a reopened file released")
+	}
+	// Unlinked while open, then closed: destroyed after the delay.
+	ok(t, m.Unlink(ctx, root, base.RootIno, "f"))
+	ok(t, m.CloseFile(ctx, ino))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := m.GetAttr(ctx, ino); errors.Is(err, base.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("unlinked file not destroyed after its last close")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if holds() != 0 {
+		t.Fatal("hold left after release")
+	}
+}

@@ -220,6 +220,7 @@ func (m *Meta) CloseSession(ctx context.Context) error {
 	m.announceRelease(ctx, "*")
 	m.mu.Lock()
 	m.sid = 0
+	clear(m.releases) // their holds went with the session
 	m.mu.Unlock()
 	return nil
 }
@@ -536,10 +537,16 @@ func (m *Meta) OpenFile(ctx context.Context, ino base.Ino) (base.Attr, error) {
 	n := m.opened[ino]
 	m.opened[ino] = n + 1
 	sid := m.sid
+	kept := n == 0 && m.releases[ino]
+	if kept {
+		// Closed a moment ago: its hold is still there; keep it.
+		delete(m.releases, ino)
+		n = -1
+	}
 	m.mu.Unlock()
 	var a base.Attr
 	var err error
-	if n > 0 || sid == 0 || m.opts.ReadOnly {
+	if n != 0 || sid == 0 || m.opts.ReadOnly {
 		a, err = m.GetAttr(ctx, ino)
 	} else {
 		err = m.rawUpdate(ctx, func(t *wtx) error {
@@ -559,6 +566,13 @@ func (m *Meta) OpenFile(ctx context.Context, ino base.Ino) (base.Attr, error) {
 			delete(m.opened, ino)
 		} else {
 			m.opened[ino]--
+		}
+		if kept {
+			m.releases[ino] = true
+			if !m.releasing {
+				m.releasing = true
+				go m.releaseLoop()
+			}
 		}
 		m.mu.Unlock()
 		if err != nil {
@@ -586,8 +600,16 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 		m.opened[ino] = n - 1
 	}
 	sid := m.sid
+	lazy := n == 1 && sid != 0 && m.opts.HoldReleaseDelay > 0 && !m.opts.ReadOnly
+	if lazy {
+		m.releases[ino] = true
+		if !m.releasing {
+			m.releasing = true
+			go m.releaseLoop()
+		}
+	}
 	m.mu.Unlock()
-	if n > 1 || m.opts.ReadOnly {
+	if n > 1 || m.opts.ReadOnly || lazy {
 		return nil
 	}
 	return m.mutate(ctx, func(o *op) error {
@@ -596,6 +618,80 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 		}
 		return o.destroyIfOrphan(ino)
 	})
+}
+
+// releaseLoop deletes, in batches, the holds of files this client closed
+// (Options.HoldReleaseDelay), and destroys those of them that were
+// unlinked meanwhile. A file opened again before its hold goes keeps it.
+func (m *Meta) releaseLoop() {
+	for {
+		time.Sleep(m.opts.HoldReleaseDelay)
+		if err := m.FlushReleases(context.Background()); err != nil {
+			m.log.Warn("releasing open-file holds", "err", err)
+		}
+		m.mu.Lock()
+		if len(m.releases) == 0 || m.closed {
+			m.releasing = false
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+	}
+}
+
+// FlushReleases deletes now the holds of closed files that
+// HoldReleaseDelay keeps for a moment.
+func (m *Meta) FlushReleases(ctx context.Context) error {
+	m.holdMu.RLock()
+	defer m.holdMu.RUnlock()
+	m.mu.Lock()
+	stripes := map[int]bool{}
+	for ino := range m.releases {
+		stripes[int(uint64(ino)%uint64(len(m.inoMu)))] = true
+	}
+	m.mu.Unlock()
+	order := make([]int, 0, len(stripes))
+	for i := range m.inoMu {
+		if stripes[i] {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		m.inoMu[i].Lock()
+		defer m.inoMu[i].Unlock()
+	}
+	m.mu.Lock()
+	var inos []base.Ino
+	for ino := range m.releases {
+		if stripes[int(uint64(ino)%uint64(len(m.inoMu)))] {
+			inos = append(inos, ino)
+		}
+	}
+	sid := m.sid
+	m.mu.Unlock()
+	if len(inos) == 0 {
+		return nil
+	}
+	err := m.mutateRaw(ctx, func(o *op) error {
+		for _, ino := range inos {
+			if sid != 0 {
+				o.Delete(holdKey(ino, sid))
+			}
+			if err := o.destroyIfOrphan(ino); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	for _, ino := range inos {
+		delete(m.releases, ino)
+	}
+	m.mu.Unlock()
+	return nil
 }
 
 // Usage returns the usage counters.

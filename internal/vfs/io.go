@@ -164,6 +164,16 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off int64, data []byte) (int
 	f := h.f
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
+	if h.flags&syscall.O_APPEND != 0 && v.opts.AppendAtEOF {
+		n, err := f.committedLength(ctx)
+		if err != nil {
+			return 0, v.errno("append", err)
+		}
+		off = max(n, f.w.Len())
+		if off+int64(len(data)) > maxFileSize {
+			return 0, syscall.EFBIG
+		}
+	}
 	if err := f.w.Write(ctx, off, data); err != nil {
 		return 0, v.errno("write", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"syscall"
 
+	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/meta"
 )
 
@@ -39,6 +40,14 @@ func (v *VFS) SetLock(ctx context.Context, fh, owner uint64, l meta.Lock, flock,
 	if flock {
 		err = v.m.Flock(ctx, h.ino, owner, l.Type, l.Pid, wait)
 	} else {
+		if l.Type != meta.Unlock {
+			v.lockMu.Lock()
+			if v.lockOwners == nil {
+				v.lockOwners = make(map[lockRef]bool)
+			}
+			v.lockOwners[lockRef{h.ino, owner}] = true
+			v.lockMu.Unlock()
+		}
 		err = v.m.SetPosixLock(ctx, h.ino, owner, l, wait)
 	}
 	if err != nil {
@@ -51,4 +60,34 @@ func (v *VFS) SetLock(ctx context.Context, fh, owner uint64, l meta.Lock, flock,
 // kernel asks for it when the last reference to a flocked file closes).
 func (v *VFS) ReleaseFlock(ctx context.Context, fh, owner uint64) syscall.Errno {
 	return v.SetLock(ctx, fh, owner, meta.Lock{Type: meta.Unlock}, true, false)
+}
+
+// lockRef is an (inode, owner) pair that took POSIX locks through this
+// client.
+type lockRef struct {
+	ino   base.Ino
+	owner uint64
+}
+
+// ReleasePosixLocks drops every POSIX lock owner holds on the inode of
+// fh. The kernel asks for it at each close (FUSE flush): closing any
+// descriptor of a file releases the process's locks on it. Owners that
+// never locked the file through this client cost nothing.
+func (v *VFS) ReleasePosixLocks(ctx context.Context, fh, owner uint64) syscall.Errno {
+	h := v.handle(fh)
+	if h == nil {
+		return syscall.EBADF
+	}
+	ref := lockRef{h.ino, owner}
+	v.lockMu.Lock()
+	had := v.lockOwners[ref]
+	delete(v.lockOwners, ref)
+	v.lockMu.Unlock()
+	if !had {
+		return 0
+	}
+	if err := v.m.SetPosixLock(ctx, h.ino, owner, meta.Lock{Type: meta.Unlock, End: meta.LockEOF}, false); err != nil {
+		return v.errno("release-locks", err)
+	}
+	return 0
 }

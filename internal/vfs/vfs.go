@@ -35,6 +35,11 @@ type Options struct {
 	// may stay without a disk flush (see docs/durability.md). Default 1s;
 	// negative disables the background sync.
 	SyncInterval time.Duration
+	// AppendAtEOF makes writes through an O_APPEND handle land at the end
+	// of the file as Cairn knows it, whatever offset the caller sends: on
+	// shared volumes the kernel's idea of the size can be another client's
+	// old one.
+	AppendAtEOF bool
 }
 
 func (o *Options) setDefaults() {
@@ -73,6 +78,9 @@ type VFS struct {
 	closeOnce  sync.Once
 
 	noCap sync.Map // base.Ino → time.Time: security.capability known absent
+
+	lockMu     sync.Mutex
+	lockOwners map[lockRef]bool // POSIX lock owners that took a lock here
 }
 
 type compactJob struct {
