@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # Run the external suites against a real Cairn FUSE mount made by the
-# binary: pjdfstest, fsx (3 seeds x 50,000 ops) and fio with verify.
-# After the suites the volume is unmounted and must pass `cairn fsck`.
+# binary: pjdfstest, fsx and fio with verify, first on an embedded volume
+# (Pebble + local directory), then on a shared one (PostgreSQL + versitygw
+# S3, started by scripts/shared-env.sh). After the suites each volume is
+# unmounted and must pass `cairn fsck`.
 #
-#   scripts/e2e.sh                 # all suites
-#   SUITES="fsx fio" scripts/e2e.sh
+#   scripts/e2e.sh                 # all suites, both modes
+#   SUITES="fsx fio" MODES=shared scripts/e2e.sh
+#
+# fsx runs 3 seeds x 50,000 ops embedded and FSX_SHARED_SEEDS x
+# FSX_SHARED_OPS (default "1 2" x 20,000) shared, where every fsync and
+# close is a PostgreSQL commit and the run is much slower.
 #
 # Needs root, /dev/fuse and scripts/install-test-deps.sh run before.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUITES=${SUITES:-"pjdfstest fsx fio"}
+MODES=${MODES:-"embedded shared"}
+FSX_SHARED_SEEDS=${FSX_SHARED_SEEDS:-"1 2"}
+FSX_SHARED_OPS=${FSX_SHARED_OPS:-20000}
 CAIRN=${CAIRN:-$PWD/bin/cairn}
 export PATH=$HOME/.cargo/bin:$PATH
 
@@ -19,12 +28,14 @@ log() { printf '[e2e] %s\n' "$*" >&2; }
 work=$(mktemp -d /tmp/cairn-e2e.XXXXXX)
 # pjdfstest switches to unprivileged users: they must reach the mount point.
 chmod 0755 "$work"
-meta="pebble://$work/meta"
-mnt="$work/mnt"
-mkdir -p "$mnt"
+mnt=""
+# shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
-	if mountpoint -q "$mnt"; then
+	if [[ -n $mnt ]] && mountpoint -q "$mnt"; then
 		"$CAIRN" umount "$mnt" 2>/dev/null || umount -l "$mnt" || true
+	fi
+	if [[ -f $work/shared/env ]]; then
+		scripts/shared-env.sh stop "$work/shared" || true
 	fi
 	if [[ ${KEEP:-} == 1 ]]; then
 		log "kept $work"
@@ -34,49 +45,83 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$CAIRN" format "$meta" e2e >/dev/null
-"$CAIRN" mount -d -o allow_other --log "$work/mount.log" "$meta" "$mnt"
-chmod 0777 "$mnt"
-
 status=0
 summary=()
-for s in $SUITES; do
-	case $s in
-	pjdfstest)
-		mkdir -p "$mnt/pjd"
-		chmod 0777 "$mnt/pjd"
-		if out=$(scripts/run-pjdfstest.sh "$mnt/pjd" docs/pjdfstest-allowlist.txt 2>&1); then :; else status=1; fi
-		printf '%s\n' "$out" | tail -40
-		summary+=("$(printf '%s\n' "$out" | grep -E '^pjdfstest:' | tail -1)")
+
+# run_suites MODE META: mount META, run the suites, unmount, fsck.
+run_suites() {
+	local mode=$1 meta=$2
+	mnt="$work/$mode/mnt"
+	mkdir -p "$mnt"
+	"$CAIRN" mount -d -o allow_other --log "$work/$mode/mount.log" "$meta" "$mnt"
+	chmod 0777 "$mnt"
+	local seeds="1 2 3" ops=50000
+	if [[ $mode == shared ]]; then
+		seeds=$FSX_SHARED_SEEDS ops=$FSX_SHARED_OPS
+	fi
+	local s out
+	for s in $SUITES; do
+		case $s in
+		pjdfstest)
+			mkdir -p "$mnt/pjd"
+			chmod 0777 "$mnt/pjd"
+			if out=$(scripts/run-pjdfstest.sh "$mnt/pjd" docs/pjdfstest-allowlist.txt 2>&1); then :; else status=1; fi
+			printf '%s\n' "$out" | tail -40
+			summary+=("$mode $(printf '%s\n' "$out" | grep -E '^pjdfstest:' | tail -1)")
+			;;
+		fsx)
+			mkdir -p "$mnt/fsx"
+			if out=$(scripts/run-fsx.sh "$mnt/fsx" "$seeds" "$ops" 2>&1); then :; else status=1; fi
+			printf '%s\n' "$out" | tail -15
+			summary+=("$mode $(printf '%s\n' "$out" | grep -E '^fsx:' | tail -1)")
+			;;
+		fio)
+			mkdir -p "$mnt/fio"
+			if out=$(scripts/run-fio-verify.sh "$mnt/fio" 2>&1); then :; else status=1; fi
+			printf '%s\n' "$out" | tail -15
+			summary+=("$mode $(printf '%s\n' "$out" | grep -E '^fio-verify:' | tail -1)")
+			;;
+		*)
+			log "unknown suite $s"
+			exit 2
+			;;
+		esac
+	done
+	"$CAIRN" umount "$mnt"
+	if ! "$CAIRN" fsck "$meta"; then
+		log "$mode: fsck failed after the suites"
+		status=1
+	fi
+	if [[ $status -ne 0 ]]; then
+		log "$mode: mount log tail:"
+		tail -50 "$work/$mode/mount.log" >&2 || true
+	fi
+}
+
+for mode in $MODES; do
+	log "== $mode volume =="
+	case $mode in
+	embedded)
+		mkdir -p "$work/embedded"
+		meta="pebble://$work/embedded/meta"
+		"$CAIRN" format "$meta" e2e >/dev/null
+		run_suites embedded "$meta"
 		;;
-	fsx)
-		mkdir -p "$mnt/fsx"
-		if out=$(scripts/run-fsx.sh "$mnt/fsx" "1 2 3" 50000 2>&1); then :; else status=1; fi
-		printf '%s\n' "$out" | tail -15
-		summary+=("$(printf '%s\n' "$out" | grep -E '^fsx:' | tail -1)")
-		;;
-	fio)
-		mkdir -p "$mnt/fio"
-		if out=$(scripts/run-fio-verify.sh "$mnt/fio" 2>&1); then :; else status=1; fi
-		printf '%s\n' "$out" | tail -15
-		summary+=("$(printf '%s\n' "$out" | grep -E '^fio-verify:' | tail -1)")
+	shared)
+		scripts/shared-env.sh start "$work/shared"
+		# shellcheck disable=SC1091  # written by shared-env.sh
+		source "$work/shared/env"
+		meta=$(scripts/shared-env.sh db "$work/shared" e2e)
+		"$CAIRN" format --data "s3://e2e?endpoint=$S3_ENDPOINT" "$meta" e2e >/dev/null
+		run_suites shared "$meta"
 		;;
 	*)
-		log "unknown suite $s"
+		log "unknown mode $mode (embedded, shared)"
 		exit 2
 		;;
 	esac
 done
 
-"$CAIRN" umount "$mnt"
-if ! "$CAIRN" fsck "$meta"; then
-	log "fsck failed after the suites"
-	status=1
-fi
-if [[ $status -ne 0 ]]; then
-	log "mount log tail:"
-	tail -50 "$work/mount.log" >&2 || true
-fi
 echo
 echo "== e2e summary =="
 printf '%s\n' "${summary[@]}"

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The whole test run, as CI runs it: install what the tests need, then
 # gofmt, go vet, unit and FUSE tests with -race, and the external suites
-# (pjdfstest, fsx, fio verify) on a real mount of the built binary.
+# (pjdfstest, fsx, fio verify) on real mounts of the built binary, on an
+# embedded and on a shared (PostgreSQL + S3) volume.
 #
 #   sudo ./scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$HOME/.cargo/bin:$PATH
+# Shared-mode tests start their own PostgreSQL and versitygw; here a
+# missing server is a failure, not a skip.
+export CAIRN_REQUIRE_SHARED=1
 
 step() { printf '\n== %s ==\n' "$*"; }
 

@@ -334,7 +334,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if !loc.Shared() && !o.ReadOnly {
 		// This process holds the embedded store alone: every session
 		// recorded in it belongs to a client that died without closing it.
-		if _, err := v.Meta.ExpireSessions(ctx, time.Nanosecond); err != nil {
+		if _, err := v.Meta.ExpireAllSessions(ctx); err != nil {
 			return nil, err
 		}
 	}

@@ -191,7 +191,8 @@ func FuzzDecodeDentry(f *testing.F) {
 
 func FuzzDecodeKey(f *testing.F) {
 	for _, k := range [][]byte{settingsKey(), counterKey('i'), holdKey(1, 2), versionKey(dentryKey(1, "x"), 1),
-		versionKey(chunkKey(1, 2), 3), versionKey(xattrKey(1, "user.a"), 1), versionKey(attrKey(1), 1)} {
+		versionKey(chunkKey(1, 2), 3), versionKey(xattrKey(1, "user.a"), 1), versionKey(attrKey(1), 1),
+		lockKey(1, lockPosix, 2, 3), reservedKey(4, 5), expiredKey(6), counterShardKey('b', 7)} {
 		f.Add(k)
 	}
 	f.Fuzz(func(t *testing.T, k []byte) {
@@ -209,11 +210,42 @@ func FuzzDecodeKey(f *testing.F) {
 			re = versionKey(chunkKey(ki.Ino, ki.Index), ki.Epoch)
 		case "attr":
 			re = versionKey(attrKey(ki.Ino), ki.Epoch)
+		case "lock":
+			re = lockKey(ki.Ino, ki.Counter, ki.ID, ki.Owner)
+		case "reserved":
+			re = reservedKey(ki.ID, ki.Start)
+		case "expired":
+			re = expiredKey(ki.ID)
+		case "counter":
+			re = counterKey(ki.Counter)
+			if ki.Shard > 0 {
+				re = counterShardKey(ki.Counter, byte(ki.Shard-1))
+			}
 		default:
 			return
 		}
 		if !bytes.Equal(re, k) {
 			t.Fatalf("re-encoding %x differs from %x", re, k)
+		}
+	})
+}
+
+func FuzzDecodeLocks(f *testing.F) {
+	f.Add(byte(lockPosix), encodeLocks(lockPosix, []Lock{{Type: ReadLock, Start: 1, End: 9, Pid: 4}, {Type: WriteLock, Start: 20, End: LockEOF}}))
+	f.Add(byte(lockFlock), encodeLocks(lockFlock, []Lock{{Type: WriteLock, End: LockEOF, Pid: 7}}))
+	f.Fuzz(func(t *testing.T, kind byte, b []byte) {
+		if kind != lockFlock {
+			kind = lockPosix
+		}
+		ls, err := decodeLocks(kind, b)
+		if err != nil {
+			return
+		}
+		if kind == lockFlock && len(ls) != 1 {
+			t.Fatalf("flock record decoded to %d locks", len(ls))
+		}
+		if !bytes.Equal(encodeLocks(kind, ls), b) {
+			t.Fatalf("re-encoding differs")
 		}
 	})
 }

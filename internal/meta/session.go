@@ -352,6 +352,17 @@ func (m *Meta) ExpireSessions(ctx context.Context, timeout time.Duration) ([]Ses
 	if timeout <= 0 {
 		return nil, fmt.Errorf("session timeout %v: %w", timeout, base.ErrInvalid)
 	}
+	return m.expireSessions(ctx, timeout, false)
+}
+
+// ExpireAllSessions declares every other session dead, whatever its
+// heartbeat: for an embedded store, which one process holds at a time,
+// every session found at open belongs to a client that crashed.
+func (m *Meta) ExpireAllSessions(ctx context.Context) ([]SessionInfo, error) {
+	return m.expireSessions(ctx, 0, true)
+}
+
+func (m *Meta) expireSessions(ctx context.Context, timeout time.Duration, all bool) ([]SessionInfo, error) {
 	me := m.sessionID()
 	var expired []SessionInfo
 	now := time.Now().UTC()
@@ -368,7 +379,7 @@ func (m *Meta) ExpireSessions(ctx context.Context, timeout time.Duration) ([]Ses
 			if info.Timeout > 0 {
 				limit = info.Timeout
 			}
-			if info.ID != me && now.Sub(info.Heartbeat) > limit {
+			if info.ID != me && (all || now.Sub(info.Heartbeat) > limit) {
 				expired = append(expired, info)
 			}
 			return true

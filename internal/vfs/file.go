@@ -86,7 +86,7 @@ func (v *VFS) openFile(ino base.Ino) *file {
 // releaseFile flushes the file and drops a reference.
 func (v *VFS) releaseFile(ctx context.Context, f *file) error {
 	err := f.flush(ctx)
-	if uerr := v.unref(ctx, f); err == nil {
+	if uerr := v.unref(ctx, f, true); err == nil {
 		err = uerr
 	}
 	return err
@@ -114,9 +114,10 @@ func (v *VFS) openFiles() []*file {
 	return files
 }
 
-// unref drops a reference and its open in meta; the last one forgets the
-// file and its write buffer (flushed by the caller).
-func (v *VFS) unref(ctx context.Context, f *file) error {
+// unref drops a reference, and its open in meta if opened (a handle's
+// reference, not a holdFile one); the last one forgets the file and its
+// write buffer (flushed by the caller).
+func (v *VFS) unref(ctx context.Context, f *file, opened bool) error {
 	v.mu.Lock()
 	f.refs--
 	last := f.refs == 0
@@ -126,6 +127,9 @@ func (v *VFS) unref(ctx context.Context, f *file) error {
 	v.mu.Unlock()
 	if last {
 		f.w.Close()
+	}
+	if !opened {
+		return nil
 	}
 	return v.m.CloseFile(ctx, f.ino)
 }

@@ -38,7 +38,7 @@ func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req met
 	}
 	f := v.holdFile(ino)
 	if f != nil {
-		defer func() { _ = v.unref(ctx, f) }()
+		defer func() { _ = v.unref(ctx, f, false) }()
 	}
 	if f != nil && req.Valid&(meta.SetSize|meta.SetMtime|meta.SetMtimeNow) != 0 {
 		f.wmu.Lock()
