@@ -118,3 +118,36 @@ type Notifier interface {
 	// are dropped for that subscriber.
 	Subscribe(channel string) (<-chan string, func())
 }
+
+// Range is a key range [Start, End); a nil End has no upper bound.
+type Range struct{ Start, End []byte }
+
+// Pair is a key and its value; a nil Key means none.
+type Pair struct{ Key, Value []byte }
+
+// FirstReader is an optional ability of a Reader or Txn (kv/postgres):
+// it reads the first pair of each of several ranges at once, in one round
+// trip to a server, as Scan of each range stopped after one pair would.
+type FirstReader interface {
+	Firsts(ranges []Range) ([]Pair, error)
+}
+
+// Firsts returns the first pair of each range, through r's FirstReader
+// ability if it has one, else one Scan per range. The pairs are owned by
+// the caller.
+func Firsts(r Reader, ranges []Range) ([]Pair, error) {
+	if f, ok := r.(FirstReader); ok {
+		return f.Firsts(ranges)
+	}
+	out := make([]Pair, len(ranges))
+	for i, rg := range ranges {
+		err := r.Scan(rg.Start, rg.End, false, func(k, v []byte) bool {
+			out[i] = Pair{Key: append([]byte{}, k...), Value: append([]byte{}, v...)}
+			return false
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

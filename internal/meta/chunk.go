@@ -94,6 +94,23 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 	guards := m.reservationKeys(ids)
 	err = m.mutate(ctx, func(o *op) error {
 		compact = compact[:0]
+		logicals := [][]byte{attrKey(ino)}
+		seen := map[uint32]bool{}
+		for _, w := range ws {
+			if !seen[w.Index] {
+				seen[w.Index] = true
+				logicals = append(logicals, chunkKey(ino, w.Index))
+			}
+		}
+		plains := [][]byte{epochKey(), frozenKey(), counterShardKey(counterUsedBytes, o.shard)}
+		for _, g := range guards {
+			if g.key != nil {
+				plains = append(plains, g.key)
+			}
+		}
+		if err := o.prefetch(logicals, plains); err != nil {
+			return err
+		}
 		if err := o.checkReserved(guards); err != nil {
 			return err
 		}

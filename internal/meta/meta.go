@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -182,7 +183,7 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 	}
 	queued := false
 	err := m.store.Update(ctx, func(tx kv.Txn) error {
-		t := &wtx{Txn: tx}
+		t := &wtx{Txn: tx, shard: byte(rand.IntN(usageShards))}
 		err := fn(t)
 		queued = t.deletesQueued
 		return err

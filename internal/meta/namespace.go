@@ -146,6 +146,13 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 	}
 	var a base.Attr
 	err = m.mutate(ctx, func(o *op) error {
+		// A freshly allocated inode has no versions: its writes need not
+		// look for older ones.
+		o.remember(attrKey(ino), topVersion{})
+		o.remember(symlinkKey(ino), topVersion{})
+		if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name)); err != nil {
+			return err
+		}
 		if sid != 0 {
 			o.Set(holdKey(ino, sid), nil)
 		}
@@ -218,6 +225,9 @@ func (m *Meta) Link(ctx context.Context, c *Caller, ino, parent base.Ino, name s
 		if a.Nlink >= MaxLinks {
 			return fmt.Errorf("inode %d: %w", ino, base.ErrTooManyLinks)
 		}
+		if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name), attrKey(ino)); err != nil {
+			return err
+		}
 		p, err := o.freeName(c, parent, name, "link")
 		if err != nil {
 			return err
@@ -286,6 +296,9 @@ func (m *Meta) Unlink(ctx context.Context, c *Caller, parent base.Ino, name stri
 		return err
 	}
 	return m.mutate(ctx, func(o *op) error {
+		if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name)); err != nil {
+			return err
+		}
 		p, ino, typ, err := o.childEntry(c, parent, name)
 		if err != nil {
 			return err
@@ -322,6 +335,9 @@ func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 		return err
 	}
 	return m.mutate(ctx, func(o *op) error {
+		if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name)); err != nil {
+			return err
+		}
 		p, ino, typ, err := o.childEntry(c, parent, name)
 		if err != nil {
 			return err

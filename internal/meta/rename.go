@@ -32,6 +32,9 @@ func (m *Meta) Rename(ctx context.Context, c *Caller, sp base.Ino, sn string, dp
 }
 
 func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, flags uint32) error {
+	if err := o.prefetchOp(attrKey(sp), attrKey(dp), dentryKey(sp, sn), dentryKey(dp, dn)); err != nil {
+		return err
+	}
 	spa, err := o.dirAttr(sp)
 	if err != nil {
 		return err

@@ -684,6 +684,13 @@ func (m *Meta) FlushReleases(ctx context.Context) error {
 		return nil
 	}
 	err := m.mutateRaw(ctx, func(o *op) error {
+		attrs := make([][]byte, len(inos))
+		for i, ino := range inos {
+			attrs[i] = attrKey(ino)
+		}
+		if err := o.prefetchOp(attrs...); err != nil {
+			return err
+		}
 		for _, ino := range inos {
 			if sid != 0 {
 				o.Delete(holdKey(ino, sid))

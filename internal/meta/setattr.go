@@ -23,6 +23,9 @@ import (
 func (m *Meta) SetAttr(ctx context.Context, c *Caller, ino base.Ino, req SetAttrRequest) (base.Attr, error) {
 	var out base.Attr
 	err := m.mutate(ctx, func(o *op) error {
+		if err := o.prefetchOp(attrKey(ino)); err != nil {
+			return err
+		}
 		a, err := o.attr(ino)
 		if err != nil {
 			return err

@@ -8,7 +8,6 @@ package meta
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -31,6 +30,18 @@ func vget(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, e
 	var val []byte
 	found := false
 	var at uint64
+	if c, isTxn := r.(topCache); isTxn && epoch == latestEpoch {
+		if p, ok := c.topsOf().pre[string(logical)]; ok {
+			if p.key == nil {
+				c.topsOf().remember(logical, topVersion{})
+				return nil, false, nil
+			}
+			val, found = p.value, true
+			_, at, _ = splitVersion(p.key)
+			c.topsOf().remember(logical, topVersion{epoch: at, exists: true})
+			return decodeVersion(logical, val)
+		}
+	}
 	err = r.Scan(versionKey(logical, epoch), kv.PrefixEnd(logical), false, func(k, v []byte) bool {
 		if len(k) == len(logical)+epochLen {
 			val = append([]byte(nil), v...)
@@ -49,11 +60,17 @@ func vget(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, e
 	if !found {
 		return nil, false, nil
 	}
+	return decodeVersion(logical, val)
+}
+
+// decodeVersion splits a version's value into its payload, or reports a
+// tombstone (ok false).
+func decodeVersion(logical, val []byte) (payload []byte, ok bool, err error) {
 	switch {
 	case len(val) == 1 && val[0] == tagTombstone:
 		return nil, false, nil
 	case len(val) >= 1 && val[0] == tagLive:
-		return val[1:], true, nil
+		return append([]byte(nil), val[1:]...), true, nil
 	}
 	return nil, false, fmt.Errorf("record %x: bad version tag: %w", logical, base.ErrIO)
 }
@@ -138,6 +155,94 @@ type wtx struct {
 	// the epoch of its newest physical version (exists false: none), so
 	// a write after a read does not read the versions again.
 	tops map[string]topVersion
+
+	// pre and plain hold what prefetch read: the newest version of logical
+	// keys and the values of plain keys (nil: absent). A write to a key
+	// drops its entry.
+	pre   map[string]preVersion
+	plain map[string][]byte
+	// shard is the usage-counter shard this transaction updates.
+	shard byte
+}
+
+type preVersion struct {
+	key, value []byte // physical key and value; key nil: no version
+}
+
+// prefetchOp prefetches what nearly every mutation reads besides logicals:
+// the epoch records and this transaction's usage shards.
+func (t *wtx) prefetchOp(logicals ...[]byte) error {
+	return t.prefetch(logicals, [][]byte{epochKey(), frozenKey(),
+		counterShardKey(counterUsedInodes, t.shard), counterShardKey(counterUsedBytes, t.shard)})
+}
+
+// prefetch reads, in one round trip where the store can (kv.FirstReader),
+// the newest versions of logicals and the values of plains; later reads
+// of them in this transaction come from memory.
+func (t *wtx) prefetch(logicals, plains [][]byte) error {
+	ranges := make([]kv.Range, 0, len(logicals)+len(plains))
+	for _, l := range logicals {
+		ranges = append(ranges, kv.Range{Start: versionKey(l, latestEpoch), End: kv.PrefixEnd(l)})
+	}
+	for _, k := range plains {
+		ranges = append(ranges, kv.Range{Start: k, End: append(append([]byte{}, k...), 0)})
+	}
+	ps, err := kv.Firsts(t.Txn, ranges)
+	if err != nil {
+		return err
+	}
+	if t.pre == nil {
+		t.pre = make(map[string]preVersion)
+		t.plain = make(map[string][]byte)
+	}
+	for i, l := range logicals {
+		p := ps[i]
+		if p.Key != nil && len(p.Key) != len(l)+epochLen {
+			// A longer key under the same prefix (a name that extends
+			// this one): no version of l itself; let vget scan.
+			continue
+		}
+		t.pre[string(l)] = preVersion{key: p.Key, value: p.Value}
+	}
+	for i, k := range plains {
+		p := ps[len(logicals)+i]
+		if p.Key != nil && !bytes.Equal(p.Key, k) {
+			p.Value = nil
+		}
+		t.plain[string(k)] = p.Value
+	}
+	return nil
+}
+
+// Get serves prefetched plain keys from memory.
+func (t *wtx) Get(key []byte) ([]byte, error) {
+	if v, ok := t.plain[string(key)]; ok {
+		if v == nil {
+			return nil, nil
+		}
+		return append([]byte{}, v...), nil
+	}
+	return t.Txn.Get(key)
+}
+
+// Set and Delete drop what prefetch read of the key.
+func (t *wtx) Set(key, value []byte) {
+	t.forget(key)
+	t.Txn.Set(key, value)
+}
+
+func (t *wtx) Delete(key []byte) {
+	t.forget(key)
+	t.Txn.Delete(key)
+}
+
+func (t *wtx) forget(key []byte) {
+	if t.plain != nil {
+		delete(t.plain, string(key))
+	}
+	if t.pre != nil && len(key) > epochLen {
+		delete(t.pre, string(key[:len(key)-epochLen]))
+	}
 }
 
 type topVersion struct {
@@ -162,17 +267,26 @@ func (t *wtx) loadEpochs() error {
 	if t.loaded {
 		return nil
 	}
-	// "E" and "F" are adjacent: one range read fetches both.
+	// "E" and "F" are adjacent: one range read fetches both, unless a
+	// prefetch already did.
 	var v, f []byte
-	err := t.Scan(epochKey(), kv.PrefixEnd(frozenKey()), false, func(k, val []byte) bool {
-		switch {
-		case bytes.Equal(k, epochKey()):
-			v = append([]byte(nil), val...)
-		case bytes.Equal(k, frozenKey()):
-			f = append([]byte(nil), val...)
-		}
-		return true
-	})
+	_, pe := t.plain[string(epochKey())]
+	_, pf := t.plain[string(frozenKey())]
+	if pe && pf {
+		v, f = t.plain[string(epochKey())], t.plain[string(frozenKey())]
+	}
+	var err error
+	if !pe || !pf {
+		err = t.Scan(epochKey(), kv.PrefixEnd(frozenKey()), false, func(k, val []byte) bool {
+			switch {
+			case bytes.Equal(k, epochKey()):
+				v = append([]byte(nil), val...)
+			case bytes.Equal(k, frozenKey()):
+				f = append([]byte(nil), val...)
+			}
+			return true
+		})
+	}
 	if err != nil {
 		return err
 	}
@@ -372,7 +486,7 @@ func (t *wtx) addUsage(kind byte, delta int64) error {
 	if delta == 0 {
 		return nil
 	}
-	key := counterShardKey(kind, byte(rand.IntN(usageShards)))
+	key := counterShardKey(kind, t.shard)
 	v, err := t.Get(key)
 	if err != nil {
 		return err

@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore func(t *testing.T) kv.Store) {
 		{"CancelledContext", testCancelledContext},
 		{"ValuesAreCopies", testValuesAreCopies},
 		{"Notifier", testNotifier},
+		{"Firsts", testFirsts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -702,5 +703,60 @@ func testPrefixEnd(t *testing.T) {
 		if !bytes.Equal(in, tc.in) {
 			t.Errorf("PrefixEnd modified its argument: %q", in)
 		}
+	}
+}
+
+// testFirsts checks kv.Firsts (a store's FirstReader, or the Scan
+// fallback): the first pair of each range, with the transaction's own
+// buffered writes merged in.
+func testFirsts(t *testing.T, s kv.Store) {
+	set(t, s, "a1", "1", "a2", "2", "b1", "3", "c", "4")
+	r := func(start, end string) kv.Range {
+		rg := kv.Range{Start: []byte(start)}
+		if end != "" {
+			rg.End = []byte(end)
+		}
+		return rg
+	}
+	show := func(ps []kv.Pair) string {
+		var out []string
+		for _, p := range ps {
+			if p.Key == nil {
+				out = append(out, "-")
+			} else {
+				out = append(out, string(p.Key)+"="+string(p.Value))
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	ranges := []kv.Range{r("a", "b"), r("a2", "a3"), r("b", "c"), r("bz", "c"), r("c", ""), r("d", "e"), r("a3", "b1")}
+	want := "a1=1 a2=2 b1=3 - c=4 - -"
+	err := s.View(context.Background(), func(rd kv.Reader) error {
+		ps, err := kv.Firsts(rd, ranges)
+		if err != nil {
+			return err
+		}
+		if got := show(ps); got != want {
+			t.Errorf("Firsts in a View = %q, want %q", got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(context.Background(), func(tx kv.Txn) error {
+		tx.Delete([]byte("a1"))
+		tx.Set([]byte("bz1"), []byte("5"))
+		ps, err := kv.Firsts(tx, ranges)
+		if err != nil {
+			return err
+		}
+		if got, want := show(ps), "a2=2 a2=2 b1=3 bz1=5 c=4 - -"; got != want {
+			t.Errorf("Firsts with buffered writes = %q, want %q", got, want)
+		}
+		return errors.New("discard")
+	})
+	if err == nil || err.Error() != "discard" {
+		t.Fatal(err)
 	}
 }

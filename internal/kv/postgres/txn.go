@@ -453,3 +453,61 @@ func (it *rowIter) fetch() error {
 	it.limit = min(2*it.limit, maxPage)
 	return nil
 }
+
+var _ kv.FirstReader = (*txn)(nil)
+
+// Firsts implements kv.FirstReader: one statement reads the first row of
+// every range. Ranges without an upper bound, or with buffered writes in
+// them, are read by Scan instead (the merge is Scan's job).
+func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
+	out := make([]kv.Pair, len(ranges))
+	var starts, ends [][]byte
+	var idx []int
+	for i, r := range ranges {
+		tx.mu.Lock()
+		b := tx.buffered(r.Start, r.End, false)
+		tx.mu.Unlock()
+		if len(b) == 0 && r.End != nil && bytes.Compare(r.Start, r.End) < 0 {
+			starts = append(starts, append([]byte{}, r.Start...))
+			ends = append(ends, r.End)
+			idx = append(idx, i)
+			continue
+		}
+		err := tx.Scan(r.Start, r.End, false, func(k, v []byte) bool {
+			out[i] = kv.Pair{Key: append([]byte{}, k...), Value: append([]byte{}, v...)}
+			return false
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(idx) == 0 {
+		return out, nil
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	err := tx.query(tx.s.sql.firsts, []any{starts, ends}, func(rows pgx.Rows) error {
+		for _, i := range idx {
+			out[i] = kv.Pair{} // read may be called again, on a new connection
+		}
+		for rows.Next() {
+			var n int64
+			var k, v []byte
+			if err := rows.Scan(&n, &k, &v); err != nil {
+				return err
+			}
+			if n < 1 || int(n) > len(idx) {
+				return fmt.Errorf("%s: range number %d out of %d", tx.s.name, n, len(idx))
+			}
+			if v == nil {
+				v = []byte{}
+			}
+			out[idx[n-1]] = kv.Pair{Key: k, Value: v}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
