@@ -50,7 +50,13 @@ type Reader interface {
 	Scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) error
 }
 
-// Txn is a serializable read-write transaction. Writes are visible to the
+// Txn is a read-write transaction. Its reads see one consistent snapshot
+// and its writes commit atomically. Two transactions that write a common
+// key never both commit (first committer wins); a backend may be stricter
+// (memkv and pebble run one at a time, serializably) but callers may not
+// rely on more: a transaction whose correctness depends on keys it only
+// reads staying unchanged must also write a key that every transaction
+// changing them writes (materialize the conflict). Writes are visible to the
 // transaction's own reads. A Txn must not be used after its function returns
 // and must not be shared between goroutines.
 type Txn interface {
@@ -64,7 +70,7 @@ type Txn interface {
 // Store is a transactional ordered key-value store. It is safe for
 // concurrent use by many goroutines.
 type Store interface {
-	// Update runs fn in a serializable read-write transaction and commits it
+	// Update runs fn in a read-write transaction (see Txn) and commits it
 	// if fn returns nil. If the commit (or a read) conflicts with another
 	// transaction, Update retries fn from the start, so fn must have no side
 	// effects outside the transaction other than ones it can repeat. An error
@@ -117,6 +123,15 @@ type Notifier interface {
 	// returned channel is buffered; when the buffer is full, notifications
 	// are dropped for that subscriber.
 	Subscribe(channel string) (<-chan string, func())
+}
+
+// LooseViewer is an optional ability of a Store on a server
+// (kv/postgres): ViewLoose runs fn with reads that are each atomic but not
+// one snapshot (no server transaction), which costs the server and the
+// client less than View. For lookups that tolerate changes between their
+// reads, as if each read were its own View.
+type LooseViewer interface {
+	ViewLoose(ctx context.Context, fn func(r Reader) error) error
 }
 
 // Range is a key range [Start, End); a nil End has no upper bound.

@@ -183,6 +183,7 @@ func (o *op) destroy(ino base.Ino, a *base.Attr) error {
 	}
 	o.attrs[ino] = nil
 	o.Delete(orphanKey(ino))
+	o.Delete(lockGuardKey(ino))
 	if a.Type == base.TypeSymlink {
 		if err := o.vdel(symlinkKey(ino)); err != nil {
 			return err

@@ -23,6 +23,7 @@ package meta
 //	                            locks of one owner on ino; kind 'f' flock
 //	                            (value: type u8, pid u32) or 'p' POSIX
 //	                            (value: n × start u64, end u64, type u8, pid u32)
+//	"W" ino u64 'g'             lock guard: written by every lock change of ino
 //	"G" sid u64                 expired session, JSON (ExpiredSession)
 //
 // Versioned records. A versioned record has a logical key and one physical
@@ -76,6 +77,7 @@ const (
 	counterUsedBytes  = 'b' // Usage.Bytes
 	counterUsedInodes = 'n' // Usage.Inodes
 	counterNextSess   = 'x' // next session id
+	counterDirMoves   = 'm' // directory moves between parents (a conflict point)
 )
 
 // Version tags, first byte of every versioned value.
@@ -115,6 +117,9 @@ func reservedKey(sid, start uint64) []byte {
 }
 func expiredKey(sid uint64) []byte   { return u64([]byte{pExpired}, sid) }
 func lockPrefix(ino base.Ino) []byte { return u64([]byte{pLock}, uint64(ino)) }
+// lockGuardKey is written by every change of ino's locks, so two
+// concurrent changes conflict even though each writes its own record.
+func lockGuardKey(ino base.Ino) []byte { return append(lockPrefix(ino), lockGuard) }
 func lockKey(ino base.Ino, kind byte, sid, owner uint64) []byte {
 	return u64(u64(append(lockPrefix(ino), kind), sid), owner)
 }
@@ -208,6 +213,9 @@ func DecodeKey(key []byte) (KeyInfo, error) {
 		}
 		return KeyInfo{Kind: "reserved", ID: binary.BigEndian.Uint64(rest), Start: binary.BigEndian.Uint64(rest[8:])}, nil
 	case pLock:
+		if fixed(9) && rest[8] == lockGuard {
+			return KeyInfo{Kind: "lock-guard", Ino: base.Ino(binary.BigEndian.Uint64(rest))}, nil
+		}
 		if !fixed(25) || (rest[8] != lockFlock && rest[8] != lockPosix) {
 			return bad("lock key shape")
 		}

@@ -25,6 +25,7 @@ func TestKeyLayout(t *testing.T) {
 		{"reserved", reservedKey(2, 1024), "5200000000000000020000000000000400", KeyInfo{Kind: "reserved", ID: 2, Start: 1024}},
 		{"lock", lockKey(5, lockPosix, 2, 9), "57" + "0000000000000005" + "70" + "0000000000000002" + "0000000000000009", KeyInfo{Kind: "lock", Ino: 5, Counter: 'p', ID: 2, Owner: 9}},
 		{"expired", expiredKey(3), "470000000000000003", KeyInfo{Kind: "expired", ID: 3}},
+		{"lock guard", lockGuardKey(5), "57000000000000000567", KeyInfo{Kind: "lock-guard", Ino: 5}},
 		{"session", sessionKey(7), "4e0000000000000007", KeyInfo{Kind: "session", ID: 7}},
 		{"hold", holdKey(2, 3), "4800000000000000020000000000000003", KeyInfo{Kind: "hold", Ino: 2, ID: 3}},
 		{"pending", pendingKey(9), "500000000000000009", KeyInfo{Kind: "pending", ID: 9}},
@@ -214,6 +215,8 @@ func FuzzDecodeKey(f *testing.F) {
 			re = lockKey(ki.Ino, ki.Counter, ki.ID, ki.Owner)
 		case "reserved":
 			re = reservedKey(ki.ID, ki.Start)
+		case "lock-guard":
+			re = lockGuardKey(ki.Ino)
 		case "expired":
 			re = expiredKey(ki.ID)
 		case "counter":

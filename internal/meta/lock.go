@@ -38,6 +38,7 @@ import (
 const (
 	lockFlock = 'f'
 	lockPosix = 'p'
+	lockGuard = 'g'
 )
 
 // LockType is the type of a lock or lock request.
@@ -141,6 +142,9 @@ func (m *Meta) Locks(ctx context.Context, ino base.Ino) (flock, posix []Lock, er
 				derr = err
 				return false
 			}
+			if ki.Kind != "lock" {
+				return true // the guard
+			}
 			ls, err := decodeLocks(ki.Counter, v)
 			if err != nil {
 				derr = err
@@ -242,6 +246,9 @@ func (m *Meta) tryLock(ctx context.Context, ino base.Ino, kind byte, owner uint6
 		}
 		var next []Lock
 		next, released = applyLock(mine, l)
+		// Every change writes the guard, so two clients that each saw no
+		// conflict cannot both commit (kv.Txn).
+		t.Set(lockGuardKey(ino), u64(nil, uint64(time.Now().UnixNano())))
 		if len(next) == 0 {
 			if mine != nil {
 				t.Delete(key)

@@ -194,6 +194,29 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 	return err
 }
 
+// looseView runs fn where each read may see a different moment (the
+// store's kv.LooseViewer, which is cheaper on a server), for lookups whose
+// reads need no common snapshot; else a View.
+func (m *Meta) looseView(ctx context.Context, fn func(r kv.Reader) error) error {
+	if m.isClosed() {
+		return kv.ErrClosed
+	}
+	if lv, ok := m.store.(kv.LooseViewer); ok {
+		return lv.ViewLoose(ctx, fn)
+	}
+	return m.store.View(ctx, fn)
+}
+
+// readTxn lets read-only code use wtx's read caches over a Reader; it
+// never writes.
+type readTxn struct{ kv.Reader }
+
+func (readTxn) Set(_, _ []byte) { panic("meta: write through a read-only view") }
+func (readTxn) Delete(_ []byte) { panic("meta: write through a read-only view") }
+
+// Firsts passes the reader's kv.FirstReader ability on.
+func (r readTxn) Firsts(ranges []kv.Range) ([]kv.Pair, error) { return kv.Firsts(r.Reader, ranges) }
+
 func (m *Meta) view(ctx context.Context, fn func(r kv.Reader) error) error {
 	if m.isClosed() {
 		return kv.ErrClosed

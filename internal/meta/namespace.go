@@ -16,7 +16,14 @@ import (
 func (m *Meta) Lookup(ctx context.Context, c *Caller, parent base.Ino, name string) (base.Ino, base.Attr, error) {
 	var ino base.Ino
 	var a base.Attr
-	err := m.view(ctx, func(r kv.Reader) error {
+	err := m.looseView(ctx, func(rd kv.Reader) error {
+		// The parent and the entry in one round trip where the store can.
+		r := &wtx{Txn: readTxn{rd}}
+		if name != "." && name != ".." {
+			if err := r.prefetch([][]byte{attrKey(parent), dentryKey(parent, name)}, nil); err != nil {
+				return err
+			}
+		}
 		p, err := getAttr(r, parent)
 		if err != nil {
 			return err
@@ -60,7 +67,7 @@ func (m *Meta) Lookup(ctx context.Context, c *Caller, parent base.Ino, name stri
 // exist). It performs no permission check.
 func (m *Meta) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, error) {
 	var a base.Attr
-	err := m.view(ctx, func(r kv.Reader) (err error) {
+	err := m.looseView(ctx, func(r kv.Reader) (err error) {
 		a, err = getAttr(r, ino)
 		return err
 	})

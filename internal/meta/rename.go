@@ -185,6 +185,13 @@ func (o *op) exchange(sp base.Ino, spa *base.Attr, sn string, sino base.Ino, sa 
 // checkNotAncestor fails with ErrInvalid if dir is target or one of its
 // ancestors (walking ".." pointers to the root).
 func (o *op) checkNotAncestor(dir, target base.Ino) error {
+	// The ancestors are only read: two moves of directories into each
+	// other's subtrees write no common key, and under snapshot isolation
+	// both could commit and make a cycle. Every such move writes this
+	// counter, so they conflict (kv.Txn).
+	if err := o.bump(counterDirMoves); err != nil {
+		return err
+	}
 	seen := 0
 	for cur := target; ; {
 		if cur == dir {

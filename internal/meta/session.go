@@ -567,6 +567,11 @@ func (m *Meta) OpenFile(ctx context.Context, ino base.Ino) (base.Attr, error) {
 			}
 			if a.Type == base.TypeFile {
 				t.Set(holdKey(ino, sid), nil)
+				if a.Nlink == 0 {
+					// An unlinked file still open elsewhere: a concurrent
+					// destroy deletes this record, so the two conflict.
+					t.Set(orphanKey(ino), nil)
+				}
 			}
 			return nil
 		})
@@ -804,6 +809,9 @@ func (o *op) checkReserved(guards []reservationGuard) error {
 		if v == nil {
 			return fmt.Errorf("slice %d: this client's session was declared dead (no heartbeat) and its unfinished writes may have been collected; the write is lost: %w", g.id, base.ErrStale)
 		}
+		// Written back unchanged: an expiry deleting it concurrently
+		// conflicts with this commit (kv.Txn).
+		o.Set(g.key, v)
 	}
 	return nil
 }

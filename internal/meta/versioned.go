@@ -448,6 +448,17 @@ func (t *wtx) add(kind byte, delta int64) error {
 	return nil
 }
 
+// bump increments a plain counter: a key that transactions which must not
+// run concurrently all write (kv.Txn: materialized conflicts).
+func (t *wtx) bump(kind byte) error {
+	n, err := counter(t, kind)
+	if err != nil {
+		return err
+	}
+	t.Set(counterKey(kind), u64(nil, n+1))
+	return nil
+}
+
 // usageShards is how many delta shards a usage counter has. Every mutation
 // updates one shard chosen at random, so concurrent transactions (of one
 // client or many) seldom touch the same key and do not conflict on it.

@@ -15,7 +15,8 @@
 //
 // # Transactions
 //
-// Update runs fn in a SERIALIZABLE transaction and runs it again after a
+// Update runs fn in a REPEATABLE READ (snapshot isolation) transaction, as
+// the kv.Txn contract allows, and runs it again after a
 // serialization failure (40001) or deadlock (40P01), as kv.RunWithRetry
 // does. View runs fn in a REPEATABLE READ READ ONLY transaction, one
 // snapshot of the database.

@@ -112,7 +112,13 @@ func newStatements(table string) statements {
 
 // Transaction control statements.
 const (
-	beginUpdate = "BEGIN ISOLATION LEVEL SERIALIZABLE"
+	// Snapshot isolation: a write-write conflict fails with 40001 and the
+	// transaction runs again. SERIALIZABLE would add predicate locks on
+	// every index page a read visits, and concurrent creates in
+	// different directories abort each other through them (one retry per
+	// create, measured); meta materializes the conflicts it needs instead
+	// (kv.Txn).
+	beginUpdate = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 	beginView   = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 	commitSQL   = "COMMIT"
 	rollbackSQL = "ROLLBACK"
@@ -369,7 +375,8 @@ func (o *op) reached() {
 	}
 }
 
-// Update implements kv.Store. fn runs in a SERIALIZABLE transaction and is
+// Update implements kv.Store. fn runs in a REPEATABLE READ (snapshot
+// isolation) transaction and is
 // run again after a serialization failure or deadlock (as kv.RunWithRetry
 // does), and after a connection failure before the commit was sent, for as
 // long as Options.OutageTimeout allows. A connection lost after the commit
@@ -438,6 +445,31 @@ func (s *Store) View(ctx context.Context, fn func(r kv.Reader) error) error {
 	err := fn(tx)
 	if err == nil {
 		err = tx.err // fn may have ignored a failed read; its result is void
+	}
+	if err == nil {
+		o.reached()
+	}
+	return err
+}
+
+var _ kv.LooseViewer = (*Store)(nil)
+
+// ViewLoose implements kv.LooseViewer: like View, but every read is its
+// own statement outside a transaction (no BEGIN, no ROLLBACK).
+func (s *Store) ViewLoose(ctx context.Context, fn func(r kv.Reader) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	o := &op{s: s, ctx: ctx}
+	tx := &txn{s: s, o: o, loose: true}
+	defer tx.drop()
+	err := fn(tx)
+	if err == nil {
+		err = tx.err
 	}
 	if err == nil {
 		o.reached()

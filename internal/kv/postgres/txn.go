@@ -35,6 +35,8 @@ type txn struct {
 	s  *Store
 	o  *op
 	rw bool
+	// loose: reads run outside a server transaction (ViewLoose).
+	loose bool
 
 	mu     sync.Mutex     // guards the fields below, and the connection
 	conn   *pgxpool.Conn  // nil until the first statement
@@ -96,6 +98,14 @@ func (tx *txn) begin(sql string, args []any, read func(pgx.Rows) error) error {
 			return err
 		}
 		tx.conn = c
+	}
+	if tx.loose {
+		rows, _ := tx.conn.Query(ctx, sql, args...)
+		err := readRows(rows, read)
+		if err == nil {
+			tx.began = true
+		}
+		return err
 	}
 	var b pgx.Batch
 	if tx.rw {
