@@ -117,6 +117,7 @@ func reservedKey(sid, start uint64) []byte {
 }
 func expiredKey(sid uint64) []byte   { return u64([]byte{pExpired}, sid) }
 func lockPrefix(ino base.Ino) []byte { return u64([]byte{pLock}, uint64(ino)) }
+
 // lockGuardKey is written by every change of ino's locks, so two
 // concurrent changes conflict even though each writes its own record.
 func lockGuardKey(ino base.Ino) []byte { return append(lockPrefix(ino), lockGuard) }
