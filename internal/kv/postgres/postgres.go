@@ -432,24 +432,7 @@ func (s *Store) updateOnce(o *op, fn func(tx kv.Txn) error) error {
 // fn has read anything is replaced as Update's would be, but one that
 // fails later ends the View with an error wrapping ErrUnreachable.
 func (s *Store) View(ctx context.Context, fn func(r kv.Reader) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.inflight.Done()
-	o := &op{s: s, ctx: ctx}
-	tx := &txn{s: s, o: o}
-	defer tx.drop() // also if fn panics
-	err := fn(tx)
-	if err == nil {
-		err = tx.err // fn may have ignored a failed read; its result is void
-	}
-	if err == nil {
-		o.reached()
-	}
-	return err
+	return s.view(ctx, false, fn)
 }
 
 var _ kv.LooseViewer = (*Store)(nil)
@@ -457,6 +440,10 @@ var _ kv.LooseViewer = (*Store)(nil)
 // ViewLoose implements kv.LooseViewer: like View, but every read is its
 // own statement outside a transaction (no BEGIN, no ROLLBACK).
 func (s *Store) ViewLoose(ctx context.Context, fn func(r kv.Reader) error) error {
+	return s.view(ctx, true, fn)
+}
+
+func (s *Store) view(ctx context.Context, loose bool, fn func(r kv.Reader) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -465,11 +452,11 @@ func (s *Store) ViewLoose(ctx context.Context, fn func(r kv.Reader) error) error
 	}
 	defer s.inflight.Done()
 	o := &op{s: s, ctx: ctx}
-	tx := &txn{s: s, o: o, loose: true}
-	defer tx.drop()
+	tx := &txn{s: s, o: o, loose: loose}
+	defer tx.drop() // also if fn panics
 	err := fn(tx)
 	if err == nil {
-		err = tx.err
+		err = tx.err // fn may have ignored a failed read; its result is void
 	}
 	if err == nil {
 		o.reached()

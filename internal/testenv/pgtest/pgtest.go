@@ -57,6 +57,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cairnfs/cairn/internal/testenv"
 )
 
 // Environment variables read by the package.
@@ -65,7 +67,7 @@ const (
 	EnvBin = "CAIRN_PG_BIN"
 	// EnvRequire, when "1", turns missing PostgreSQL binaries from a skip
 	// into a test failure (for CI, where the server must be there).
-	EnvRequire = "CAIRN_REQUIRE_SHARED"
+	EnvRequire = testenv.EnvRequire
 )
 
 // User is the server's superuser, which NewDatabase's URLs connect as
@@ -76,15 +78,7 @@ const User = "postgres"
 // connections (crash recovery after Kill included).
 const startTimeout = 60 * time.Second
 
-var (
-	mainRunning atomic.Bool
-	shared      struct {
-		once sync.Once
-		srv  *Server
-		skip string // why the server is unavailable, if it is
-		err  error  // why the server failed to start, if it did
-	}
-)
+var shared = testenv.Server[*Server]{Name: "pgtest", Hint: "install PostgreSQL or set " + EnvBin, Find: binaries, Start: start, Stop: (*Server).shutdown}
 
 // Main runs the tests of a package that uses the server, then stops the
 // server (if a test started it) and removes its directory. Call it from
@@ -95,13 +89,7 @@ func Main(m *testing.M) { Wrap(func() { m.Run() }) }
 // Wrap runs run (which runs the tests) and then stops the server, like
 // Main; it lets a TestMain nest the servers of several packages:
 // pgtest.Wrap(func() { s3test.Main(m) }).
-func Wrap(run func()) {
-	mainRunning.Store(true)
-	run()
-	if shared.srv != nil {
-		shared.srv.shutdown()
-	}
-}
+func Wrap(run func()) { shared.Wrap(run) }
 
 // Shared returns the test binary's server, starting it on the first call. It
 // skips tb when the PostgreSQL binaries are missing (fails it instead when
@@ -109,26 +97,7 @@ func Wrap(run func()) {
 // package's TestMain does not call Main.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
-	if !mainRunning.Load() {
-		tb.Fatal("pgtest: the package's TestMain must call pgtest.Main(m), which stops the server at the end")
-	}
-	shared.once.Do(func() {
-		bin, why := binaries()
-		if bin == "" {
-			shared.skip = why
-			return
-		}
-		shared.srv, shared.err = start(bin)
-	})
-	switch {
-	case shared.skip != "" && os.Getenv(EnvRequire) == "1":
-		tb.Fatalf("pgtest: %s (and %s=1 requires it)", shared.skip, EnvRequire)
-	case shared.skip != "":
-		tb.Skipf("pgtest: %s; install PostgreSQL or set %s to run this test", shared.skip, EnvBin)
-	case shared.err != nil:
-		tb.Fatalf("pgtest: %v", shared.err)
-	}
-	return shared.srv
+	return shared.Get(tb)
 }
 
 // NewDatabase is Shared(tb).NewDatabase(tb).

@@ -46,6 +46,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/cairnfs/cairn/internal/testenv"
 )
 
 // Environment variables read by the package.
@@ -54,21 +56,13 @@ const (
 	EnvBinary = "CAIRN_VERSITYGW"
 	// EnvRequire, when "1", turns a missing server binary from a skip into
 	// a test failure (for CI, where the server must be there).
-	EnvRequire = "CAIRN_REQUIRE_SHARED"
+	EnvRequire = testenv.EnvRequire
 )
 
 // startTimeout bounds how long a start waits for the server to answer.
 const startTimeout = 30 * time.Second
 
-var (
-	mainRunning atomic.Bool
-	shared      struct {
-		once sync.Once
-		srv  *Server
-		skip string // why the server is unavailable, if it is
-		err  error  // why the server failed to start, if it did
-	}
-)
+var shared = testenv.Server[*Server]{Name: "s3test", Hint: "install versitygw (scripts/install-test-deps.sh) or set " + EnvBinary, Find: binary, Start: start, Stop: (*Server).shutdown}
 
 // Main runs the tests of a package that uses the server, then stops the
 // server (if a test started it) and removes its data. Call it from TestMain;
@@ -78,13 +72,7 @@ func Main(m *testing.M) { Wrap(func() { m.Run() }) }
 // Wrap runs run (which runs the tests) and then stops the server, like
 // Main; it lets a TestMain nest the servers of several packages:
 // pgtest.Wrap(func() { s3test.Main(m) }).
-func Wrap(run func()) {
-	mainRunning.Store(true)
-	run()
-	if shared.srv != nil {
-		shared.srv.shutdown()
-	}
-}
+func Wrap(run func()) { shared.Wrap(run) }
 
 // Shared returns the test binary's server, starting it on the first call. It
 // skips tb when the server binary is missing (fails it instead when
@@ -92,26 +80,7 @@ func Wrap(run func()) {
 // package's TestMain does not call Main.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
-	if !mainRunning.Load() {
-		tb.Fatal("s3test: the package's TestMain must call s3test.Main(m), which stops the server at the end")
-	}
-	shared.once.Do(func() {
-		bin, why := binary()
-		if bin == "" {
-			shared.skip = why
-			return
-		}
-		shared.srv, shared.err = start(bin)
-	})
-	switch {
-	case shared.skip != "" && os.Getenv(EnvRequire) == "1":
-		tb.Fatalf("s3test: %s (and %s=1 requires it)", shared.skip, EnvRequire)
-	case shared.skip != "":
-		tb.Skipf("s3test: %s; set %s or install it to run this test", shared.skip, EnvBinary)
-	case shared.err != nil:
-		tb.Fatalf("s3test: %v", shared.err)
-	}
-	return shared.srv
+	return shared.Get(tb)
 }
 
 // NewBucket is Shared(tb).NewBucket(tb).
