@@ -288,6 +288,9 @@ type chunkRec struct {
 }
 
 func (o *op) chunks(ino base.Ino) ([]chunkRec, error) {
+	if o.isEmpty(chunkPrefix(ino)) {
+		return nil, nil
+	}
 	var out []chunkRec
 	var derr error
 	p := chunkPrefix(ino)

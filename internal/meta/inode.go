@@ -123,6 +123,9 @@ func getDentry(r kv.Reader, parent base.Ino, name string) (base.Ino, base.FileTy
 
 // hasEntries reports whether directory ino has any entry.
 func hasEntries(r kv.Reader, ino base.Ino) (bool, error) {
+	if c, ok := r.(topCache); ok && c.topsOf().isEmpty(dentryPrefix(ino)) {
+		return false, nil
+	}
 	found := false
 	err := vscan(r, dentryPrefix(ino), nil, latestEpoch, func(_, _ []byte) bool {
 		found = true
@@ -144,6 +147,9 @@ func usageBytes(a *base.Attr) int64 {
 func (o *op) held(ino base.Ino) (bool, error) {
 	if o.m.openCount(ino) > 0 {
 		return true, nil
+	}
+	if o.isEmpty(holdPrefix(ino)) {
+		return false, nil
 	}
 	found := false
 	err := o.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(_, _ []byte) bool {
@@ -205,6 +211,9 @@ func (o *op) destroy(ino base.Ino, a *base.Attr) error {
 
 // vdelAll deletes every live record under prefix.
 func (o *op) vdelAll(prefix []byte) error {
+	if o.isEmpty(prefix) {
+		return nil
+	}
 	var keys [][]byte
 	if err := vscan(o, prefix, nil, latestEpoch, func(k, _ []byte) bool {
 		keys = append(keys, append([]byte(nil), k...))

@@ -310,6 +310,9 @@ func (m *Meta) Unlink(ctx context.Context, c *Caller, parent base.Ino, name stri
 		if err != nil {
 			return err
 		}
+		if err := o.prefetchInode(ino); err != nil {
+			return err
+		}
 		if typ == base.TypeDir {
 			return fmt.Errorf("unlink %q: %w", name, base.ErrIsDir)
 		}
@@ -347,6 +350,9 @@ func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 		}
 		p, ino, typ, err := o.childEntry(c, parent, name)
 		if err != nil {
+			return err
+		}
+		if err := o.prefetchInode(ino); err != nil {
 			return err
 		}
 		if typ != base.TypeDir {

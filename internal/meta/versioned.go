@@ -161,9 +161,44 @@ type wtx struct {
 	// drops its entry.
 	pre   map[string]preVersion
 	plain map[string][]byte
+	// empty are key prefixes prefetch found without any key.
+	empty map[string]bool
 	// shard is the usage-counter shard this transaction updates.
 	shard byte
 }
+
+// prefetchInode reads, in one round trip, the newest attribute of ino and
+// whether it has any holds, xattrs, chunks or entries: removing an inode
+// needs to know, and usually the answer is none.
+func (t *wtx) prefetchInode(ino base.Ino) error {
+	prefixes := [][]byte{holdPrefix(ino), xattrPrefix(ino), chunkPrefix(ino), dentryPrefix(ino)}
+	ranges := []kv.Range{{Start: versionKey(attrKey(ino), latestEpoch), End: kv.PrefixEnd(attrKey(ino))}}
+	for _, p := range prefixes {
+		ranges = append(ranges, kv.Range{Start: p, End: kv.PrefixEnd(p)})
+	}
+	ps, err := kv.Firsts(t.Txn, ranges)
+	if err != nil {
+		return err
+	}
+	if t.pre == nil {
+		t.pre = make(map[string]preVersion)
+		t.plain = make(map[string][]byte)
+	}
+	if t.empty == nil {
+		t.empty = make(map[string]bool)
+	}
+	t.pre[string(attrKey(ino))] = preVersion{key: ps[0].Key, value: ps[0].Value}
+	for i, p := range prefixes {
+		if ps[i+1].Key == nil {
+			t.empty[string(p)] = true
+		}
+	}
+	return nil
+}
+
+// isEmpty reports that prefetch found no key under prefix (and none was
+// written since).
+func (t *wtx) isEmpty(prefix []byte) bool { return t.empty[string(prefix)] }
 
 type preVersion struct {
 	key, value []byte // physical key and value; key nil: no version
@@ -242,6 +277,11 @@ func (t *wtx) forget(key []byte) {
 	}
 	if t.pre != nil && len(key) > epochLen {
 		delete(t.pre, string(key[:len(key)-epochLen]))
+	}
+	for p := range t.empty {
+		if bytes.HasPrefix(key, []byte(p)) {
+			delete(t.empty, p)
+		}
 	}
 }
 
