@@ -6,10 +6,13 @@
 //
 // # Model
 //
-// Every operation is one serializable kv transaction (Store.Update retries
-// conflicts, so operation bodies have no side effects outside the
-// transaction). All key encoding lives in keys.go; record values in
-// codec.go.
+// Every operation is one kv transaction (Store.Update retries conflicts,
+// so operation bodies have no side effects outside the transaction).
+// Transactions may be only snapshot-isolated (kv.Txn): an operation that
+// depends on a key it only reads also writes a key every conflicting
+// operation writes — usually the attributes it changes anyway; see the
+// lock guard, the directory-move counter and checkReserved. All key
+// encoding lives in keys.go; record values in codec.go.
 //
 // Records are versioned by epoch (versioned.go): a logical key has one
 // physical key per epoch in which it was written, newest first. The volume

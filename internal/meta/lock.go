@@ -9,8 +9,9 @@ package meta
 // flock, one per process file table for POSIX locks). The locks of one owner
 // on one inode are one record, so taking or releasing a lock is a single
 // transaction that reads the inode's records, checks for conflicts and
-// rewrites the owner's record; serializable transactions make two clients'
-// checks exclusive.
+// rewrites the owner's record, and writes the inode's lock guard key, so
+// two clients' checks cannot both commit (kv.Txn: snapshot isolation
+// needs a common written key).
 //
 // A blocking request that conflicts waits, without polling the database:
 // every release is announced on the store's Notifier (kv.Notifier), and the
