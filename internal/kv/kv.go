@@ -135,10 +135,39 @@ type LooseViewer interface {
 }
 
 // Range is a key range [Start, End); a nil End has no upper bound.
-type Range struct{ Start, End []byte }
+// Follow, if set, asks Firsts for a second read that depends on the first.
+type Range struct {
+	Start, End []byte
+	Follow     *Follow
+}
 
-// Pair is a key and its value; a nil Key means none.
-type Pair struct{ Key, Value []byte }
+// Follow describes a read that depends on the value of a first one: with
+// v the value of the first pair of a range and x = v[Offset:Offset+Length],
+// it is the first pair of [Prefix+x+StartSuffix, Prefix+x+EndSuffix).
+// (Meta follows a directory entry to its inode's attributes.) Nothing is
+// read if v is shorter than Offset+Length.
+type Follow struct {
+	Offset, Length                int
+	Prefix, StartSuffix, EndSuffix []byte
+}
+
+// Bounds returns the range a follow reads after value v, or ok false.
+func (f *Follow) Bounds(v []byte) (start, end []byte, ok bool) {
+	if f.Offset < 0 || f.Length <= 0 || len(v) < f.Offset+f.Length {
+		return nil, nil, false
+	}
+	x := v[f.Offset : f.Offset+f.Length]
+	start = append(append(append([]byte{}, f.Prefix...), x...), f.StartSuffix...)
+	end = append(append(append([]byte{}, f.Prefix...), x...), f.EndSuffix...)
+	return start, end, true
+}
+
+// Pair is a key and its value; a nil Key means none. Followed is the
+// result of the range's Follow (nil if the range had none).
+type Pair struct {
+	Key, Value []byte
+	Followed   *Pair
+}
 
 // FirstReader is an optional ability of a Reader or Txn (kv/postgres):
 // it reads the first pair of each of several ranges at once, in one round
@@ -156,13 +185,29 @@ func Firsts(r Reader, ranges []Range) ([]Pair, error) {
 	}
 	out := make([]Pair, len(ranges))
 	for i, rg := range ranges {
-		err := r.Scan(rg.Start, rg.End, false, func(k, v []byte) bool {
-			out[i] = Pair{Key: append([]byte{}, k...), Value: append([]byte{}, v...)}
-			return false
-		})
+		p, err := first(r, rg.Start, rg.End)
 		if err != nil {
 			return nil, err
 		}
+		out[i] = p
+		if rg.Follow != nil {
+			f := Pair{}
+			if start, end, ok := rg.Follow.Bounds(p.Value); ok && p.Key != nil {
+				if f, err = first(r, start, end); err != nil {
+					return nil, err
+				}
+			}
+			out[i].Followed = &f
+		}
 	}
 	return out, nil
+}
+
+func first(r Reader, start, end []byte) (Pair, error) {
+	var p Pair
+	err := r.Scan(start, end, false, func(k, v []byte) bool {
+		p = Pair{Key: append([]byte{}, k...), Value: append([]byte{}, v...)}
+		return false
+	})
+	return p, err
 }

@@ -17,10 +17,11 @@ func (m *Meta) Lookup(ctx context.Context, c *Caller, parent base.Ino, name stri
 	var ino base.Ino
 	var a base.Attr
 	err := m.looseView(ctx, func(rd kv.Reader) error {
-		// The parent and the entry in one round trip where the store can.
+		// The parent, the entry and its inode in one round trip where the
+		// store can.
 		r := &wtx{Txn: readTxn{rd}}
 		if name != "." && name != ".." {
-			if err := r.prefetch([][]byte{attrKey(parent), dentryKey(parent, name)}, nil); err != nil {
+			if err := r.prefetchEntry(parent, name); err != nil {
 				return err
 			}
 		}

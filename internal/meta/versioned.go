@@ -167,6 +167,48 @@ type wtx struct {
 	shard byte
 }
 
+// prefetchEntry reads, in one round trip where the store can, the
+// attributes of parent, its entry name, and the attributes of the inode
+// the entry names (kv.Follow: the entry's value holds the inode number
+// after its version tag).
+func (t *wtx) prefetchEntry(parent base.Ino, name string) error {
+	dk := dentryKey(parent, name)
+	fol := &kv.Follow{Offset: 1, Length: 8, Prefix: []byte{pAttr},
+		StartSuffix: u64(nil, ^latestEpoch), EndSuffix: bytes.Repeat([]byte{0xff}, epochLen+1)}
+	ps, err := kv.Firsts(t.Txn, []kv.Range{
+		{Start: versionKey(attrKey(parent), latestEpoch), End: kv.PrefixEnd(attrKey(parent))},
+		{Start: versionKey(dk, latestEpoch), End: kv.PrefixEnd(dk), Follow: fol},
+	})
+	if err != nil {
+		return err
+	}
+	if t.pre == nil {
+		t.pre = make(map[string]preVersion)
+		t.plain = make(map[string][]byte)
+	}
+	t.pre[string(attrKey(parent))] = preVersion{key: ps[0].Key, value: ps[0].Value}
+	e := ps[1]
+	if e.Key != nil && len(e.Key) != len(dk)+epochLen {
+		return nil // not a version of dk: let vget look
+	}
+	t.pre[string(dk)] = preVersion{key: e.Key, value: e.Value}
+	if e.Key == nil || len(e.Value) != 1+dentryLen || e.Value[0] != tagLive || e.Followed == nil {
+		return nil
+	}
+	ino, _, err := decodeDentry(e.Value[1:])
+	if err != nil {
+		return nil // vget reports it
+	}
+	ak, f := attrKey(ino), e.Followed
+	switch {
+	case f.Key == nil:
+		t.pre[string(ak)] = preVersion{}
+	case len(f.Key) == len(ak)+epochLen && bytes.HasPrefix(f.Key, ak):
+		t.pre[string(ak)] = preVersion{key: f.Key, value: f.Value}
+	}
+	return nil
+}
+
 // prefetchInode reads, in one round trip, the newest attribute of ino and
 // whether it has any holds, xattrs, chunks or entries: removing an inode
 // needs to know, and usually the answer is none.

@@ -759,4 +759,47 @@ func testFirsts(t *testing.T, s kv.Store) {
 	if err == nil || err.Error() != "discard" {
 		t.Fatal(err)
 	}
+
+	// Follow: the value of the first pair names a second range.
+	set(t, s, "e1", "#k1", "e2", "#", "tk1", "found", "tk10", "other")
+	fol := &kv.Follow{Offset: 1, Length: 2, Prefix: []byte("t"), EndSuffix: []byte{0xff}}
+	fr := []kv.Range{{Start: []byte("e1"), End: []byte("e1\x00"), Follow: fol},
+		{Start: []byte("e2"), End: []byte("e2\x00"), Follow: fol},
+		{Start: []byte("e3"), End: []byte("e3\x00"), Follow: fol},
+		r("c", "d")}
+	showF := func(ps []kv.Pair) string {
+		var out []string
+		for _, p := range ps {
+			s := show([]kv.Pair{p})
+			if p.Followed != nil {
+				s += ">" + show([]kv.Pair{*p.Followed})
+			}
+			out = append(out, s)
+		}
+		return strings.Join(out, " ")
+	}
+	wantF := "e1=#k1>tk1=found e2=#>- ->- c=4"
+	check := func(rd kv.Reader, what string) error {
+		ps, err := kv.Firsts(rd, fr)
+		if err != nil {
+			return err
+		}
+		if got := showF(ps); got != wantF {
+			t.Errorf("Firsts with Follow %s = %q, want %q", what, got, wantF)
+		}
+		return nil
+	}
+	if err := s.View(context.Background(), func(rd kv.Reader) error { return check(rd, "in a View") }); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(context.Background(), func(tx kv.Txn) error {
+		tx.Set([]byte("zz"), []byte("1")) // buffered writes: the fallback path
+		if err := check(tx, "with buffered writes"); err != nil {
+			return err
+		}
+		return errors.New("discard")
+	})
+	if err == nil || err.Error() != "discard" {
+		t.Fatal(err)
+	}
 }

@@ -92,6 +92,7 @@ type statements struct {
 	rscan, rscanOpen string // the same, in reverse
 	upsert, del      string
 	firsts           string // the first row of each of several ranges
+	firstsFollow     string // the same, each with an optional dependent read
 }
 
 func newStatements(table string) statements {
@@ -107,6 +108,14 @@ func newStatements(table string) statements {
 		del: "DELETE FROM " + t + " WHERE k = ANY($1::bytea[])",
 		firsts: "SELECT r.i, f.k, f.v FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS r(s, e, i) " +
 			"CROSS JOIN LATERAL (SELECT k, v FROM " + t + " WHERE k >= r.s AND k < r.e ORDER BY k LIMIT 1) f",
+		// g reads [pfx || x || ss, pfx || x || es) with x the bytes
+		// [off, off+len) of f's value (substring is 1-based).
+		firstsFollow: "SELECT r.i, f.k, f.v, g.k, g.v FROM unnest($1::bytea[], $2::bytea[], $3::int[], $4::int[], $5::bytea[], $6::bytea[], $7::bytea[]) " +
+			"WITH ORDINALITY AS r(s, e, off, len, pfx, ss, es, i) " +
+			"CROSS JOIN LATERAL (SELECT k, v FROM " + t + " WHERE k >= r.s AND k < r.e ORDER BY k LIMIT 1) f " +
+			"LEFT JOIN LATERAL (SELECT k, v FROM " + t + " WHERE r.len > 0 AND length(f.v) >= r.off + r.len " +
+			"AND k >= r.pfx || substring(f.v from r.off + 1 for r.len) || r.ss " +
+			"AND k < r.pfx || substring(f.v from r.off + 1 for r.len) || r.es ORDER BY k LIMIT 1) g ON true",
 	}
 }
 

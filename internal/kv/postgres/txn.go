@@ -467,43 +467,63 @@ func (it *rowIter) fetch() error {
 var _ kv.FirstReader = (*txn)(nil)
 
 // Firsts implements kv.FirstReader: one statement reads the first row of
-// every range. Ranges without an upper bound, or with buffered writes in
-// them, are read by Scan instead (the merge is Scan's job).
+// every range (and its Follow). Ranges without an upper bound, or with
+// buffered writes in them or in what they follow, are read by Scan
+// instead (the merge is Scan's job).
 func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 	out := make([]kv.Pair, len(ranges))
-	var starts, ends [][]byte
+	var starts, ends, pfxs, sss, ess [][]byte
+	var offs, lens []int32
 	var idx []int
+	follow := false
 	for i, r := range ranges {
 		tx.mu.Lock()
-		b := tx.buffered(r.Start, r.End, false)
+		clean := len(tx.writes) == 0 || (r.Follow == nil && len(tx.buffered(r.Start, r.End, false)) == 0)
 		tx.mu.Unlock()
-		if len(b) == 0 && r.End != nil && bytes.Compare(r.Start, r.End) < 0 {
+		if clean && r.End != nil && bytes.Compare(r.Start, r.End) < 0 {
 			starts = append(starts, append([]byte{}, r.Start...))
 			ends = append(ends, r.End)
+			f := r.Follow
+			if f == nil {
+				f = &kv.Follow{}
+			} else {
+				follow = true
+			}
+			offs = append(offs, int32(f.Offset))
+			lens = append(lens, int32(f.Length))
+			pfxs = append(pfxs, append([]byte{}, f.Prefix...))
+			sss = append(sss, append([]byte{}, f.StartSuffix...))
+			ess = append(ess, append([]byte{}, f.EndSuffix...))
 			idx = append(idx, i)
 			continue
 		}
-		err := tx.Scan(r.Start, r.End, false, func(k, v []byte) bool {
-			out[i] = kv.Pair{Key: append([]byte{}, k...), Value: append([]byte{}, v...)}
-			return false
-		})
+		ps, err := kv.Firsts(scanOnly{tx}, []kv.Range{r})
 		if err != nil {
 			return nil, err
 		}
+		out[i] = ps[0]
 	}
 	if len(idx) == 0 {
 		return out, nil
 	}
+	sql, args := tx.s.sql.firsts, []any{starts, ends}
+	if follow {
+		sql, args = tx.s.sql.firstsFollow, []any{starts, ends, offs, lens, pfxs, sss, ess}
+	}
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	err := tx.query(tx.s.sql.firsts, []any{starts, ends}, func(rows pgx.Rows) error {
+	err := tx.query(sql, args, func(rows pgx.Rows) error {
 		for _, i := range idx {
 			out[i] = kv.Pair{} // read may be called again, on a new connection
 		}
 		for rows.Next() {
 			var n int64
-			var k, v []byte
-			if err := rows.Scan(&n, &k, &v); err != nil {
+			var k, v, gk, gv []byte
+			dest := []any{&n, &k, &v}
+			if follow {
+				dest = append(dest, &gk, &gv)
+			}
+			if err := rows.Scan(dest...); err != nil {
 				return err
 			}
 			if n < 1 || int(n) > len(idx) {
@@ -512,7 +532,23 @@ func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 			if v == nil {
 				v = []byte{}
 			}
-			out[idx[n-1]] = kv.Pair{Key: k, Value: v}
+			i := idx[n-1]
+			out[i] = kv.Pair{Key: k, Value: v}
+			if ranges[i].Follow != nil {
+				f := kv.Pair{}
+				if gk != nil {
+					if gv == nil {
+						gv = []byte{}
+					}
+					f = kv.Pair{Key: gk, Value: gv}
+				}
+				out[i].Followed = &f
+			}
+		}
+		for _, i := range idx {
+			if ranges[i].Follow != nil && out[i].Followed == nil {
+				out[i].Followed = &kv.Pair{}
+			}
 		}
 		return nil
 	})
@@ -520,4 +556,13 @@ func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// scanOnly hides a txn's FirstReader ability, so kv.Firsts falls back to
+// Scan (which merges buffered writes).
+type scanOnly struct{ tx *txn }
+
+func (s scanOnly) Get(key []byte) ([]byte, error) { return s.tx.Get(key) }
+func (s scanOnly) Scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) error {
+	return s.tx.Scan(start, end, reverse, fn)
 }
