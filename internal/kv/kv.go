@@ -147,7 +147,7 @@ type Range struct {
 // (Meta follows a directory entry to its inode's attributes.) Nothing is
 // read if v is shorter than Offset+Length.
 type Follow struct {
-	Offset, Length                int
+	Offset, Length                 int
 	Prefix, StartSuffix, EndSuffix []byte
 }
 
