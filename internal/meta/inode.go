@@ -151,12 +151,20 @@ func (o *op) held(ino base.Ino) (bool, error) {
 	if o.isEmpty(holdPrefix(ino)) {
 		return false, nil
 	}
-	found := false
-	err := o.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(_, _ []byte) bool {
-		found = true
+	var key []byte
+	err := o.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(k, _ []byte) bool {
+		key = append([]byte(nil), k...)
 		return false
 	})
-	return found, err
+	if err != nil || key == nil {
+		return false, err
+	}
+	// Kept alive by a hold this transaction only read: writing it back
+	// makes a concurrent release of that hold (which then looks for an
+	// orphan to destroy) conflict with this transaction, so the two
+	// cannot both miss the orphan (kv.Txn).
+	o.Set(key, nil)
+	return true, nil
 }
 
 // dropLink removes one link of a non-directory inode; at zero links the

@@ -139,3 +139,26 @@ func TestSharedConcurrentCreates(t *testing.T) {
 		ok(t, m.CloseSession(ctx))
 	}
 }
+
+// A close (releasing the last hold) racing an unlink (removing the last
+// name) must not leave an unlinked inode that nobody holds.
+func TestSharedCloseUnlinkRace(t *testing.T) {
+	ms := pgClients(t, 2)
+	a, b := ms[0], ms[1]
+	for round := 0; round < 40; round++ {
+		name := fmt.Sprint("f", round)
+		ino := create(t, a, root, base.RootIno, name)
+		must[base.Attr](t)(a.OpenFile(ctx, ino))
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		wg.Add(2)
+		go func() { defer wg.Done(); errs[0] = a.CloseFile(ctx, ino) }()
+		go func() { defer wg.Done(); errs[1] = b.Unlink(ctx, root, base.RootIno, name) }()
+		wg.Wait()
+		ok(t, errs[0])
+		ok(t, errs[1])
+		if _, err := a.GetAttr(ctx, ino); !errors.Is(err, base.ErrNotFound) {
+			t.Fatalf("round %d: inode %d survives its last close and last name (%v)", round, ino, err)
+		}
+	}
+}

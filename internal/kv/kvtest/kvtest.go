@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) kv.Store) {
 		{"ValuesAreCopies", testValuesAreCopies},
 		{"Notifier", testNotifier},
 		{"Firsts", testFirsts},
+		{"SetAfterConcurrentDelete", testSetAfterConcurrentDelete},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -801,5 +802,48 @@ func testFirsts(t *testing.T, s kv.Store) {
 	})
 	if err == nil || err.Error() != "discard" {
 		t.Fatal(err)
+	}
+}
+
+// testSetAfterConcurrentDelete: T1 reads k, T2 deletes k and commits, T1
+// then writes k. Both wrote k, so they must not both commit as they ran:
+// T1 must re-run and find k gone (or, in a store that runs one
+// transaction at a time, T2 runs after T1). Either way k ends absent.
+func testSetAfterConcurrentDelete(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	set(t, s, "k", "1")
+	deleted := make(chan struct{})
+	go func() {
+		defer close(deleted)
+		if err := s.Update(ctx, func(tx kv.Txn) error { tx.Delete([]byte("k")); return nil }); err != nil {
+			t.Error(err)
+		}
+	}()
+	first := true
+	err := s.Update(ctx, func(tx kv.Txn) error {
+		v, err := tx.Get([]byte("k"))
+		if err != nil {
+			return err
+		}
+		if first {
+			first = false
+			// Let the delete commit first where the store allows it; a
+			// store that serializes transactions runs it after this one.
+			select {
+			case <-deleted:
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+		if v != nil {
+			tx.Set([]byte("k"), append(v, '+'))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-deleted
+	if v, ok := get(t, s, "k"); ok {
+		t.Fatalf("k = %q: a write based on a read of k committed over a concurrent delete of k", v)
 	}
 }

@@ -91,6 +91,7 @@ type statements struct {
 	scan, scanOpen   string // forward, with and without an upper bound
 	rscan, rscanOpen string // the same, in reverse
 	upsert, del      string
+	update           string // rows the transaction read: conflicts with a concurrent DELETE
 	firsts           string // the first row of each of several ranges
 	firstsFollow     string // the same, each with an optional dependent read
 }
@@ -106,6 +107,8 @@ func newStatements(table string) statements {
 		upsert: "INSERT INTO " + t + " (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) " +
 			"ON CONFLICT (k) DO UPDATE SET v = excluded.v",
 		del: "DELETE FROM " + t + " WHERE k = ANY($1::bytea[])",
+		update: "UPDATE " + t + " SET v = x.v FROM unnest($1::bytea[], $2::bytea[]) AS x(k, v) " +
+			"WHERE " + t + ".k = x.k",
 		firsts: "SELECT r.i, f.k, f.v FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS r(s, e, i) " +
 			"CROSS JOIN LATERAL (SELECT k, v FROM " + t + " WHERE k >= r.s AND k < r.e ORDER BY k LIMIT 1) f",
 		// g reads [pfx || x || ss, pfx || x || es) with x the bytes

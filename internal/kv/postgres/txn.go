@@ -43,6 +43,10 @@ type txn struct {
 	began  bool           // the server transaction is open
 	err    error          // the first failure: the transaction is void
 	writes map[string]put // buffered Set and Delete
+	// seen are the keys an Update read from the server: a Set of one of
+	// them is sent as an UPDATE, so that it conflicts with a concurrent
+	// DELETE of the row (an upsert would quietly insert it again).
+	seen map[string]struct{}
 }
 
 // put is a buffered write: a value, or a deletion.
@@ -186,17 +190,25 @@ func (tx *txn) commit() error {
 		if !tx.began {
 			b.Queue(beginUpdate)
 		}
-		var dels, keys, values [][]byte
+		var dels, keys, values, ukeys, uvalues [][]byte
 		for k, p := range tx.writes {
-			if p.del {
+			_, seen := tx.seen[k]
+			switch {
+			case p.del:
 				dels = append(dels, []byte(k))
-			} else {
+			case seen:
+				ukeys = append(ukeys, []byte(k))
+				uvalues = append(uvalues, p.value)
+			default:
 				keys = append(keys, []byte(k))
 				values = append(values, p.value)
 			}
 		}
 		if len(dels) > 0 {
 			b.Queue(s.sql.del, dels)
+		}
+		if len(ukeys) > 0 {
+			b.Queue(s.sql.update, ukeys, uvalues)
 		}
 		if len(keys) > 0 {
 			b.Queue(s.sql.upsert, keys, values)
@@ -278,6 +290,9 @@ func (tx *txn) Get(key []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if value != nil {
+		tx.saw(key)
+	}
 	return value, nil
 }
 
@@ -304,6 +319,18 @@ func (tx *txn) write(key []byte, p put) {
 		tx.writes = make(map[string]put)
 	}
 	tx.writes[string(key)] = p
+}
+
+// saw records that an Update read key from the server. Called with tx.mu
+// held.
+func (tx *txn) saw(key []byte) {
+	if !tx.rw {
+		return
+	}
+	if tx.seen == nil {
+		tx.seen = make(map[string]struct{})
+	}
+	tx.seen[string(key)] = struct{}{}
 }
 
 // entry is a key and its value, or a buffered deletion of the key.
@@ -442,6 +469,11 @@ func (it *rowIter) fetch() error {
 		}
 		return nil
 	})
+	if err == nil {
+		for _, sp := range spans {
+			it.tx.saw(it.arena[sp.k0:sp.k1])
+		}
+	}
 	it.tx.mu.Unlock()
 	if err != nil {
 		return err
@@ -554,6 +586,14 @@ func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, i := range idx {
+		if out[i].Key != nil {
+			tx.saw(out[i].Key)
+		}
+		if f := out[i].Followed; f != nil && f.Key != nil {
+			tx.saw(f.Key)
+		}
 	}
 	return out, nil
 }
