@@ -26,7 +26,7 @@ func TestCheckFindsAndRepairs(t *testing.T) {
 			ok(t, m.mutate(ctx, func(o *op) error { a, _ := o.attr(1); a.Nlink = 9; o.put(1, a); return nil }))
 		}, "bad-nlink", true},
 		{"counter", func(t *testing.T, m *Meta, f base.Ino) {
-			ok(t, m.mutate(ctx, func(o *op) error { return o.add(counterUsedInodes, 3) }))
+			ok(t, m.mutate(ctx, func(o *op) error { return o.addUsage(counterUsedInodes, 3) }))
 		}, "bad-counter", true},
 		{"orphan chunk", func(t *testing.T, m *Meta, f base.Ino) {
 			ok(t, m.mutate(ctx, func(o *op) error {

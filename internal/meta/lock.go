@@ -25,9 +25,11 @@ package meta
 // timeout.
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -326,7 +328,7 @@ func applyLock(mine []Lock, l Lock) (next []Lock, released bool) {
 	if l.Type != Unlock {
 		next = append(next, Lock{Type: l.Type, Start: l.Start, End: l.End, Pid: l.Pid})
 	}
-	sortLocks(next)
+	slices.SortFunc(next, func(a, b Lock) int { return cmp.Compare(a.Start, b.Start) })
 	merged := next[:0]
 	for _, h := range next {
 		if n := len(merged); n > 0 {
@@ -339,14 +341,6 @@ func applyLock(mine []Lock, l Lock) (next []Lock, released bool) {
 		merged = append(merged, h)
 	}
 	return merged, released
-}
-
-func sortLocks(ls []Lock) {
-	for i := 1; i < len(ls); i++ {
-		for j := i; j > 0 && ls[j].Start < ls[j-1].Start; j-- {
-			ls[j], ls[j-1] = ls[j-1], ls[j]
-		}
-	}
 }
 
 const lockRecordLen = 8 + 8 + 1 + 4

@@ -167,6 +167,26 @@ type wtx struct {
 	shard byte
 }
 
+// newestRange is the key range whose first pair is the newest version of
+// logical (or a longer key sharing its prefix, or nothing).
+func newestRange(logical []byte) kv.Range {
+	return kv.Range{Start: versionKey(logical, latestEpoch), End: kv.PrefixEnd(logical)}
+}
+
+// keepVersion records p, the first pair of newestRange(logical), as what
+// this transaction knows of logical's newest version. A longer key under
+// the same prefix (a name that extends this one) is no version of
+// logical: nothing is recorded and vget looks itself.
+func (t *wtx) keepVersion(logical []byte, p kv.Pair) {
+	if p.Key != nil && len(p.Key) != len(logical)+epochLen {
+		return
+	}
+	if t.pre == nil {
+		t.pre = make(map[string]preVersion)
+	}
+	t.pre[string(logical)] = preVersion{key: p.Key, value: p.Value}
+}
+
 // prefetchEntry reads, in one round trip where the store can, the
 // attributes of parent, its entry name, and the attributes of the inode
 // the entry names (kv.Follow: the entry's value holds the inode number
@@ -175,23 +195,18 @@ func (t *wtx) prefetchEntry(parent base.Ino, name string) error {
 	dk := dentryKey(parent, name)
 	fol := &kv.Follow{Offset: 1, Length: 8, Prefix: []byte{pAttr},
 		StartSuffix: u64(nil, ^latestEpoch), EndSuffix: bytes.Repeat([]byte{0xff}, epochLen+1)}
-	ps, err := kv.Firsts(t.Txn, []kv.Range{
-		{Start: versionKey(attrKey(parent), latestEpoch), End: kv.PrefixEnd(attrKey(parent))},
-		{Start: versionKey(dk, latestEpoch), End: kv.PrefixEnd(dk), Follow: fol},
-	})
+	entry := newestRange(dk)
+	entry.Follow = fol
+	ps, err := kv.Firsts(t.Txn, []kv.Range{newestRange(attrKey(parent)), entry})
 	if err != nil {
 		return err
 	}
-	if t.pre == nil {
-		t.pre = make(map[string]preVersion)
-		t.plain = make(map[string][]byte)
-	}
-	t.pre[string(attrKey(parent))] = preVersion{key: ps[0].Key, value: ps[0].Value}
+	t.keepVersion(attrKey(parent), ps[0])
 	e := ps[1]
 	if e.Key != nil && len(e.Key) != len(dk)+epochLen {
 		return nil // not a version of dk: let vget look
 	}
-	t.pre[string(dk)] = preVersion{key: e.Key, value: e.Value}
+	t.keepVersion(dk, e)
 	if e.Key == nil || len(e.Value) != 1+dentryLen || e.Value[0] != tagLive || e.Followed == nil {
 		return nil
 	}
@@ -199,13 +214,8 @@ func (t *wtx) prefetchEntry(parent base.Ino, name string) error {
 	if err != nil {
 		return nil // vget reports it
 	}
-	ak, f := attrKey(ino), e.Followed
-	switch {
-	case f.Key == nil:
-		t.pre[string(ak)] = preVersion{}
-	case len(f.Key) == len(ak)+epochLen && bytes.HasPrefix(f.Key, ak):
-		t.pre[string(ak)] = preVersion{key: f.Key, value: f.Value}
-	}
+	// The follow's range lies inside the inode's attribute prefix.
+	t.keepVersion(attrKey(ino), *e.Followed)
 	return nil
 }
 
@@ -214,7 +224,7 @@ func (t *wtx) prefetchEntry(parent base.Ino, name string) error {
 // needs to know, and usually the answer is none.
 func (t *wtx) prefetchInode(ino base.Ino) error {
 	prefixes := [][]byte{holdPrefix(ino), xattrPrefix(ino), chunkPrefix(ino), dentryPrefix(ino)}
-	ranges := []kv.Range{{Start: versionKey(attrKey(ino), latestEpoch), End: kv.PrefixEnd(attrKey(ino))}}
+	ranges := []kv.Range{newestRange(attrKey(ino))}
 	for _, p := range prefixes {
 		ranges = append(ranges, kv.Range{Start: p, End: kv.PrefixEnd(p)})
 	}
@@ -222,14 +232,10 @@ func (t *wtx) prefetchInode(ino base.Ino) error {
 	if err != nil {
 		return err
 	}
-	if t.pre == nil {
-		t.pre = make(map[string]preVersion)
-		t.plain = make(map[string][]byte)
-	}
 	if t.empty == nil {
 		t.empty = make(map[string]bool)
 	}
-	t.pre[string(attrKey(ino))] = preVersion{key: ps[0].Key, value: ps[0].Value}
+	t.keepVersion(attrKey(ino), ps[0])
 	for i, p := range prefixes {
 		if ps[i+1].Key == nil {
 			t.empty[string(p)] = true
@@ -259,7 +265,7 @@ func (t *wtx) prefetchOp(logicals ...[]byte) error {
 func (t *wtx) prefetch(logicals, plains [][]byte) error {
 	ranges := make([]kv.Range, 0, len(logicals)+len(plains))
 	for _, l := range logicals {
-		ranges = append(ranges, kv.Range{Start: versionKey(l, latestEpoch), End: kv.PrefixEnd(l)})
+		ranges = append(ranges, newestRange(l))
 	}
 	for _, k := range plains {
 		ranges = append(ranges, kv.Range{Start: k, End: append(append([]byte{}, k...), 0)})
@@ -268,18 +274,11 @@ func (t *wtx) prefetch(logicals, plains [][]byte) error {
 	if err != nil {
 		return err
 	}
-	if t.pre == nil {
-		t.pre = make(map[string]preVersion)
-		t.plain = make(map[string][]byte)
-	}
 	for i, l := range logicals {
-		p := ps[i]
-		if p.Key != nil && len(p.Key) != len(l)+epochLen {
-			// A longer key under the same prefix (a name that extends
-			// this one): no version of l itself; let vget scan.
-			continue
-		}
-		t.pre[string(l)] = preVersion{key: p.Key, value: p.Value}
+		t.keepVersion(l, ps[i])
+	}
+	if t.plain == nil {
+		t.plain = make(map[string][]byte)
 	}
 	for i, k := range plains {
 		p := ps[len(logicals)+i]
@@ -510,24 +509,6 @@ func counter(r kv.Reader, kind byte) (uint64, error) {
 		return 0, fmt.Errorf("counter %c: %w", kind, err)
 	}
 	return n, nil
-}
-
-// add adds delta to a counter, clamping at zero.
-func (t *wtx) add(kind byte, delta int64) error {
-	if delta == 0 {
-		return nil
-	}
-	n, err := counter(t, kind)
-	if err != nil {
-		return err
-	}
-	if delta < 0 && uint64(-delta) > n {
-		n = 0
-	} else {
-		n = uint64(int64(n) + delta)
-	}
-	t.Set(counterKey(kind), u64(nil, n))
-	return nil
 }
 
 // bump increments a plain counter: a key that transactions which must not

@@ -71,16 +71,24 @@ func (c committer) CommitSlices(ctx context.Context, commits []chunk.Commit) err
 // reference. The caller has recorded the open in meta (OpenFile or
 // Create); each reference ends with one CloseFile in unref.
 func (v *VFS) openFile(ino base.Ino) *file {
+	f, _ := v.openFileNew(ino)
+	return f
+}
+
+// openFileNew is openFile that also reports whether the state was created
+// (no other handle of this process has the file open).
+func (v *VFS) openFileNew(ino base.Ino) (f *file, created bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	f := v.files[ino]
+	f = v.files[ino]
 	if f == nil {
+		created = true
 		f = &file{v: v, ino: ino, chunks: make(map[uint32][]base.Slice)}
 		f.w = v.cs.NewWriter(committer{f})
 		v.files[ino] = f
 	}
 	f.refs++
-	return f
+	return f, created
 }
 
 // releaseFile flushes the file and drops a reference.

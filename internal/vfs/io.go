@@ -34,20 +34,16 @@ func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int)
 	}
 	h := &handle{ino: ino, flags: flags}
 	if a.Type == base.TypeFile {
-		h.f = v.openFile(ino)
-		// Close-to-open: another client may have changed the file since
-		// this one cached its chunk maps.
-		h.f.invalidate()
-		v.mu.Lock()
-		alone := h.f.refs == 1
-		v.mu.Unlock()
-		if alone {
-			// No other handle of this process can have changed the file
-			// since the open read its length.
-			h.f.mu.Lock()
-			gen := h.f.gen
-			h.f.mu.Unlock()
-			h.f.setLength(gen, int64(a.Length))
+		var created bool
+		h.f, created = v.openFileNew(ino)
+		if created {
+			// Fresh state, no other handle of this process: the length
+			// the open just read is the file's.
+			h.f.setLength(0, int64(a.Length))
+		} else {
+			// Close-to-open: another client may have changed the file
+			// since this process cached its chunk maps.
+			h.f.invalidate()
 		}
 		h.r = v.cs.NewReader()
 	}
