@@ -17,23 +17,28 @@ import (
 // epoch (nil for a hole). Later slices win where they overlap.
 func (m *Meta) ReadChunk(ctx context.Context, ino base.Ino, index uint32) ([]base.Slice, error) {
 	var out []base.Slice
-	err := m.view(ctx, func(r kv.Reader) error {
-		v, ok, err := vget(r, chunkKey(ino, index), latestEpoch)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			// Distinguish a hole from a missing inode.
-			_, err := getAttr(r, ino)
-			return err
-		}
-		out, err = decodeSlices(v)
-		if err != nil {
-			return fmt.Errorf("chunk %d of inode %d: %w", index, ino, err)
-		}
-		return nil
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		out, err = readChunkAt(r, ino, index, latestEpoch)
+		return err
 	})
 	return out, err
+}
+
+func readChunkAt(r kv.Reader, ino base.Ino, index uint32, epoch uint64) ([]base.Slice, error) {
+	v, ok, err := vget(r, chunkKey(ino, index), epoch)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		// Distinguish a hole from a missing inode.
+		_, err := getAttrAt(r, ino, epoch)
+		return nil, err
+	}
+	out, err := decodeSlices(v)
+	if err != nil {
+		return nil, fmt.Errorf("chunk %d of inode %d: %w", index, ino, err)
+	}
+	return out, nil
 }
 
 func (o *op) chunk(ino base.Ino, index uint32) ([]base.Slice, error) {
@@ -375,28 +380,33 @@ func (o *op) truncate(ino base.Ino, a *base.Attr, size uint64) error {
 // Chunks lists every chunk of file ino with its slices (for cairn info).
 func (m *Meta) Chunks(ctx context.Context, ino base.Ino) ([]ChunkInfo, error) {
 	var out []ChunkInfo
-	err := m.view(ctx, func(r kv.Reader) error {
-		out = out[:0]
-		if _, err := getAttr(r, ino); err != nil {
-			return err
-		}
-		p := chunkPrefix(ino)
-		var derr error
-		err := vscan(r, p, nil, latestEpoch, func(k, v []byte) bool {
-			ss, err := decodeSlices(v)
-			if err != nil {
-				derr = err
-				return false
-			}
-			out = append(out, ChunkInfo{Index: binary.BigEndian.Uint32(k[len(p):]), Slices: ss})
-			return true
-		})
-		if err != nil {
-			return err
-		}
-		return derr
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		out, err = chunksAt(r, ino, latestEpoch)
+		return err
 	})
 	return out, err
+}
+
+func chunksAt(r kv.Reader, ino base.Ino, epoch uint64) ([]ChunkInfo, error) {
+	var out []ChunkInfo
+	if _, err := getAttrAt(r, ino, epoch); err != nil {
+		return nil, err
+	}
+	p := chunkPrefix(ino)
+	var derr error
+	err := vscan(r, p, nil, epoch, func(k, v []byte) bool {
+		ss, err := decodeSlices(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out = append(out, ChunkInfo{Index: binary.BigEndian.Uint32(k[len(p):]), Slices: ss})
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, derr
 }
 
 // ForEachSlice calls fn for every slice referenced by any version of any

@@ -94,7 +94,12 @@ func (o *op) touchDir(ino base.Ino, a *base.Attr) {
 }
 
 func getAttr(r kv.Reader, ino base.Ino) (base.Attr, error) {
-	v, ok, err := vget(r, attrKey(ino), latestEpoch)
+	return getAttrAt(r, ino, latestEpoch)
+}
+
+// getAttrAt reads the attribute of ino as of epoch.
+func getAttrAt(r kv.Reader, ino base.Ino, epoch uint64) (base.Attr, error) {
+	v, ok, err := vget(r, attrKey(ino), epoch)
 	if err != nil {
 		return base.Attr{}, err
 	}
@@ -110,7 +115,12 @@ func getAttr(r kv.Reader, ino base.Ino) (base.Attr, error) {
 
 // getDentry looks up name in parent; ok is false if there is no entry.
 func getDentry(r kv.Reader, parent base.Ino, name string) (base.Ino, base.FileType, bool, error) {
-	v, ok, err := vget(r, dentryKey(parent, name), latestEpoch)
+	return getDentryAt(r, parent, name, latestEpoch)
+}
+
+// getDentryAt looks up name in parent as of epoch.
+func getDentryAt(r kv.Reader, parent base.Ino, name string, epoch uint64) (base.Ino, base.FileType, bool, error) {
+	v, ok, err := vget(r, dentryKey(parent, name), epoch)
 	if err != nil || !ok {
 		return 0, 0, false, err
 	}

@@ -25,6 +25,25 @@ package meta
 //	                            (value: n × start u64, end u64, type u8, pid u32)
 //	"W" ino u64 'g'             lock guard: written by every lock change of ino
 //	"G" sid u64                 expired session, JSON (ExpiredSession)
+//	"T" name 0x00               snapshot, JSON (Snapshot); name as in a file name
+//	"V" epoch u64 logical       change log: logical (a versioned record's
+//	                            logical key) got its first version of epoch
+//	                            in that epoch (empty value). Written only
+//	                            while a snapshot exists; read by snapshot
+//	                            deletion (which versions lost their last
+//	                            reader) and diff (what changed between two
+//	                            epochs). Entries at or below the oldest
+//	                            snapshot (or of a volume without
+//	                            snapshots) are dropped.
+//	"Y" epoch u64               deletion of the snapshot of epoch in
+//	                            progress: its versions still need pruning;
+//	                            value: JSON (Snapshot)
+//	"Z" shard u8                epoch fence: every transaction that writes a
+//	                            versioned record writes one shard (empty
+//	                            value); changing "E" or "F" writes them all,
+//	                            so no write can commit at an epoch that a
+//	                            concurrent snapshot froze (kv.Txn: the
+//	                            conflict is materialized)
 //
 // Versioned records. A versioned record has a logical key and one physical
 // key per version: logical || ^epoch (u64). For one logical key the newest
@@ -62,6 +81,10 @@ const (
 	pReserved = 'R'
 	pLock     = 'W'
 	pExpired  = 'G'
+	pSnapshot = 'T'
+	pChange   = 'V'
+	pSnapJob  = 'Y'
+	pFence    = 'Z'
 
 	pAttr    = 'A'
 	pDentry  = 'D'
@@ -125,6 +148,16 @@ func lockKey(ino base.Ino, kind byte, sid, owner uint64) []byte {
 	return u64(u64(append(lockPrefix(ino), kind), sid), owner)
 }
 
+func snapshotKey(name string) []byte {
+	return append(append([]byte{pSnapshot}, name...), 0)
+}
+func changePrefix(epoch uint64) []byte { return u64([]byte{pChange}, epoch) }
+func changeKey(epoch uint64, logical []byte) []byte {
+	return append(changePrefix(epoch), logical...)
+}
+func snapJobKey(epoch uint64) []byte { return u64([]byte{pSnapJob}, epoch) }
+func fenceKey(shard byte) []byte     { return []byte{pFence, shard} }
+
 // --- versioned logical keys ---
 
 func attrKey(ino base.Ino) []byte    { return u64([]byte{pAttr}, uint64(ino)) }
@@ -161,7 +194,7 @@ func splitVersion(key []byte) (logical []byte, epoch uint64, err error) {
 
 // KeyInfo is a decoded key, for fsck, dumps and debugging.
 type KeyInfo struct {
-	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired"
+	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence"
 	Ino     base.Ino
 	Parent  base.Ino // dentry
 	Name    string   // dentry or xattr name
@@ -171,7 +204,8 @@ type KeyInfo struct {
 	Shard   int      // counter delta shard plus one; 0 for the base counter
 	Start   uint64   // first slice id of a reservation
 	Owner   uint64   // lock owner
-	Epoch   uint64   // versioned records
+	Epoch   uint64   // versioned records; change log, snapshot job
+	Logical string   // change log: the logical key that changed (raw bytes)
 }
 
 // DecodeKey parses any key of the layout above. It returns an error wrapping
@@ -237,6 +271,26 @@ func DecodeKey(key []byte) (KeyInfo, error) {
 			return bad("orphan length")
 		}
 		return KeyInfo{Kind: "orphan", Ino: base.Ino(binary.BigEndian.Uint64(rest))}, nil
+	case pSnapshot:
+		if len(rest) < 2 || rest[len(rest)-1] != 0 || bytes.IndexByte(rest[:len(rest)-1], 0) >= 0 {
+			return bad("snapshot name shape")
+		}
+		return KeyInfo{Kind: "snapshot", Name: string(rest[:len(rest)-1])}, nil
+	case pChange:
+		if len(rest) < 8+1 {
+			return bad("change log length")
+		}
+		return KeyInfo{Kind: "change", Epoch: binary.BigEndian.Uint64(rest), Logical: string(rest[8:])}, nil
+	case pSnapJob:
+		if !fixed(8) {
+			return bad("snapshot job length")
+		}
+		return KeyInfo{Kind: "snapshot-job", Epoch: binary.BigEndian.Uint64(rest)}, nil
+	case pFence:
+		if !fixed(1) {
+			return bad("fence length")
+		}
+		return KeyInfo{Kind: "fence", Shard: int(rest[0]) + 1}, nil
 	}
 	logical, epoch, err := splitVersion(key)
 	if err != nil {

@@ -181,7 +181,9 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		if typ == base.TypeSymlink {
 			perm = 0o777
 		}
-		a = base.Attr{Type: typ, Nlink: 1, Atime: o.now, Mtime: o.now, Ctime: o.now, Btime: o.now}
+		// Parent of a non-directory is a hint (the directory of its
+		// first or last-renamed name), for diff's path names.
+		a = base.Attr{Type: typ, Nlink: 1, Atime: o.now, Mtime: o.now, Ctime: o.now, Btime: o.now, Parent: parent}
 		a.Uid, a.Gid, a.Mode = c.newOwnership(p, typ, perm)
 		switch typ {
 		case base.TypeDir:
@@ -385,50 +387,9 @@ func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 // Entry.Attr is filled. Needs read permission on dir.
 func (m *Meta) Readdir(ctx context.Context, c *Caller, dir base.Ino, after string, limit int, plus bool) ([]base.Entry, error) {
 	var out []base.Entry
-	err := m.view(ctx, func(r kv.Reader) error {
-		out = out[:0]
-		d, err := getAttr(r, dir)
-		if err != nil {
-			return err
-		}
-		if d.Type != base.TypeDir {
-			return fmt.Errorf("readdir %d: %w", dir, base.ErrNotDir)
-		}
-		if err := c.access(&d, MayRead); err != nil {
-			return fmt.Errorf("readdir %d: %w", dir, err)
-		}
-		prefix := dentryPrefix(dir)
-		var start []byte
-		if after != "" {
-			start = append(append(dentryPrefix(dir), after...), 1)
-		}
-		var ferr error
-		err = vscan(r, prefix, start, latestEpoch, func(k, v []byte) bool {
-			ino, typ, err := decodeDentry(v)
-			if err != nil {
-				ferr = err
-				return false
-			}
-			name := string(k[len(prefix) : len(k)-1])
-			out = append(out, base.Entry{Name: name, Ino: ino, Type: typ})
-			return limit <= 0 || len(out) < limit
-		})
-		if err != nil {
-			return err
-		}
-		if ferr != nil {
-			return fmt.Errorf("readdir %d: %w", dir, ferr)
-		}
-		if plus {
-			for i := range out {
-				a, err := getAttr(r, out[i].Ino)
-				if err != nil {
-					return fmt.Errorf("readdir %d, entry %q: %w", dir, out[i].Name, err)
-				}
-				out[i].Attr = &a
-			}
-		}
-		return nil
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		out, err = readdirAt(r, c, dir, after, limit, plus, latestEpoch)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -436,26 +397,76 @@ func (m *Meta) Readdir(ctx context.Context, c *Caller, dir base.Ino, after strin
 	return out, nil
 }
 
+func readdirAt(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, plus bool, epoch uint64) ([]base.Entry, error) {
+	var out []base.Entry
+	d, err := getAttrAt(r, dir, epoch)
+	if err != nil {
+		return nil, err
+	}
+	if d.Type != base.TypeDir {
+		return nil, fmt.Errorf("readdir %d: %w", dir, base.ErrNotDir)
+	}
+	if err := c.access(&d, MayRead); err != nil {
+		return nil, fmt.Errorf("readdir %d: %w", dir, err)
+	}
+	prefix := dentryPrefix(dir)
+	var start []byte
+	if after != "" {
+		start = append(append(dentryPrefix(dir), after...), 1)
+	}
+	var ferr error
+	err = vscan(r, prefix, start, epoch, func(k, v []byte) bool {
+		ino, typ, err := decodeDentry(v)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		name := string(k[len(prefix) : len(k)-1])
+		out = append(out, base.Entry{Name: name, Ino: ino, Type: typ})
+		return limit <= 0 || len(out) < limit
+	})
+	if err != nil {
+		return nil, err
+	}
+	if ferr != nil {
+		return nil, fmt.Errorf("readdir %d: %w", dir, ferr)
+	}
+	if plus {
+		for i := range out {
+			a, err := getAttrAt(r, out[i].Ino, epoch)
+			if err != nil {
+				return nil, fmt.Errorf("readdir %d, entry %q: %w", dir, out[i].Name, err)
+			}
+			out[i].Attr = &a
+		}
+	}
+	return out, nil
+}
+
 // Readlink returns the target of symlink ino (ErrInvalid if not a symlink).
 func (m *Meta) Readlink(ctx context.Context, ino base.Ino) (string, error) {
 	var target string
-	err := m.view(ctx, func(r kv.Reader) error {
-		a, err := getAttr(r, ino)
-		if err != nil {
-			return err
-		}
-		if a.Type != base.TypeSymlink {
-			return fmt.Errorf("readlink %d: %w", ino, base.ErrInvalid)
-		}
-		v, ok, err := vget(r, symlinkKey(ino), latestEpoch)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("symlink %d has no target: %w", ino, base.ErrIO)
-		}
-		target = string(v)
-		return nil
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		target, err = readlinkAt(r, ino, latestEpoch)
+		return err
 	})
 	return target, err
+}
+
+func readlinkAt(r kv.Reader, ino base.Ino, epoch uint64) (string, error) {
+	a, err := getAttrAt(r, ino, epoch)
+	if err != nil {
+		return "", err
+	}
+	if a.Type != base.TypeSymlink {
+		return "", fmt.Errorf("readlink %d: %w", ino, base.ErrInvalid)
+	}
+	v, ok, err := vget(r, symlinkKey(ino), epoch)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("symlink %d has no target: %w", ino, base.ErrIO)
+	}
+	return string(v), nil
 }

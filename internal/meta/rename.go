@@ -136,6 +136,9 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 		return err
 	}
 	sa.Ctime = o.now
+	if styp != base.TypeDir {
+		sa.Parent = dp // hint, see mknod
+	}
 	if styp == base.TypeDir && sp != dp {
 		sa.Parent = dp
 		spa.Nlink--
@@ -163,6 +166,12 @@ func (o *op) exchange(sp base.Ino, spa *base.Attr, sn string, sino base.Ino, sa 
 		return err
 	}
 	if sp != dp {
+		if sa.Type != base.TypeDir {
+			sa.Parent = dp // hints, see mknod
+		}
+		if da.Type != base.TypeDir {
+			da.Parent = sp
+		}
 		if sa.Type == base.TypeDir {
 			sa.Parent = dp
 			spa.Nlink--

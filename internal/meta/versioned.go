@@ -150,6 +150,7 @@ type wtx struct {
 	frozen []uint64 // snapshot epochs, ascending
 
 	deletesQueued bool // a pending slice delete was added
+	fenced        bool // the epoch fence shard is written
 
 	// tops caches, per logical key read or written in this transaction,
 	// the epoch of its newest physical version (exists false: none), so
@@ -396,10 +397,14 @@ func (t *wtx) retained(e, next uint64) bool {
 // pruneOlder deletes the versions older than the live epoch in vs (newest
 // first) that no snapshot retains once a version at the live epoch
 // supersedes them, and reports whether any older version remains with a
-// live payload as its newest survivor.
-func (t *wtx) pruneOlder(logical []byte, vs []version) (olderVisible bool) {
+// live payload as its newest survivor. payload is the new live version's
+// (nil when the record is being deleted): slices of a deleted chunk
+// version that neither it nor a surviving version references are queued
+// for deletion.
+func (t *wtx) pruneOlder(logical []byte, vs []version, payload []byte) (olderVisible bool, err error) {
 	next := t.epoch
 	first := true
+	var victims, kept []version
 	for _, v := range vs {
 		if v.epoch >= t.epoch {
 			continue
@@ -409,12 +414,132 @@ func (t *wtx) pruneOlder(logical []byte, vs []version) (olderVisible bool) {
 				olderVisible = len(v.value) > 0 && v.value[0] == tagLive
 			}
 			first = false
+			kept = append(kept, v)
 		} else {
 			t.Delete(versionKey(logical, v.epoch))
+			victims = append(victims, v)
 		}
 		next = v.epoch
 	}
-	return olderVisible
+	if len(victims) > 0 && logical[0] == pChunk {
+		if payload != nil {
+			kept = append(kept, version{value: append([]byte{tagLive}, payload...)})
+		}
+		err = t.releaseVersions(logical, victims, kept)
+	}
+	return olderVisible, err
+}
+
+// releaseVersions queues for deletion the slices of the deleted chunk
+// versions victims that no version in kept references.
+func (t *wtx) releaseVersions(logical []byte, victims, kept []version) error {
+	used := make(map[uint64]bool)
+	for _, v := range kept {
+		ss, err := versionSlices(logical, v)
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			used[s.ID] = true
+		}
+	}
+	for _, v := range victims {
+		ss, err := versionSlices(logical, v)
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			if s.ID == 0 || used[s.ID] {
+				continue
+			}
+			used[s.ID] = true
+			t.Set(pendingKey(s.ID), u32(nil, s.Size))
+			t.deletesQueued = true
+		}
+	}
+	return nil
+}
+
+// versionSlices decodes the slice list of a chunk version (none for a
+// tombstone).
+func versionSlices(logical []byte, v version) ([]base.Slice, error) {
+	if len(v.value) == 0 || v.value[0] != tagLive {
+		return nil, nil
+	}
+	ss, err := decodeSlices(v.value[1:])
+	if err != nil {
+		return nil, fmt.Errorf("chunk record %x at epoch %d: %w", logical, v.epoch, err)
+	}
+	return ss, nil
+}
+
+// keepVersions decides which of vs (every version of one record, newest
+// first) must stay: the newest (what the live volume sees) and every
+// version some snapshot sees; a tombstone only while an older version it
+// hides stays too.
+func (t *wtx) keepVersions(vs []version) []bool {
+	keep := make([]bool, len(vs))
+	for i, v := range vs {
+		keep[i] = i == 0 || t.retained(v.epoch, vs[i-1].epoch)
+	}
+	older := false
+	for i := len(vs) - 1; i >= 0; i-- {
+		if !keep[i] {
+			continue
+		}
+		if len(vs[i].value) == 1 && vs[i].value[0] == tagTombstone && !older {
+			keep[i] = false
+			continue
+		}
+		older = true
+	}
+	return keep
+}
+
+// compactVersions deletes the versions of logical that no view can see
+// any more under the current snapshot list (after a snapshot was
+// deleted), queueing the slices only they referenced. It returns the
+// bytes of the slices it queued.
+func (t *wtx) compactVersions(logical []byte) error {
+	if err := t.loadEpochs(); err != nil {
+		return err
+	}
+	vs, err := versions(t, logical)
+	if err != nil || len(vs) == 0 {
+		return err
+	}
+	keep := t.keepVersions(vs)
+	var victims, kept []version
+	for i, v := range vs {
+		if keep[i] {
+			kept = append(kept, v)
+			continue
+		}
+		victims = append(victims, v)
+		t.Delete(versionKey(logical, v.epoch))
+	}
+	if len(victims) > 0 && logical[0] == pChunk {
+		return t.releaseVersions(logical, victims, kept)
+	}
+	return nil
+}
+
+// fence writes this transaction's epoch fence shard (keys.go): a snapshot
+// created or deleted concurrently conflicts with it, so the epoch this
+// transaction read is still the live one when it commits.
+func (t *wtx) fence() {
+	if !t.fenced {
+		t.Set(fenceKey(t.shard), nil)
+		t.fenced = true
+	}
+}
+
+// logChange records that logical gets its first version of the live epoch
+// (keys.go, change log). Only needed while a snapshot exists.
+func (t *wtx) logChange(logical []byte) {
+	if len(t.frozen) > 0 {
+		t.Set(changeKey(t.epoch, logical), nil)
+	}
 }
 
 // newest returns the newest physical version of logical at or below
@@ -451,12 +576,18 @@ func (t *wtx) vset(logical, payload []byte) error {
 		}
 		tp = topVersion{epoch: v.epoch, exists: ok}
 	}
+	t.fence()
+	if !tp.exists || tp.epoch < t.epoch {
+		t.logChange(logical)
+	}
 	if tp.exists && tp.epoch < t.epoch {
 		vs, err := versions(t, logical)
 		if err != nil {
 			return err
 		}
-		t.pruneOlder(logical, vs)
+		if _, err := t.pruneOlder(logical, vs, payload); err != nil {
+			return err
+		}
 	}
 	val := make([]byte, 0, 1+len(payload))
 	t.Set(versionKey(logical, t.epoch), append(append(val, tagLive), payload...))
@@ -474,13 +605,17 @@ func (t *wtx) vdel(logical []byte) error {
 	if err != nil || !ok {
 		return err
 	}
+	t.fence()
 	var olderVisible bool
 	if top.epoch < t.epoch {
+		t.logChange(logical)
 		vs, err := versions(t, logical)
 		if err != nil {
 			return err
 		}
-		olderVisible = t.pruneOlder(logical, vs)
+		if olderVisible, err = t.pruneOlder(logical, vs, nil); err != nil {
+			return err
+		}
 	} else if t.epoch > 0 {
 		// Older versions still present are the ones snapshots retain.
 		prev, ok, err := newest(t, logical, t.epoch-1)

@@ -61,44 +61,54 @@ func (m *Meta) GetXattr(ctx context.Context, c *Caller, ino base.Ino, name strin
 		return nil, err
 	}
 	var out []byte
-	err := m.view(ctx, func(r kv.Reader) error {
-		a, err := getAttr(r, ino)
-		if err != nil {
-			return err
-		}
-		if err := c.xattrAccess(&a, name, false); err != nil {
-			return err
-		}
-		v, ok, err := vget(r, xattrKey(ino, name), latestEpoch)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("xattr %q of %d: %w", name, ino, base.ErrNoAttr)
-		}
-		out = v
-		return nil
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		out, err = getXattrAt(r, c, ino, name, latestEpoch)
+		return err
 	})
 	return out, err
+}
+
+func getXattrAt(r kv.Reader, c *Caller, ino base.Ino, name string, epoch uint64) ([]byte, error) {
+	a, err := getAttrAt(r, ino, epoch)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.xattrAccess(&a, name, false); err != nil {
+		return nil, err
+	}
+	v, ok, err := vget(r, xattrKey(ino, name), epoch)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("xattr %q of %d: %w", name, ino, base.ErrNoAttr)
+	}
+	return v, nil
 }
 
 // ListXattr lists the attribute names of ino in name order. "trusted."
 // names are listed only to root.
 func (m *Meta) ListXattr(ctx context.Context, c *Caller, ino base.Ino) ([]string, error) {
 	var out []string
-	err := m.view(ctx, func(r kv.Reader) error {
-		out = out[:0]
-		if _, err := getAttr(r, ino); err != nil {
-			return err
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		out, err = listXattrAt(r, c, ino, latestEpoch)
+		return err
+	})
+	return out, err
+}
+
+func listXattrAt(r kv.Reader, c *Caller, ino base.Ino, epoch uint64) ([]string, error) {
+	var out []string
+	if _, err := getAttrAt(r, ino, epoch); err != nil {
+		return nil, err
+	}
+	p := xattrPrefix(ino)
+	err := vscan(r, p, nil, epoch, func(k, _ []byte) bool {
+		name := string(k[len(p) : len(k)-1])
+		if !strings.HasPrefix(name, "trusted.") || c.isRoot() {
+			out = append(out, name)
 		}
-		p := xattrPrefix(ino)
-		return vscan(r, p, nil, latestEpoch, func(k, _ []byte) bool {
-			name := string(k[len(p) : len(k)-1])
-			if !strings.HasPrefix(name, "trusted.") || c.isRoot() {
-				out = append(out, name)
-			}
-			return true
-		})
+		return true
 	})
 	return out, err
 }
