@@ -38,7 +38,9 @@ func (ck *checker) report(kind string, ino base.Ino, fix func(o *op) error, form
 // dangling-dentry, type-mismatch, bad-parent, dir-multiple-links,
 // bad-nlink, unreachable, unheld-orphan, missing-symlink, orphan-record,
 // bad-counter, pending-referenced, stale-hold, stale-orphan-record,
-// dead-session-record. With
+// dead-session-record, and for snapshots snapshot-mismatch,
+// leaked-version, stale-change-log and, inside a snapshot's tree,
+// dangling-dentry, bad-nlink, unreachable, missing-symlink. With
 // repair, fixable problems (counters, link counts, dangling entries,
 // records of missing inodes, stale holds, unheld orphans) are fixed in one
 // transaction; the problems returned are those found before repairing.
@@ -228,6 +230,9 @@ func (ck *checker) run(r kv.Reader) error {
 	if err != nil {
 		return err
 	}
+	if err := ck.checkSnapshots(r); err != nil {
+		return err
+	}
 	return ck.checkCounters(r, uint64(len(attrs)), usedBytes, maxIno, maxSlice)
 }
 
@@ -282,17 +287,24 @@ func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint6
 	referenced := make(map[uint64]bool)
 	var maxSlice uint64
 	bad := make(map[base.Ino]bool)
+	// Live chunk records must belong to live files (older versions,
+	// which snapshots see, are checked with their snapshot's tree).
+	if err := vscan(r, []byte{pChunk}, nil, latestEpoch, func(k, _ []byte) bool {
+		ino := base.Ino(binary.BigEndian.Uint64(k[1:]))
+		if a, ok := attrs[ino]; (!ok || a.Type != base.TypeFile) && !bad[ino] {
+			bad[ino] = true
+			ck.report("orphan-record", ino, func(o *op) error { return o.dropChunks(ino, 0) },
+				"chunks of a missing or non-file inode")
+		}
+		return true
+	}); err != nil {
+		return 0, err
+	}
 	err := r.Scan([]byte{pChunk}, []byte{pChunk + 1}, false, func(k, v []byte) bool {
 		ki, err := DecodeKey(k)
 		if err != nil {
 			ck.report("bad-record", 0, nil, "chunk key: %v", err)
 			return true
-		}
-		if a, ok := attrs[ki.Ino]; (!ok || a.Type != base.TypeFile) && !bad[ki.Ino] {
-			bad[ki.Ino] = true
-			ino := ki.Ino
-			ck.report("orphan-record", ino, func(o *op) error { return o.dropChunks(ino, 0) },
-				"chunks of a missing or non-file inode")
 		}
 		if len(v) == 1 && v[0] == tagTombstone {
 			return true

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -19,6 +20,7 @@ func freeze(t *testing.T, store kv.Store) uint64 {
 		}
 		e = w.epoch
 		tx.Set(frozenKey(), encodeU64s(append(w.frozen, e)))
+		tx.Set(snapshotKey(fmt.Sprint("e", e)), []byte(fmt.Sprintf(`{"name":"e%d","epoch":%d}`, e, e)))
 		tx.Set(epochKey(), u64(nil, e+1))
 		return nil
 	}))
@@ -49,7 +51,7 @@ func readAt(t *testing.T, store kv.Store, logical []byte, epoch uint64) (string,
 
 func TestVersions(t *testing.T) {
 	store := newStore(t, Settings{Name: "v"})
-	key := []byte("Ztest")
+	key := []byte("~test")
 	set := func(v string) {
 		ok(t, store.Update(ctx, func(tx kv.Txn) error { return (&wtx{Txn: tx}).vset(key, []byte(v)) }))
 	}
@@ -95,7 +97,7 @@ func TestVersions(t *testing.T) {
 	// vscan collapses versions
 	var seen []string
 	ok(t, store.View(ctx, func(r kv.Reader) error {
-		return vscan(r, []byte("Z"), nil, s1, func(_, v []byte) bool { seen = append(seen, string(v)); return true })
+		return vscan(r, []byte("~"), nil, s1, func(_, v []byte) bool { seen = append(seen, string(v)); return true })
 	}))
 	if len(seen) != 1 || seen[0] != "c" {
 		t.Fatalf("scan at snapshot %v", seen)
