@@ -19,6 +19,8 @@ const dirBatch = 512
 // offsets restart the stream.
 type dirState struct {
 	mu     sync.Mutex
+	t      *tree
+	rino   base.Ino // the directory's number in t
 	ino    base.Ino
 	parent base.Ino
 	buf    []base.Entry // entries buffered from meta
@@ -37,7 +39,11 @@ type DirEntry struct {
 
 // OpenDir opens a directory for listing.
 func (v *VFS) OpenDir(ctx context.Context, c *meta.Caller, ino base.Ino) (uint64, syscall.Errno) {
-	a, err := v.m.GetAttr(ctx, ino)
+	t, real, e := v.resolve(ino)
+	if e != 0 {
+		return 0, e
+	}
+	a, err := t.r.GetAttr(ctx, real)
 	if err != nil {
 		return 0, v.errno("opendir", err)
 	}
@@ -45,12 +51,13 @@ func (v *VFS) OpenDir(ctx context.Context, c *meta.Caller, ino base.Ino) (uint64
 		return 0, syscall.ENOTDIR
 	}
 	if !c.KernelChecked {
-		if err := v.m.Access(ctx, c, ino, 4); err != nil {
+		if err := v.access(ctx, t, c, real, meta.MayRead); err != nil {
 			return 0, v.errno("opendir", err)
 		}
 	}
-	d := &dirState{ino: ino, parent: a.Parent, bufOff: 2}
-	return v.newHandle(&handle{ino: ino, dir: d}), 0
+	t.outAttr(real, &a)
+	d := &dirState{t: t, rino: real, ino: ino, parent: a.Parent, bufOff: 2}
+	return v.newHandle(&handle{ino: ino, t: t, dir: d}), 0
 }
 
 // ReadDir passes the entries after offset off (0 = from the start) to fn
@@ -145,8 +152,11 @@ func (v *VFS) ReadDir(ctx context.Context, c *meta.Caller, fh uint64, off uint64
 	return 0
 }
 
+// fill reads the next batch of entries. The root's listing leaves out
+// .snapshots: the virtual directory is found by lookup only, and a real
+// entry of that name is shadowed by it.
 func (v *VFS) fill(ctx context.Context, c *meta.Caller, d *dirState) syscall.Errno {
-	ents, err := v.m.Readdir(ctx, c, d.ino, d.last, dirBatch, d.plus)
+	ents, err := d.t.r.Readdir(ctx, c, d.rino, d.last, dirBatch, d.plus)
 	if err != nil {
 		return v.errno("readdir", err)
 	}
@@ -156,7 +166,17 @@ func (v *VFS) fill(ctx context.Context, c *meta.Caller, d *dirState) syscall.Err
 	if len(ents) > 0 {
 		d.last = ents[len(ents)-1].Name
 	}
-	d.buf = append(d.buf, ents...)
+	hide := v.reserved(d.ino, SnapshotsDir)
+	for _, e := range ents {
+		if hide && e.Name == SnapshotsDir {
+			continue
+		}
+		if e.Attr != nil {
+			d.t.outAttr(e.Ino, e.Attr)
+		}
+		e.Ino = d.t.outIno(e.Ino)
+		d.buf = append(d.buf, e)
+	}
 	return 0
 }
 

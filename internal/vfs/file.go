@@ -15,11 +15,14 @@ import (
 // process: its write buffer and a cache of its chunk maps. The cache is
 // valid because every change to the file's content made by this process
 // goes through it; changes by other clients are picked up at open
-// (close-to-open consistency).
+// (close-to-open consistency). A snapshot's file never changes: its
+// cache is never invalidated and it has nothing to write.
 type file struct {
 	v    *VFS
-	ino  base.Ino
-	refs int // guarded by v.mu
+	ino  base.Ino // front-end number; writes (live tree only) use it too
+	t    *tree
+	rino base.Ino // number in t
+	refs int      // guarded by v.mu
 
 	// wmu serialises writes, flushes and truncates of this file.
 	wmu sync.Mutex
@@ -67,23 +70,24 @@ func (c committer) CommitSlices(ctx context.Context, commits []chunk.Commit) err
 	return nil
 }
 
-// openFile returns the shared state of ino, creating it, and takes a
-// reference. The caller has recorded the open in meta (OpenFile or
-// Create); each reference ends with one CloseFile in unref.
-func (v *VFS) openFile(ino base.Ino) *file {
-	f, _ := v.openFileNew(ino)
+// openFile returns the shared state of front-end inode ino (real in t),
+// creating it, and takes a reference. For a live file the caller has
+// recorded the open in meta (OpenFile or Create); each reference ends with
+// one CloseFile in unref.
+func (v *VFS) openFile(t *tree, ino, real base.Ino) *file {
+	f, _ := v.openFileNew(t, ino, real)
 	return f
 }
 
 // openFileNew is openFile that also reports whether the state was created
 // (no other handle of this process has the file open).
-func (v *VFS) openFileNew(ino base.Ino) (f *file, created bool) {
+func (v *VFS) openFileNew(t *tree, ino, real base.Ino) (f *file, created bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	f = v.files[ino]
 	if f == nil {
 		created = true
-		f = &file{v: v, ino: ino, chunks: make(map[uint32][]base.Slice)}
+		f = &file{v: v, ino: ino, t: t, rino: real, chunks: make(map[uint32][]base.Slice)}
 		f.w = v.cs.NewWriter(committer{f})
 		v.files[ino] = f
 	}
@@ -123,8 +127,8 @@ func (v *VFS) openFiles() []*file {
 }
 
 // unref drops a reference, and its open in meta if opened (a handle's
-// reference, not a holdFile one); the last one forgets the file and its
-// write buffer (flushed by the caller).
+// reference, not a holdFile one; snapshot files record no open); the last
+// one forgets the file and its write buffer (flushed by the caller).
 func (v *VFS) unref(ctx context.Context, f *file, opened bool) error {
 	v.mu.Lock()
 	f.refs--
@@ -136,7 +140,7 @@ func (v *VFS) unref(ctx context.Context, f *file, opened bool) error {
 	if last {
 		f.w.Close()
 	}
-	if !opened {
+	if !opened || f.t.ro {
 		return nil
 	}
 	return v.m.CloseFile(ctx, f.ino)
@@ -181,7 +185,7 @@ func (f *file) committedLength(ctx context.Context) (int64, error) {
 	if ok {
 		return n, nil
 	}
-	a, err := f.v.m.GetAttr(ctx, f.ino)
+	a, err := f.t.r.GetAttr(ctx, f.rino)
 	if err != nil {
 		return 0, err
 	}
@@ -210,7 +214,7 @@ func (f *file) slices(ctx context.Context, index uint32) ([]base.Slice, error) {
 	if ok {
 		return s, nil
 	}
-	s, err := f.v.m.ReadChunk(ctx, f.ino, index)
+	s, err := f.t.r.ReadChunk(ctx, f.rino, index)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +246,8 @@ func (v *VFS) overlay(ino base.Ino, a *base.Attr) {
 // handle is one open of a file or directory.
 type handle struct {
 	fh    uint64
-	ino   base.Ino
+	ino   base.Ino // front-end number
+	t     *tree
 	flags int
 	f     *file         // regular files
 	r     *chunk.Reader // regular files: read-ahead state of this handle

@@ -26,21 +26,33 @@ func accessMask(flags int) uint32 {
 
 // Open opens ino with open(2) flags and returns a handle.
 func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int) (uint64, syscall.Errno) {
-	// One transaction reads the attributes and, for a file, records the
-	// open (a hold other clients' unlinks respect).
-	a, err := v.m.OpenFile(ctx, ino)
+	t, real, e := v.resolve(ino)
+	if e != 0 {
+		return 0, e
+	}
+	var a base.Attr
+	var err error
+	if t.ro {
+		// A snapshot's data cannot change or be freed while the
+		// snapshot exists: no hold to record.
+		a, err = t.r.GetAttr(ctx, real)
+	} else {
+		// One transaction reads the attributes and, for a file, records
+		// the open (a hold other clients' unlinks respect).
+		a, err = v.m.OpenFile(ctx, ino)
+	}
 	if err != nil {
 		return 0, v.errno("open", err)
 	}
-	h := &handle{ino: ino, flags: flags}
+	h := &handle{ino: ino, t: t, flags: flags}
 	if a.Type == base.TypeFile {
 		var created bool
-		h.f, created = v.openFileNew(ino)
+		h.f, created = v.openFileNew(t, ino, real)
 		if created {
 			// Fresh state, no other handle of this process: the length
 			// the open just read is the file's.
 			h.f.setLength(0, int64(a.Length))
-		} else {
+		} else if !t.ro {
 			// Close-to-open: another client may have changed the file
 			// since this process cached its chunk maps.
 			h.f.invalidate()
@@ -54,14 +66,14 @@ func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int)
 		return 0, e
 	}
 	writing := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
-	if writing && v.opts.ReadOnly {
+	if writing && (v.opts.ReadOnly || t.ro) {
 		return fail(syscall.EROFS)
 	}
 	if a.Type == base.TypeDir && writing {
 		return fail(syscall.EISDIR)
 	}
 	if !c.KernelChecked {
-		if err := v.m.Access(ctx, c, ino, accessMask(flags)); err != nil {
+		if err := v.access(ctx, t, c, real, accessMask(flags)); err != nil {
 			return fail(v.errno("open", err))
 		}
 	}
@@ -78,14 +90,17 @@ func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int)
 
 // Create makes a regular file and opens it.
 func (v *VFS) Create(ctx context.Context, c *meta.Caller, parent base.Ino, name string, mode, umask uint32, flags int) (base.Ino, base.Attr, uint64, syscall.Errno) {
-	if e := v.roCheck(); e != 0 {
+	if _, e := v.writable(parent); e != 0 {
 		return 0, base.Attr{}, 0, e
+	}
+	if v.reserved(parent, name) {
+		return 0, base.Attr{}, 0, syscall.EEXIST
 	}
 	ino, a, err := v.m.Create(ctx, c, parent, name, mode, umask)
 	if err != nil {
 		return 0, base.Attr{}, 0, v.errno("create", err)
 	}
-	h := &handle{ino: ino, flags: flags, f: v.openFile(ino), r: v.cs.NewReader()}
+	h := &handle{ino: ino, t: v.root, flags: flags, f: v.openFile(v.root, ino, ino), r: v.cs.NewReader()}
 	return ino, a, v.newHandle(h), 0
 }
 
@@ -100,6 +115,9 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, 
 		return 0, syscall.EBADF
 	}
 	f := h.f
+	if e := v.checkSnapshot(ctx, f.t, false); e != 0 {
+		return 0, e
+	}
 	// Buffered writes of this file become visible to reads by committing
 	// them first.
 	if err := f.flush(ctx); err != nil {
@@ -130,6 +148,10 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, 
 		}
 		got, err := h.r.ReadChunk(ctx, index, slices, cpos, buf[done:done+n])
 		if err != nil {
+			if e := v.checkSnapshot(ctx, f.t, true); e != 0 {
+				// Deleted meanwhile: its blocks may be gone.
+				return done, e
+			}
 			return done, v.errno("read", err)
 		}
 		if got < n {

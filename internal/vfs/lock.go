@@ -11,7 +11,8 @@ import (
 // File locks. They live in meta, shared by every client of the volume, so
 // a lock taken through one mount (or gateway) conflicts with locks taken
 // through any other. owner is the lock owner the front end identifies the
-// holder by (FUSE: the kernel's lock owner id).
+// holder by (FUSE: the kernel's lock owner id). Locks on snapshot files
+// are granted without being recorded (see snapshot.go).
 
 // GetLock returns a lock of another owner that conflicts with l, or a Lock
 // of type meta.Unlock if l could be taken now.
@@ -19,6 +20,9 @@ func (v *VFS) GetLock(ctx context.Context, fh, owner uint64, l meta.Lock) (meta.
 	h := v.handle(fh)
 	if h == nil {
 		return meta.Lock{}, syscall.EBADF
+	}
+	if h.t.ro {
+		return meta.Lock{Type: meta.Unlock}, 0
 	}
 	got, err := v.m.GetPosixLock(ctx, h.ino, owner, l)
 	if err != nil {
@@ -35,6 +39,9 @@ func (v *VFS) SetLock(ctx context.Context, fh, owner uint64, l meta.Lock, flock,
 	h := v.handle(fh)
 	if h == nil {
 		return syscall.EBADF
+	}
+	if h.t.ro {
+		return 0
 	}
 	var err error
 	if flock {

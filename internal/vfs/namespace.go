@@ -9,12 +9,31 @@ import (
 	"github.com/cairnfs/cairn/internal/meta"
 )
 
-// Lookup resolves name in parent.
+// Lookup resolves name in parent. The root's .snapshots is the virtual
+// directory of snapshots, and the ".." of a snapshot's root is that
+// directory.
 func (v *VFS) Lookup(ctx context.Context, c *meta.Caller, parent base.Ino, name string) (base.Ino, base.Attr, syscall.Errno) {
-	ino, a, err := v.m.Lookup(ctx, c, parent, name)
+	t, real, e := v.resolve(parent)
+	if e != 0 {
+		return 0, base.Attr{}, e
+	}
+	switch {
+	case v.reserved(parent, name):
+		if !c.KernelChecked {
+			if err := v.access(ctx, t, c, real, meta.MayExec); err != nil {
+				return 0, base.Attr{}, v.errno("lookup", err)
+			}
+		}
+		t, real, name = v.snapsDir, SnapshotsIno, "."
+	case t.slot > 0 && real == base.RootIno && name == "..":
+		t, real, name = v.snapsDir, SnapshotsIno, "."
+	}
+	ino, a, err := t.r.Lookup(ctx, c, real, name)
 	if err != nil {
 		return 0, a, v.errno("lookup", err)
 	}
+	t.outAttr(ino, &a)
+	ino = t.outIno(ino)
 	v.overlay(ino, &a)
 	return ino, a, 0
 }
@@ -22,10 +41,15 @@ func (v *VFS) Lookup(ctx context.Context, c *meta.Caller, parent base.Ino, name 
 // GetAttr returns the attributes of ino, including this process's buffered
 // writes.
 func (v *VFS) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Errno) {
-	a, err := v.m.GetAttr(ctx, ino)
+	t, real, e := v.resolve(ino)
+	if e != 0 {
+		return base.Attr{}, e
+	}
+	a, err := t.r.GetAttr(ctx, real)
 	if err != nil {
 		return a, v.errno("getattr", err)
 	}
+	t.outAttr(real, &a)
 	v.overlay(ino, &a)
 	return a, 0
 }
@@ -33,7 +57,7 @@ func (v *VFS) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Err
 // SetAttr changes attributes. A size change first commits buffered writes
 // of the file so they cannot land after the truncation.
 func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req meta.SetAttrRequest) (base.Attr, syscall.Errno) {
-	if e := v.roCheck(); e != 0 {
+	if _, e := v.writable(ino); e != 0 {
 		return base.Attr{}, e
 	}
 	f := v.holdFile(ino)
@@ -62,8 +86,11 @@ func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req met
 // Mknod creates a file, directory, symlink (target non-empty), device,
 // fifo or socket.
 func (v *VFS) Mknod(ctx context.Context, c *meta.Caller, parent base.Ino, name string, typ base.FileType, mode, umask, rdev uint32, target string) (base.Ino, base.Attr, syscall.Errno) {
-	if e := v.roCheck(); e != 0 {
+	if _, e := v.writable(parent); e != 0 {
 		return 0, base.Attr{}, e
+	}
+	if v.reserved(parent, name) {
+		return 0, base.Attr{}, syscall.EEXIST
 	}
 	ino, a, err := v.m.Mknod(ctx, c, parent, name, typ, mode, umask, rdev, target)
 	if err != nil {
@@ -74,8 +101,14 @@ func (v *VFS) Mknod(ctx context.Context, c *meta.Caller, parent base.Ino, name s
 
 // Link creates a hard link to ino as parent/name.
 func (v *VFS) Link(ctx context.Context, c *meta.Caller, ino, parent base.Ino, name string) (base.Attr, syscall.Errno) {
-	if e := v.roCheck(); e != 0 {
+	if _, e := v.writable(ino); e != 0 {
 		return base.Attr{}, e
+	}
+	if _, e := v.writable(parent); e != 0 {
+		return base.Attr{}, e
+	}
+	if v.reserved(parent, name) {
+		return base.Attr{}, syscall.EEXIST
 	}
 	a, err := v.m.Link(ctx, c, ino, parent, name)
 	if err != nil {
@@ -87,24 +120,36 @@ func (v *VFS) Link(ctx context.Context, c *meta.Caller, ino, parent base.Ino, na
 
 // Unlink removes a non-directory entry.
 func (v *VFS) Unlink(ctx context.Context, c *meta.Caller, parent base.Ino, name string) syscall.Errno {
-	if e := v.roCheck(); e != 0 {
+	if _, e := v.writable(parent); e != 0 {
 		return e
+	}
+	if v.reserved(parent, name) {
+		return syscall.EROFS
 	}
 	return v.errno("unlink", v.m.Unlink(ctx, c, parent, name))
 }
 
 // Rmdir removes an empty directory.
 func (v *VFS) Rmdir(ctx context.Context, c *meta.Caller, parent base.Ino, name string) syscall.Errno {
-	if e := v.roCheck(); e != 0 {
+	if _, e := v.writable(parent); e != 0 {
 		return e
+	}
+	if v.reserved(parent, name) {
+		return syscall.EROFS
 	}
 	return v.errno("rmdir", v.m.Rmdir(ctx, c, parent, name))
 }
 
 // Rename moves sp/sn to dp/dn with renameat2 flags.
 func (v *VFS) Rename(ctx context.Context, c *meta.Caller, sp base.Ino, sn string, dp base.Ino, dn string, flags uint32) syscall.Errno {
-	if e := v.roCheck(); e != 0 {
+	if _, e := v.writable(sp); e != 0 {
 		return e
+	}
+	if _, e := v.writable(dp); e != 0 {
+		return e
+	}
+	if v.reserved(sp, sn) || v.reserved(dp, dn) {
+		return syscall.EROFS
 	}
 	if flags&^(meta.RenameNoReplace|meta.RenameExchange) != 0 ||
 		flags == meta.RenameNoReplace|meta.RenameExchange {
@@ -115,19 +160,27 @@ func (v *VFS) Rename(ctx context.Context, c *meta.Caller, sp base.Ino, sn string
 
 // Readlink returns a symlink's target.
 func (v *VFS) Readlink(ctx context.Context, ino base.Ino) (string, syscall.Errno) {
-	t, err := v.m.Readlink(ctx, ino)
+	t, real, e := v.resolve(ino)
+	if e != 0 {
+		return "", e
+	}
+	target, err := t.r.Readlink(ctx, real)
 	if err != nil {
 		return "", v.errno("readlink", err)
 	}
-	return t, 0
+	return target, 0
 }
 
 // Access checks mask (R_OK=4, W_OK=2, X_OK=1) for the caller.
 func (v *VFS) Access(ctx context.Context, c *meta.Caller, ino base.Ino, mask uint32) syscall.Errno {
-	if mask&2 != 0 && v.opts.ReadOnly {
+	t, real, e := v.resolve(ino)
+	if e != 0 {
+		return e
+	}
+	if mask&meta.MayWrite != 0 && (v.opts.ReadOnly || t.ro) {
 		return syscall.EROFS
 	}
-	return v.errno("access", v.m.Access(ctx, c, ino, mask))
+	return v.errno("access", v.access(ctx, t, c, real, mask))
 }
 
 // StatFS reports capacity and usage.
@@ -157,7 +210,11 @@ func (v *VFS) GetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name s
 			return nil, syscall.ENODATA
 		}
 	}
-	val, err := v.m.GetXattr(ctx, c, ino, name)
+	t, real, e := v.resolve(ino)
+	if e != 0 {
+		return nil, e
+	}
+	val, err := t.r.GetXattr(ctx, c, real, name)
 	if err != nil {
 		e := v.errno("getxattr", err)
 		if e == syscall.ENODATA && name == capXattr {
@@ -170,7 +227,11 @@ func (v *VFS) GetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name s
 
 // ListXattr lists extended attribute names.
 func (v *VFS) ListXattr(ctx context.Context, c *meta.Caller, ino base.Ino) ([]string, syscall.Errno) {
-	names, err := v.m.ListXattr(ctx, c, ino)
+	t, real, e := v.resolve(ino)
+	if e != 0 {
+		return nil, e
+	}
+	names, err := t.r.ListXattr(ctx, c, real)
 	if err != nil {
 		return nil, v.errno("listxattr", err)
 	}
@@ -179,7 +240,7 @@ func (v *VFS) ListXattr(ctx context.Context, c *meta.Caller, ino base.Ino) ([]st
 
 // SetXattr sets an extended attribute (flags: meta.XattrCreate/Replace).
 func (v *VFS) SetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name string, value []byte, flags int) syscall.Errno {
-	if e := v.roCheck(); e != 0 {
+	if _, e := v.writable(ino); e != 0 {
 		return e
 	}
 	defer v.noCap.Delete(ino)
@@ -188,7 +249,7 @@ func (v *VFS) SetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name s
 
 // RemoveXattr removes an extended attribute.
 func (v *VFS) RemoveXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name string) syscall.Errno {
-	if e := v.roCheck(); e != 0 {
+	if _, e := v.writable(ino); e != 0 {
 		return e
 	}
 	defer v.noCap.Delete(ino)

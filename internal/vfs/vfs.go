@@ -40,6 +40,14 @@ type Options struct {
 	// shared volumes the kernel's idea of the size can be another client's
 	// old one.
 	AppendAtEOF bool
+	// Snapshot, if set, is served at the root instead of the live volume,
+	// read-only (ReadOnly is implied), without a /.snapshots directory.
+	Snapshot *meta.Snapshot
+	// SnapshotCheck bounds how long reads through an open handle of a
+	// snapshot file go on from its cached chunk maps after the snapshot
+	// was deleted; then they fail with ESTALE (metadata operations fail at
+	// once). Default 1s.
+	SnapshotCheck time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -54,6 +62,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.SyncInterval == 0 {
 		o.SyncInterval = time.Second
+	}
+	if o.SnapshotCheck <= 0 {
+		o.SnapshotCheck = time.Second
 	}
 }
 
@@ -81,6 +92,13 @@ type VFS struct {
 
 	lockMu     sync.Mutex
 	lockOwners map[lockRef]bool // POSIX lock owners that took a lock here
+
+	root     *tree // the tree at the root: the live volume or Options.Snapshot
+	snapsDir *tree // /.snapshots; nil when serving a snapshot
+
+	slotMu  sync.Mutex
+	bySlot  []*tree          // snapshot trees; slot s is bySlot[s-1]
+	byEpoch map[uint64]*tree // the same, by snapshot epoch
 }
 
 type compactJob struct {
@@ -91,6 +109,9 @@ type compactJob struct {
 // New returns a VFS and starts its background workers; Close stops them.
 func New(m *meta.Meta, cs *chunk.Store, opts Options) *VFS {
 	opts.setDefaults()
+	if opts.Snapshot != nil {
+		opts.ReadOnly = true
+	}
 	v := &VFS{
 		m:          m,
 		cs:         cs,
@@ -102,6 +123,13 @@ func New(m *meta.Meta, cs *chunk.Store, opts Options) *VFS {
 		stop:       make(chan struct{}),
 		compactQ:   make(chan compactJob, 1024),
 		compacting: make(map[compactJob]bool),
+		byEpoch:    make(map[uint64]*tree),
+	}
+	if s := opts.Snapshot; s != nil {
+		v.root = &tree{r: m.View(*s), ro: true, snap: s}
+	} else {
+		v.root = &tree{r: m}
+		v.snapsDir = &tree{r: snapshotsDir{v}, ro: true}
 	}
 	v.bg.Add(3)
 	go v.deleteLoop()

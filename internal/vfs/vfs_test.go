@@ -22,12 +22,21 @@ var ctx = context.Background()
 var root = &meta.Caller{}
 
 type env struct {
-	v   *VFS
-	m   *meta.Meta
-	obj *mem.Store
+	v     *VFS
+	m     *meta.Meta
+	cs    *chunk.Store
+	obj   *mem.Store
+	store *memkv.Store
 }
 
 func newEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvWith(t, Options{})
+}
+
+// newEnvWith is newEnv with VFS options (FlushInterval and DeleteDelay are
+// set for the tests).
+func newEnvWith(t *testing.T, opts Options) *env {
 	t.Helper()
 	store := memkv.New()
 	if err := meta.Format(ctx, store, meta.Settings{Name: "t", BlockSize: 64 << 10}, false); err != nil {
@@ -45,7 +54,8 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := New(m, cs, Options{FlushInterval: time.Hour, DeleteDelay: time.Millisecond})
+	opts.FlushInterval, opts.DeleteDelay = time.Hour, time.Millisecond
+	v := New(m, cs, opts)
 	t.Cleanup(func() {
 		if err := v.Close(ctx); err != nil {
 			t.Errorf("close: %v", err)
@@ -55,7 +65,7 @@ func newEnv(t *testing.T) *env {
 			t.Errorf("check after test: %v %v", err, problems)
 		}
 	})
-	return &env{v: v, m: m, obj: obj}
+	return &env{v: v, m: m, cs: cs, obj: obj, store: store}
 }
 
 func (e *env) create(t *testing.T, name string) (base.Ino, uint64) {
