@@ -37,7 +37,7 @@ func (ck *checker) report(kind string, ino base.Ino, fix func(o *op) error, form
 // (empty for a healthy volume). Kinds: bad-record, orphan-dentry,
 // dangling-dentry, type-mismatch, bad-parent, dir-multiple-links,
 // bad-nlink, unreachable, unheld-orphan, missing-symlink, orphan-record,
-// bad-counter, pending-referenced, stale-hold, stale-orphan-record,
+// bad-counter, pending-referenced, bad-shared-count, stale-hold, stale-orphan-record,
 // dead-session-record, and for snapshots snapshot-mismatch,
 // leaked-version, stale-change-log and, inside a snapshot's tree,
 // dangling-dentry, bad-nlink, unreachable, missing-symlink. With
@@ -285,6 +285,9 @@ func ownersOf(r kv.Reader, p byte) (map[base.Ino]bool, error) {
 // largest slice id seen.
 func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint64, error) {
 	referenced := make(map[uint64]bool)
+	owners := make(map[uint64]int) // slice → chunk records (any version) referencing it
+	var lastOwner []byte
+	seenInOwner := make(map[uint64]bool)
 	var maxSlice uint64
 	bad := make(map[base.Ino]bool)
 	// Live chunk records must belong to live files (older versions,
@@ -318,15 +321,38 @@ func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint6
 			ck.report("bad-record", ki.Ino, nil, "chunk %d: %v", ki.Index, err)
 			return true
 		}
+		if logical, _, err := splitVersion(k); err == nil && string(logical) != string(lastOwner) {
+			lastOwner = append(lastOwner[:0], logical...)
+			clear(seenInOwner)
+		}
 		for _, s := range ss {
 			referenced[s.ID] = true
 			maxSlice = max(maxSlice, s.ID)
+			if s.ID != 0 && !seenInOwner[s.ID] {
+				seenInOwner[s.ID] = true
+				owners[s.ID]++
+			}
 		}
 		return true
 	})
 	if err != nil {
 		return 0, err
 	}
+	shared := make(map[uint64]uint32)
+	err = r.Scan([]byte{pShared}, []byte{pShared + 1}, false, func(k, v []byte) bool {
+		ki, err := DecodeKey(k)
+		n, derr := decodeU32(v)
+		if err != nil || derr != nil || n == 0 {
+			ck.report("bad-record", 0, nil, "shared slice record %x", k)
+			return true
+		}
+		shared[ki.ID] = n
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	pending := make(map[uint64]bool)
 	err = r.Scan([]byte{pPending}, []byte{pPending + 1}, false, func(k, v []byte) bool {
 		ki, err := DecodeKey(k)
 		if err != nil || len(v) != 4 {
@@ -334,14 +360,42 @@ func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint6
 			return true
 		}
 		maxSlice = max(maxSlice, ki.ID)
-		if referenced[ki.ID] {
+		pending[ki.ID] = true
+		if referenced[ki.ID] && shared[ki.ID] == 0 {
 			id := ki.ID
 			ck.report("pending-referenced", 0, func(o *op) error { o.Delete(pendingKey(id)); return nil },
 				"slice %d is queued for deletion but still referenced", id)
 		}
 		return true
 	})
-	return maxSlice, err
+	if err != nil {
+		return 0, err
+	}
+	// A slice's extra owners: chunk records referencing it beyond the
+	// first, plus one while a pending delete waits to take one off.
+	for id, n := range shared {
+		want := owners[id] - 1
+		if pending[id] {
+			want++
+		}
+		if int(n) != want {
+			id, want := id, want
+			ck.report("bad-shared-count", 0, func(o *op) error {
+				if want <= 0 {
+					o.Delete(sharedKey(id))
+				} else {
+					o.Set(sharedKey(id), u32(nil, uint32(want)))
+				}
+				return nil
+			}, "slice %d has %d extra owners recorded, %d counted", id, n, want)
+		}
+	}
+	for id, n := range owners {
+		if n > 1 && shared[id] == 0 {
+			ck.report("bad-shared-count", 0, nil, "slice %d is referenced by %d chunk records but has no owner record", id, n)
+		}
+	}
+	return maxSlice, nil
 }
 
 func (ck *checker) checkCounters(r kv.Reader, inodes, bytes uint64, maxIno base.Ino, maxSlice uint64) error {

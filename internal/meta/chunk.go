@@ -472,7 +472,67 @@ func (m *Meta) TakeDeletes(ctx context.Context, max int) ([]base.Slice, error) {
 	if max <= 0 {
 		max = 1
 	}
-	return m.listPending(ctx, max)
+	for {
+		ps, err := m.listPending(ctx, max)
+		if err != nil || len(ps) == 0 {
+			return ps, err
+		}
+		out, err := m.dropSharedOwners(ctx, ps)
+		if err != nil || len(out) > 0 || len(ps) < max {
+			return out, err
+		}
+		// A full batch of shared slices: they are dealt with; look again.
+	}
+}
+
+// dropSharedOwners handles pending deletes of slices that other chunk
+// records still reference (restored copies, keys.go "O"): such a delete
+// removes one owner and the slice stays. It returns the slices of ps
+// that are really free.
+func (m *Meta) dropSharedOwners(ctx context.Context, ps []base.Slice) ([]base.Slice, error) {
+	var free []base.Slice
+	err := m.update(ctx, func(t *wtx) error {
+		free = free[:0]
+		ranges := make([]kv.Range, 0, 2*len(ps))
+		for _, s := range ps {
+			for _, k := range [][]byte{pendingKey(s.ID), sharedKey(s.ID)} {
+				ranges = append(ranges, kv.Range{Start: k, End: append(append([]byte{}, k...), 0)})
+			}
+		}
+		got, err := kv.Firsts(t, ranges)
+		if err != nil {
+			return err
+		}
+		for i, s := range ps {
+			pend, shared := got[2*i], got[2*i+1]
+			if pend.Key == nil {
+				continue // another client took it
+			}
+			if shared.Key == nil {
+				free = append(free, s)
+				continue
+			}
+			n, err := decodeU32(shared.Value)
+			if err != nil {
+				return fmt.Errorf("slice %d owners: %w", s.ID, err)
+			}
+			if n > 1 {
+				t.Set(sharedKey(s.ID), u32(nil, n-1))
+			} else {
+				t.Delete(sharedKey(s.ID))
+			}
+			t.Delete(pendingKey(s.ID))
+		}
+		return nil
+	})
+	return free, err
+}
+
+func decodeU32(b []byte) (uint32, error) {
+	if len(b) != 4 {
+		return 0, fmt.Errorf("%d bytes, want 4: %w", len(b), base.ErrIO)
+	}
+	return binary.BigEndian.Uint32(b), nil
 }
 
 func (m *Meta) listPending(ctx context.Context, max int) ([]base.Slice, error) {

@@ -38,6 +38,12 @@ package meta
 //	"Y" epoch u64               deletion of the snapshot of epoch in
 //	                            progress: its versions still need pruning;
 //	                            value: JSON (Snapshot)
+//	"O" slice u64               extra owners of a slice: how many chunk
+//	                            records besides the one that wrote it
+//	                            reference it (restored from a snapshot
+//	                            without copying data); value: count u32.
+//	                            A pending delete of such a slice takes one
+//	                            owner off instead of deleting its objects
 //	"Z" shard u8                epoch fence: every transaction that writes a
 //	                            versioned record writes one shard (empty
 //	                            value); changing "E" or "F" writes them all,
@@ -85,6 +91,7 @@ const (
 	pChange   = 'V'
 	pSnapJob  = 'Y'
 	pFence    = 'Z'
+	pShared   = 'O'
 
 	pAttr    = 'A'
 	pDentry  = 'D'
@@ -157,6 +164,7 @@ func changeKey(epoch uint64, logical []byte) []byte {
 }
 func snapJobKey(epoch uint64) []byte { return u64([]byte{pSnapJob}, epoch) }
 func fenceKey(shard byte) []byte     { return []byte{pFence, shard} }
+func sharedKey(id uint64) []byte     { return u64([]byte{pShared}, id) }
 
 // --- versioned logical keys ---
 
@@ -194,12 +202,12 @@ func splitVersion(key []byte) (logical []byte, epoch uint64, err error) {
 
 // KeyInfo is a decoded key, for fsck, dumps and debugging.
 type KeyInfo struct {
-	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence"
+	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence", "shared"
 	Ino     base.Ino
 	Parent  base.Ino // dentry
 	Name    string   // dentry or xattr name
 	Index   uint32   // chunk index
-	ID      uint64   // session id (session, hold, reserved, lock, expired) or slice id (pending)
+	ID      uint64   // session id (session, hold, reserved, lock, expired) or slice id (pending, shared)
 	Counter byte     // counter kind; lock kind for locks
 	Shard   int      // counter delta shard plus one; 0 for the base counter
 	Start   uint64   // first slice id of a reservation
@@ -261,11 +269,15 @@ func DecodeKey(key []byte) (KeyInfo, error) {
 			return bad("hold length")
 		}
 		return KeyInfo{Kind: "hold", Ino: base.Ino(binary.BigEndian.Uint64(rest)), ID: binary.BigEndian.Uint64(rest[8:])}, nil
-	case pPending:
+	case pPending, pShared:
 		if !fixed(8) {
-			return bad("pending length")
+			return bad("slice key length")
 		}
-		return KeyInfo{Kind: "pending", ID: binary.BigEndian.Uint64(rest)}, nil
+		kind := "pending"
+		if key[0] == pShared {
+			kind = "shared"
+		}
+		return KeyInfo{Kind: kind, ID: binary.BigEndian.Uint64(rest)}, nil
 	case pOrphan:
 		if !fixed(8) {
 			return bad("orphan length")

@@ -416,3 +416,75 @@ func runSnapshotModel(t *testing.T, seed uint64, steps int) {
 		return nil
 	}))
 }
+
+// TestSnapshotRestore copies a tree back from a snapshot: same content
+// and attributes, hard links kept, slices shared (not copied) and freed
+// only when neither the snapshot nor the copy references them.
+func TestSnapshotRestore(t *testing.T) {
+	m := newTestMeta(t)
+	d := mkdir(t, m, root, base.RootIno, "d")
+	f := create(t, m, root, d, "f")
+	id1 := writeSlice(t, m, f, 0, 1000)
+	id2 := writeSlice(t, m, f, base.ChunkSize, 10)
+	must[base.Attr](t)(m.Link(ctx, root, f, d, "hard"))
+	ok(t, m.SetXattr(ctx, root, f, "user.a", []byte("x"), 0))
+	must[base.Ino](t)(func() (base.Ino, error) {
+		ino, _, err := m.Mknod(ctx, root, d, "sym", base.TypeSymlink, 0, 0, 0, "f")
+		return ino, err
+	}())
+	sub := mkdir(t, m, root, d, "sub")
+	create(t, m, root, sub, "empty")
+	must[Snapshot](t)(m.CreateSnapshot(ctx, "s"))
+	// Live: the tree goes away.
+	for _, n := range []string{"f", "hard", "sym"} {
+		ok(t, m.Unlink(ctx, root, d, n))
+	}
+	ok(t, m.Unlink(ctx, root, sub, "empty"))
+	ok(t, m.Rmdir(ctx, root, d, "sub"))
+	ok(t, m.Rmdir(ctx, root, base.RootIno, "d"))
+
+	_, err := m.Restore(ctx, root, "s", "/d", "/", nil)
+	wantErr(t, err, base.ErrExist)
+	_, err = m.Restore(ctx, root, "s", "/nope", "/x", nil)
+	wantErr(t, err, base.ErrNotFound)
+	st := must[RestoreStats](t)(m.Restore(ctx, root, "s", "/d", "/back", nil))
+	if st.Files != 2 || st.Dirs != 2 || st.Symlinks != 1 || st.Links != 1 {
+		t.Fatalf("restore stats %+v", st)
+	}
+	_, err = m.Restore(ctx, root, "s", "/d", "/back", nil)
+	wantErr(t, err, base.ErrExist)
+
+	// Same tree apart from inode numbers and change times.
+	norm := func(dump map[string]string, prefix string) map[string]string {
+		out := map[string]string{}
+		for k, v := range dump {
+			if !strings.HasPrefix(k, prefix) {
+				continue
+			}
+			fields := strings.Fields(v)
+			out[strings.TrimPrefix(k, prefix)] = strings.Join(fields[1:], " ")
+		}
+		return out
+	}
+	snapDump := norm(dumpTree(t, m.View(must[Snapshot](t)(m.SnapshotByName(ctx, "s")))), "/d")
+	diffDumps(t, "restored tree", norm(dumpTree(t, m), "/back"), snapDump)
+
+	ok(t, m.DeleteSnapshot(ctx, "s", nil))
+	taken := must[[]base.Slice](t)(m.TakeDeletes(ctx, 100))
+	for _, s := range taken {
+		if s.ID == id1 || s.ID == id2 {
+			t.Fatalf("slice %d of the restored file freed with the snapshot", s.ID)
+		}
+	}
+	back := lookup(t, m, base.RootIno, "back")
+	ok(t, m.Unlink(ctx, root, back, "f"))
+	ok(t, m.Unlink(ctx, root, back, "hard"))
+	free := map[uint64]bool{}
+	for _, s := range must[[]base.Slice](t)(m.TakeDeletes(ctx, 100)) {
+		free[s.ID] = true
+	}
+	if !free[id1] || !free[id2] {
+		t.Fatalf("slices %d, %d not freed after the last owner went: %v", id1, id2, free)
+	}
+	ok(t, m.FinishDeletes(ctx, []uint64{id1, id2}))
+}
