@@ -44,6 +44,7 @@ Quick start (embedded: one host, no other service):
 		newInfoCommand(),
 		newFsckCommand(),
 		newGCCommand(),
+		newSnapshotCommand(),
 		newVersionCommand(),
 	)
 	return root

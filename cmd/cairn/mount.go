@@ -38,6 +38,7 @@ func newMountCommand() *cobra.Command {
 		pprofAddr                             string
 		writeback                             bool
 		heartbeat, sessionTimeout             time.Duration
+		snapshot                              string
 	)
 	cmd := &cobra.Command{
 		Use:   "mount [-d] [--log FILE] [options] META-URL MOUNTPOINT",
@@ -49,10 +50,16 @@ With -d it starts in the background and returns once the mount is ready.
 On an embedded volume (pebble://) admin commands (status, info, fsck, gc)
 reach the volume through the mount process while it is mounted. A shared
 volume (postgres://) can be mounted by many hosts at once; locks are
-shared, and what one client closes another sees at its next open.`,
+shared, and what one client closes another sees at its next open.
+
+Every mount shows the volume's snapshots, read-only, under MOUNTPOINT/.snapshots
+(hidden from listings). With --snapshot NAME, the snapshot itself is mounted,
+read-only. An embedded volume is held by one process: while it is mounted,
+use its .snapshots directory instead (or bind-mount a snapshot from there).`,
 		Example: `  cairn mount -d pebble:///var/lib/cairn/meta /mnt/cairn
   cairn mount -o allow_other --cache-mem 1G pebble:///var/lib/cairn/meta /mnt/cairn
-  AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… cairn mount -d 'postgres://cairn@db1/vol1' /mnt/vol1`,
+  AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… cairn mount -d 'postgres://cairn@db1/vol1' /mnt/vol1
+  cairn mount -d --snapshot nightly 'postgres://cairn@db1/vol1' /mnt/vol1-nightly`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			metaURL, mp := args[0], args[1]
@@ -122,6 +129,7 @@ shared, and what one client closes another sees at its next open.`,
 				Version:    version,
 				Logger:     log,
 				Ready:      func() { ready(nil) },
+				Snapshot:   snapshot,
 			}
 			mo.Fuse.AllowOther = allowOther
 			mo.Fuse.AttrTimeout = attrTimeout
@@ -155,6 +163,7 @@ shared, and what one client closes another sees at its next open.`,
 	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long this client may miss heartbeats before other clients declare it dead and release its locks")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiling endpoints (net/http/pprof) on this address, e.g. 127.0.0.1:6060")
 	f.DurationVar(&negTimeout, "negative-timeout", 0, "how long the kernel caches failed lookups")
+	f.StringVar(&snapshot, "snapshot", "", "mount this snapshot of the volume, read-only, instead of the live volume")
 	return cmd
 }
 

@@ -42,6 +42,23 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 		return Fsck(ctx, v, w)
 	case "gc":
 		return GC(ctx, v, req.Flags["delete"] == "true", w)
+	case "snapshot-create":
+		if len(req.Args) != 1 {
+			return fmt.Errorf("snapshot create: want one name")
+		}
+		return SnapshotCreate(ctx, v, req.Args[0], w)
+	case "snapshot-list":
+		return SnapshotList(ctx, v, req.Flags["json"] == "true", w)
+	case "snapshot-delete":
+		if len(req.Args) != 1 {
+			return fmt.Errorf("snapshot delete: want one name")
+		}
+		return SnapshotDelete(ctx, v, req.Args[0], w)
+	case "snapshot-diff":
+		if len(req.Args) != 2 {
+			return fmt.Errorf("snapshot diff: want two names (the second empty for the live volume)")
+		}
+		return SnapshotDiff(ctx, v, req.Args[0], req.Args[1], req.Flags["json"] == "true", w)
 	}
 	return fmt.Errorf("unknown admin verb %q", req.Verb)
 }
@@ -243,8 +260,16 @@ func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
 // GC lists block objects that no metadata references (orphans of writes
 // that never committed, or of deletes that did not finish) and deletes
 // them with del. Slices being written by a live client of this volume are
-// never touched.
+// never touched. It first finishes the snapshot deletions that were
+// interrupted, so the versions only they could see stop holding blocks.
 func GC(ctx context.Context, v *Volume, del bool, w io.Writer) error {
+	resumed := 0
+	if err := v.Meta.ResumeSnapshotJobs(ctx, func(done int) { resumed = done }); err != nil {
+		return fmt.Errorf("finishing interrupted snapshot deletions: %w", err)
+	}
+	if resumed > 0 {
+		fmt.Fprintf(w, "finished interrupted snapshot deletions: %d changed records pruned\n", resumed)
+	}
 	// The guard is read first: a slice committed after it is referenced in
 	// the scan below, and one handed out after it is above guard.Next.
 	guard, err := v.Meta.SliceGuard(ctx)

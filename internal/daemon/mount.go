@@ -13,7 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/fuse"
+	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
@@ -36,6 +38,11 @@ type MountOptions struct {
 	// files (default 60 s). It is recorded in the session, so clients with
 	// different settings judge each other correctly.
 	SessionTimeout time.Duration
+	// Snapshot, if set, mounts that snapshot read-only at the mount point
+	// instead of the live volume. An embedded volume cannot be opened by a
+	// second process: while it is mounted, its snapshots are under
+	// .snapshots of that mount.
+	Snapshot string
 }
 
 func (o *MountOptions) setDefaults() {
@@ -158,9 +165,22 @@ func Mount(ctx context.Context, o MountOptions) error {
 	o.Volume.Logger = log
 	vol, err := OpenVolume(ctx, o.Volume)
 	if err != nil {
-		return err
+		return snapshotMountHint(o, err)
 	}
 	defer vol.Close()
+	vo := vfs.Options{Logger: log, ReadOnly: o.Volume.ReadOnly, AppendAtEOF: vol.Loc.Shared()}
+	fo := o.Fuse
+	if o.Snapshot != "" {
+		snap, err := vol.Meta.SnapshotByName(ctx, o.Snapshot)
+		if errors.Is(err, base.ErrNotFound) {
+			return fmt.Errorf("volume %q has no snapshot %q (see cairn snapshot list %s)", vol.Settings.Name, o.Snapshot, vol.Loc.Display())
+		}
+		if err != nil {
+			return err
+		}
+		vo.Snapshot = &snap
+		fo.ReadOnly, fo.WritebackCache = true, false
+	}
 	host, _ := os.Hostname()
 	if _, err := vol.Meta.NewSession(ctx, meta.SessionInfo{
 		Host: host, Pid: os.Getpid(), MountPoint: mp, Version: o.Version, Started: time.Now(),
@@ -173,11 +193,10 @@ func Mount(ctx context.Context, o MountOptions) error {
 			log.Warn("closing session", "err", err)
 		}
 	}()
-	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{Logger: log, ReadOnly: o.Volume.ReadOnly, AppendAtEOF: vol.Loc.Shared()})
-	fo := o.Fuse
+	v := vfs.New(vol.Meta, vol.Chunks, vo)
 	fo.FsName = vol.Loc.Display()
 	fo.Logger = log
-	fo.ReadOnly = o.Volume.ReadOnly
+	fo.ReadOnly = fo.ReadOnly || o.Volume.ReadOnly
 	fo.CloseToOpen = vol.Loc.Shared()
 	srv, err := fuse.Mount(v, mp, fo)
 	if err != nil {
@@ -195,7 +214,7 @@ func Mount(ctx context.Context, o MountOptions) error {
 		}
 		defer ctl.Close()
 	}
-	log.Info("mounted", "volume", vol.Settings.Name, "meta", vol.Loc.Display(), "mountpoint", mp)
+	log.Info("mounted", "volume", vol.Settings.Name, "meta", vol.Loc.Display(), "mountpoint", mp, "snapshot", o.Snapshot)
 	if o.Ready != nil {
 		o.Ready()
 	}
@@ -239,6 +258,24 @@ func Mount(ctx context.Context, o MountOptions) error {
 	}
 	log.Info("clean shutdown", "mountpoint", mp)
 	return nil
+}
+
+// snapshotMountHint adds to the refusal of a snapshot mount of an
+// embedded volume held by a mount where that snapshot already is.
+func snapshotMountHint(o MountOptions, err error) error {
+	if o.Snapshot == "" || !errors.Is(err, kv.ErrLocked) {
+		return err
+	}
+	loc, lerr := ParseMetaURL(o.Volume.MetaURL)
+	if lerr != nil {
+		return err
+	}
+	where := "MOUNTPOINT"
+	if h, herr := QueryHolder(loc); herr == nil && h.MountPoint != "" {
+		where = h.MountPoint
+	}
+	return fmt.Errorf("%w; an embedded volume has one process at a time: while it is mounted, snapshot %q is at %s (bind-mount that directory to see it elsewhere)",
+		err, o.Snapshot, filepath.Join(where, vfs.SnapshotsDir, o.Snapshot))
 }
 
 // keepSessionAlive sends the session's heartbeats and, after each, declares
