@@ -134,6 +134,41 @@ type LooseViewer interface {
 	ViewLoose(ctx context.Context, fn func(r Reader) error) error
 }
 
+// Exclusive is an optional ability of a Store whose transactions run
+// concurrently (kv/postgres). UpdateExclusive is Update for a transaction
+// that conflicts with many small concurrent ones (taking a snapshot
+// conflicts with every writer), which would otherwise keep aborting it:
+// before fn, it takes the write locks of keys, creating the missing ones
+// with an empty value, and waits for the transactions that hold them
+// rather than failing. fn's reads then see the latest committed state
+// (the locked keys cannot change under it); concurrent transactions that
+// write a locked key wait for it, then fail with a conflict and are
+// retried.
+type Exclusive interface {
+	UpdateExclusive(ctx context.Context, keys [][]byte, fn func(tx Txn) error) error
+}
+
+// UpdateExclusive runs fn through s's Exclusive ability, or else as an
+// Update that first creates the missing keys with an empty value (stores
+// without the ability run transactions one at a time and need no locks).
+func UpdateExclusive(ctx context.Context, s Store, keys [][]byte, fn func(tx Txn) error) error {
+	if x, ok := s.(Exclusive); ok {
+		return x.UpdateExclusive(ctx, keys, fn)
+	}
+	return s.Update(ctx, func(tx Txn) error {
+		for _, k := range keys {
+			v, err := tx.Get(k)
+			if err != nil {
+				return err
+			}
+			if v == nil {
+				tx.Set(k, []byte{})
+			}
+		}
+		return fn(tx)
+	})
+}
+
 // Range is a key range [Start, End); a nil End has no upper bound.
 // Follow, if set, asks Firsts for a second read that depends on the first.
 type Range struct {

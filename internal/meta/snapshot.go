@@ -60,6 +60,31 @@ func (t *wtx) fenceAll() {
 	t.fenced = true
 }
 
+// epochLockKeys are the keys a change of the snapshot list locks first
+// (kv.Exclusive): the epoch records and every fence shard, so that
+// concurrent writers wait for it instead of aborting it over and over.
+func epochLockKeys() [][]byte {
+	keys := [][]byte{epochKey(), frozenKey()}
+	for i := 0; i < usageShards; i++ {
+		keys = append(keys, fenceKey(byte(i)))
+	}
+	return keys
+}
+
+// updateEpochs runs fn, which changes the snapshot list, in an exclusive
+// transaction (see epochLockKeys).
+func (m *Meta) updateEpochs(ctx context.Context, fn func(t *wtx) error) error {
+	if m.opts.ReadOnly {
+		return base.ErrReadOnly
+	}
+	if m.isClosed() {
+		return kv.ErrClosed
+	}
+	return kv.UpdateExclusive(ctx, m.store, epochLockKeys(), func(tx kv.Txn) error {
+		return fn(&wtx{Txn: tx, shard: 0})
+	})
+}
+
 // CreateSnapshot freezes the live epoch under name and opens the next one.
 // It is O(1): one transaction of a few keys. Everything committed before
 // it returns (in particular everything fsynced) is in the snapshot; no
@@ -70,7 +95,7 @@ func (m *Meta) CreateSnapshot(ctx context.Context, name string) (Snapshot, error
 		return Snapshot{}, err
 	}
 	var snap Snapshot
-	err := m.update(ctx, func(t *wtx) error {
+	err := m.updateEpochs(ctx, func(t *wtx) error {
 		v, err := t.Get(snapshotKey(name))
 		if err != nil {
 			return err
@@ -183,7 +208,7 @@ func (m *Meta) LiveEpoch(ctx context.Context) (uint64, error) {
 // progress, if not nil, is called with the number of changed records
 // examined so far. Errors: ErrNotFound, ErrReadOnly.
 func (m *Meta) DeleteSnapshot(ctx context.Context, name string, progress func(done int)) error {
-	err := m.update(ctx, func(t *wtx) error {
+	err := m.updateEpochs(ctx, func(t *wtx) error {
 		v, err := t.Get(snapshotKey(name))
 		if err != nil {
 			return err

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) kv.Store) {
 		{"Notifier", testNotifier},
 		{"Firsts", testFirsts},
 		{"SetAfterConcurrentDelete", testSetAfterConcurrentDelete},
+		{"UpdateExclusive", testUpdateExclusive},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -845,5 +846,88 @@ func testSetAfterConcurrentDelete(t *testing.T, s kv.Store) {
 	<-deleted
 	if v, ok := get(t, s, "k"); ok {
 		t.Fatalf("k = %q: a write based on a read of k committed over a concurrent delete of k", v)
+	}
+}
+
+// testUpdateExclusive: kv.UpdateExclusive creates missing lock keys with an
+// empty value; exclusive transactions and plain ones that write the locked
+// keys never lose each other's updates; and exclusive transactions are
+// not starved by a stream of small ones writing the locked keys.
+func testUpdateExclusive(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	err := kv.UpdateExclusive(ctx, s, [][]byte{[]byte("lk1"), []byte("lk0")}, func(tx kv.Txn) error {
+		for _, k := range []string{"lk0", "lk1"} {
+			v, err := tx.Get([]byte(k))
+			if err != nil {
+				return err
+			}
+			if v == nil || len(v) != 0 {
+				return fmt.Errorf("lock key %s = %q, want created empty", k, v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set(t, s, "xcount", "0")
+	const writers, exclusives = 4, 30
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	plain := 0
+	errs := make(chan error, writers+1)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Each writer bumps its own key and the shared one.
+				err := s.Update(ctx, func(tx kv.Txn) error {
+					n, err := readInt(tx, "xcount")
+					if err != nil {
+						return err
+					}
+					writeInt(tx, "xcount", n+1)
+					tx.Set([]byte(fmt.Sprint("lk", w%2)), []byte("w"))
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				plain++
+				mu.Unlock()
+			}
+		}()
+	}
+	for range exclusives {
+		err := kv.UpdateExclusive(ctx, s, [][]byte{[]byte("lk0"), []byte("lk1"), []byte("xcount")}, func(tx kv.Txn) error {
+			n, err := readInt(tx, "xcount")
+			if err != nil {
+				return err
+			}
+			writeInt(tx, "xcount", n+1000)
+			return nil
+		})
+		if err != nil {
+			errs <- fmt.Errorf("UpdateExclusive: %w", err)
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got, _ := get(t, s, "xcount"); got != fmt.Sprint(plain+1000*exclusives) {
+		t.Errorf("xcount = %s; want %d", got, plain+1000*exclusives)
 	}
 }

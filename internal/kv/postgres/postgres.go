@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,6 +93,7 @@ type statements struct {
 	rscan, rscanOpen string // the same, in reverse
 	upsert, del      string
 	update           string // rows the transaction read: conflicts with a concurrent DELETE
+	lock             string // UpdateExclusive: create and write-lock keys, in key order
 	firsts           string // the first row of each of several ranges
 	firstsFollow     string // the same, each with an optional dependent read
 }
@@ -107,6 +109,8 @@ func newStatements(table string) statements {
 		upsert: "INSERT INTO " + t + " (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) " +
 			"ON CONFLICT (k) DO UPDATE SET v = excluded.v",
 		del: "DELETE FROM " + t + " WHERE k = ANY($1::bytea[])",
+		lock: "INSERT INTO " + t + " AS c (k, v) SELECT x.k, ''::bytea FROM unnest($1::bytea[]) AS x(k) ORDER BY x.k " +
+			"ON CONFLICT (k) DO UPDATE SET v = c.v",
 		update: "UPDATE " + t + " SET v = x.v FROM unnest($1::bytea[], $2::bytea[]) AS x(k, v) " +
 			"WHERE " + t + ".k = x.k",
 		firsts: "SELECT r.i, f.k, f.v FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS r(s, e, i) " +
@@ -132,8 +136,11 @@ const (
 	// (kv.Txn).
 	beginUpdate = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 	beginView   = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-	commitSQL   = "COMMIT"
-	rollbackSQL = "ROLLBACK"
+	// UpdateExclusive: each statement reads the latest committed state,
+	// and the first one waits for the locks it takes instead of failing.
+	beginExclusive = "BEGIN ISOLATION LEVEL READ COMMITTED"
+	commitSQL      = "COMMIT"
+	rollbackSQL    = "ROLLBACK"
 )
 
 // Open connects to the PostgreSQL database at url and creates the store's
@@ -413,6 +420,31 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 			return werr
 		}
 	}
+}
+
+var _ kv.Exclusive = (*Store)(nil)
+
+// UpdateExclusive implements kv.Exclusive: a READ COMMITTED transaction
+// whose first statement creates and write-locks keys (in key order, so
+// two such transactions cannot deadlock on them). Concurrent
+// REPEATABLE READ writers of those keys wait, then fail with a
+// serialization error and are retried by their Update.
+func (s *Store) UpdateExclusive(ctx context.Context, keys [][]byte, fn func(tx kv.Txn) error) error {
+	if len(keys) == 0 {
+		return s.Update(ctx, fn)
+	}
+	keys = slices.Clone(keys)
+	return s.Update(ctx, func(tx kv.Txn) error {
+		t := tx.(*txn)
+		t.exclusive = true
+		t.mu.Lock()
+		err := t.query(s.sql.lock, []any{keys}, func(rows pgx.Rows) error { return nil })
+		t.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 // updateOnce runs fn once and commits.

@@ -37,6 +37,8 @@ type txn struct {
 	rw bool
 	// loose: reads run outside a server transaction (ViewLoose).
 	loose bool
+	// exclusive: an UpdateExclusive transaction (READ COMMITTED).
+	exclusive bool
 
 	mu     sync.Mutex     // guards the fields below, and the connection
 	conn   *pgxpool.Conn  // nil until the first statement
@@ -112,9 +114,12 @@ func (tx *txn) begin(sql string, args []any, read func(pgx.Rows) error) error {
 		return err
 	}
 	var b pgx.Batch
-	if tx.rw {
+	switch {
+	case tx.exclusive:
+		b.Queue(beginExclusive)
+	case tx.rw:
 		b.Queue(beginUpdate)
-	} else {
+	default:
 		b.Queue(beginView)
 	}
 	b.Queue(sql, args...)
