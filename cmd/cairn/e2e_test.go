@@ -342,3 +342,32 @@ func testKill9(t *testing.T, writeback bool) {
 	}
 	cairn(t, "fsck", v.meta)
 }
+
+// With the writeback cache the kernel reads the pages a write only partly
+// covers through the file's handle, even one opened write-only.
+func TestE2EWriteOnlyPartialPage(t *testing.T) {
+	v := newE2EVolume(t)
+	v.mount(t)
+	p := filepath.Join(v.mnt, "f")
+	want := make([]byte, 100000)
+	rand.Read(want)
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := bytes.Repeat([]byte("o"), 11000)
+	if _, err := f.WriteAt(patch, 45000); err != nil {
+		t.Fatalf("unaligned write through a write-only descriptor: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[45000:], patch)
+	got, err := os.ReadFile(p)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("content after the write: %v (equal: %v)", err, bytes.Equal(got, want))
+	}
+}

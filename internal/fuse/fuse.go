@@ -372,8 +372,20 @@ func (fs *rawFS) openFlags(flags uint32) uint32 {
 	return 0
 }
 
+// handleFlags are the open flags a handle gets in vfs. With the writeback
+// cache the kernel fills partially written pages by reading through the
+// file's handle, write-only or not (read(2) on a write-only descriptor is
+// refused by the kernel itself), so such handles must allow reads.
+func (fs *rawFS) handleFlags(flags uint32) int {
+	f := int(flags)
+	if fs.opts.WritebackCache && f&syscall.O_ACCMODE == syscall.O_WRONLY {
+		f = f&^syscall.O_ACCMODE | syscall.O_RDWR
+	}
+	return f
+}
+
 func (fs *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
-	ino, a, fh, e := fs.v.Create(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), name, in.Mode&0o7777, in.Umask, int(in.Flags))
+	ino, a, fh, e := fs.v.Create(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), name, in.Mode&0o7777, in.Umask, fs.handleFlags(in.Flags))
 	if e != 0 {
 		return st(e)
 	}
@@ -384,7 +396,7 @@ func (fs *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string
 }
 
 func (fs *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
-	fh, e := fs.v.Open(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), int(in.Flags))
+	fh, e := fs.v.Open(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), fs.handleFlags(in.Flags))
 	if e != 0 {
 		return st(e)
 	}
