@@ -8,11 +8,13 @@ make -s build
 	echo
 	echo "Generated from \`cairn <verb> --help\` (regenerate with \`scripts/gen-cli-doc.sh\`)."
 	echo
-	for c in format mount umount status info fsck gc version; do
+	for c in format mount umount status info fsck gc snapshot "snapshot create" "snapshot list" \
+		"snapshot delete" "snapshot diff" version; do
 		echo "## cairn $c"
 		echo
 		echo '```'
-		bin/cairn "$c" --help
+		# shellcheck disable=SC2086 # "snapshot create" is two arguments
+		bin/cairn $c --help
 		echo '```'
 		echo
 	done
