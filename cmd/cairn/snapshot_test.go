@@ -376,3 +376,39 @@ func TestE2ESnapshots(t *testing.T) {
 	cairn(t, "gc", v.meta)
 	cairn(t, "fsck", v.meta)
 }
+
+// On a shared volume every client shows a snapshot taken by the CLI at
+// once, and a snapshot mount runs beside the live mounts.
+func TestSharedSnapshots(t *testing.T) {
+	v := newSharedVolume(t)
+	a := v.mount(t, "a")
+	b := v.mount(t, "b")
+	writeTree(t, a.mnt)
+	sums0 := treeSums(t, a.mnt)
+	if out, err := v.cairn(t, "snapshot", "create", v.meta, "s1"); err != nil {
+		t.Fatalf("snapshot create: %v\n%s", err, out)
+	}
+	changeTree(t, a.mnt)
+	sameTrees(t, sums0, treeSums(t, filepath.Join(b.mnt, ".snapshots", "s1")))
+	sameTrees(t, treeSums(t, a.mnt), treeSums(t, b.mnt))
+
+	c := v.mount(t, "c", "--snapshot", "s1")
+	sameTrees(t, sums0, treeSums(t, c.mnt))
+	wantErrno(t, "create in a snapshot mount", os.WriteFile(c.path("x"), nil, 0o644), syscall.EROFS)
+	wantErrno(t, "unlink in a snapshot mount", os.Remove(c.path("one")), syscall.EROFS)
+
+	if out, err := v.cairn(t, "snapshot", "delete", v.meta, "s1"); err != nil {
+		t.Fatalf("snapshot delete: %v\n%s", err, out)
+	}
+	time.Sleep(1200 * time.Millisecond) // the kernel's attribute cache
+	_, err := os.ReadDir(c.mnt)
+	wantErrno(t, "listing a deleted snapshot's mount", err, syscall.ESTALE)
+	_, err = os.Stat(filepath.Join(b.mnt, ".snapshots", "s1"))
+	wantErrno(t, "stat of a deleted snapshot", err, syscall.ENOENT)
+	c.stop(t)
+	a.stop(t)
+	b.stop(t)
+	if out, err := v.cairn(t, "fsck", v.meta); err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+}
