@@ -28,6 +28,7 @@ is asked through its mount process).`,
   ls /mnt/cairn/.snapshots/before-upgrade
   cairn snapshot list pebble:///var/lib/cairn/meta
   cairn snapshot diff pebble:///var/lib/cairn/meta before-upgrade
+  cairn snapshot restore pebble:///var/lib/cairn/meta before-upgrade /etc/app /etc/app.before
   cairn snapshot delete pebble:///var/lib/cairn/meta before-upgrade`,
 	}
 	cmd.AddCommand(
@@ -35,6 +36,7 @@ is asked through its mount process).`,
 		newSnapshotListCommand(),
 		newSnapshotDeleteCommand(),
 		newSnapshotDiffCommand(),
+		newSnapshotRestoreCommand(),
 	)
 	return cmd
 }
@@ -126,4 +128,29 @@ JSON object per line: {op, path, old_path, ino, type}.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per change")
 	return cmd
+}
+
+func newSnapshotRestoreCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "restore META-URL NAME PATH [DEST]",
+		Short: "Copy a file or tree from a snapshot back into the live volume",
+		Long: `Copy PATH (a file, symlink or whole directory tree, as it is in snapshot NAME)
+to DEST in the live volume (default: PATH itself). DEST must not exist; its
+parent must. No data is copied: the copies share the snapshot's blocks, and
+those blocks stay until neither the copies nor the snapshot use them.
+Modes, owners, times, extended attributes and hard links inside the tree
+are kept. Paths are from the root of the volume. On a mounted volume a
+lookup the kernel cached may take up to --entry-timeout to see DEST.`,
+		Example: `  cairn snapshot restore pebble:///var/lib/cairn/meta nightly /home/ann/report.odt /home/ann/report.old.odt
+  cairn snapshot restore 'postgres://cairn@db1/vol1' before-migration /srv/db`,
+		Args: cobra.RangeArgs(3, 4),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dst := args[2]
+			if len(args) == 4 {
+				dst = args[3]
+			}
+			req := daemon.Request{Verb: "snapshot-restore", Args: []string{args[1], args[2], dst}}
+			return runAdmin(cmd.Context(), args[0], req, cmd.OutOrStdout())
+		},
+	}
 }

@@ -54,6 +54,11 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 			return fmt.Errorf("snapshot delete: want one name")
 		}
 		return SnapshotDelete(ctx, v, req.Args[0], w)
+	case "snapshot-restore":
+		if len(req.Args) != 3 {
+			return fmt.Errorf("snapshot restore: want a name, a path and a destination")
+		}
+		return SnapshotRestore(ctx, v, req.Args[0], req.Args[1], req.Args[2], w)
 	case "snapshot-diff":
 		if len(req.Args) != 2 {
 			return fmt.Errorf("snapshot diff: want two names (the second empty for the live volume)")
@@ -336,6 +341,39 @@ func GC(ctx context.Context, v *Volume, del bool, w io.Writer) error {
 		deleted++
 	}
 	fmt.Fprintf(w, "deleted %d orphan objects (%s)\n", deleted, humanBytes(uint64(orphanBytes)))
+	return deletePending(ctx, v, pd, w)
+}
+
+// deletePending deletes the objects of slices queued for deletion (by a
+// snapshot deletion or unlinks while no client was mounted) when no
+// client could still be reading them: this process is an admin command,
+// not a mount, and no session of any client is recorded. Otherwise the
+// mounts' delete loops remove them after their delay.
+func deletePending(ctx context.Context, v *Volume, pd []base.Slice, w io.Writer) error {
+	if len(pd) == 0 {
+		return nil
+	}
+	sessions, err := v.Meta.ListSessions(ctx)
+	if err != nil {
+		return err
+	}
+	if v.Meta.SessionID() != 0 || len(sessions) > 0 {
+		fmt.Fprintf(w, "%d slices queued for deletion are left to the delete loop of the mounted clients\n", len(pd))
+		return nil
+	}
+	var ids []uint64
+	var bytes uint64
+	for _, s := range pd {
+		if err := v.Chunks.DeleteSlice(ctx, s.ID, s.Size); err != nil {
+			return fmt.Errorf("deleting slice %d: %w", s.ID, err)
+		}
+		ids = append(ids, s.ID)
+		bytes += uint64(s.Size)
+	}
+	if err := v.Meta.FinishDeletes(ctx, ids); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "deleted %d slices queued for deletion (%s)\n", len(ids), humanBytes(bytes))
 	return nil
 }
 

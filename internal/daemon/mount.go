@@ -194,6 +194,15 @@ func Mount(ctx context.Context, o MountOptions) error {
 		}
 	}()
 	v := vfs.New(vol.Meta, vol.Chunks, vo)
+	if !o.Volume.ReadOnly && o.Snapshot == "" {
+		// Finish snapshot deletions a crash interrupted, in the
+		// background: the versions only they saw still hold blocks.
+		go func() {
+			if err := vol.Meta.ResumeSnapshotJobs(context.Background(), nil); err != nil {
+				log.Warn("finishing interrupted snapshot deletions", "err", err)
+			}
+		}()
+	}
 	fo.FsName = vol.Loc.Display()
 	fo.Logger = log
 	fo.ReadOnly = fo.ReadOnly || o.Volume.ReadOnly

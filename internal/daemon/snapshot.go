@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/meta"
 )
 
@@ -100,6 +102,30 @@ func SnapshotDelete(ctx context.Context, v *Volume, name string, w io.Writer) er
 		return err
 	}
 	_, err = fmt.Fprintf(w, "deleted snapshot %q (%d changed records pruned in %s)\n", name, records, time.Since(start).Round(time.Millisecond))
+	return err
+}
+
+// SnapshotRestore copies src (a path in snapshot name) to dst (a path
+// in the live volume that must not exist yet) without copying data: the
+// copies share the snapshot's blocks. Progress is printed while it takes
+// long.
+func SnapshotRestore(ctx context.Context, v *Volume, name, src, dst string, w io.Writer) error {
+	start := time.Now()
+	last := start
+	st, err := v.Meta.Restore(ctx, meta.RootCaller, name, src, dst, func(st meta.RestoreStats) {
+		if now := time.Now(); now.Sub(last) >= progressEvery {
+			last = now
+			fmt.Fprintf(w, "restoring: %d files, %d directories (%s)\n", st.Files, st.Dirs, now.Sub(start).Round(time.Second))
+		}
+	})
+	if err != nil {
+		if errors.Is(err, base.ErrExist) {
+			return fmt.Errorf("restore %s: %s already exists in the live volume: choose another destination or remove it first: %w", src, dst, err)
+		}
+		return fmt.Errorf("restore %s from snapshot %q: %w (what was restored before the error stays in place)", src, name, err)
+	}
+	_, err = fmt.Fprintf(w, "restored %s from snapshot %q to %s: %d files (%s), %d directories, %d symlinks, %d other, %d hard links, in %s; no data copied\n",
+		src, name, dst, st.Files, humanBytes(st.Bytes), st.Dirs, st.Symlinks, st.Others, st.Links, time.Since(start).Round(time.Millisecond))
 	return err
 }
 

@@ -84,6 +84,24 @@ func (v *View) Lookup(ctx context.Context, c *Caller, parent base.Ino, name stri
 	return ino, a, nil
 }
 
+// Access is Meta.Access as of the snapshot; MayWrite is always refused
+// with base.ErrReadOnly.
+func (v *View) Access(ctx context.Context, c *Caller, ino base.Ino, mask uint32) error {
+	return v.read(ctx, func(r kv.Reader, e uint64) error {
+		a, err := getAttrAt(r, ino, e)
+		if err != nil {
+			return err
+		}
+		if mask&MayWrite != 0 {
+			return fmt.Errorf("snapshot %q: %w", v.snap.Name, base.ErrReadOnly)
+		}
+		if !c.permits(&a, mask) {
+			return fmt.Errorf("access %o to inode %d: %w", mask, ino, base.ErrAccess)
+		}
+		return nil
+	})
+}
+
 // GetAttr is Meta.GetAttr as of the snapshot.
 func (v *View) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, error) {
 	var a base.Attr

@@ -79,19 +79,13 @@ type reader interface {
 	GetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name string) ([]byte, error)
 	ListXattr(ctx context.Context, c *meta.Caller, ino base.Ino) ([]string, error)
 	ReadChunk(ctx context.Context, ino base.Ino, index uint32) ([]base.Slice, error)
-}
-
-// accessChecker is a reader that checks access(2) masks itself.
-type accessChecker interface {
 	Access(ctx context.Context, c *meta.Caller, ino base.Ino, mask uint32) error
 }
 
 var (
-	_ reader        = (*meta.Meta)(nil)
-	_ reader        = (*meta.View)(nil)
-	_ reader        = snapshotsDir{}
-	_ accessChecker = (*meta.Meta)(nil)
-	_ accessChecker = snapshotsDir{}
+	_ reader = (*meta.Meta)(nil)
+	_ reader = (*meta.View)(nil)
+	_ reader = snapshotsDir{}
 )
 
 // tree is one tree of inodes a VFS serves.
@@ -220,34 +214,7 @@ func (v *VFS) checkSnapshot(ctx context.Context, t *tree, fresh bool) syscall.Er
 
 // access checks an access(2) mask on ino of t.
 func (v *VFS) access(ctx context.Context, t *tree, c *meta.Caller, ino base.Ino, mask uint32) error {
-	if ac, ok := t.r.(accessChecker); ok {
-		return ac.Access(ctx, c, ino, mask)
-	}
-	a, err := t.r.GetAttr(ctx, ino)
-	if err != nil {
-		return err
-	}
-	if !permits(c, &a, mask) {
-		return fmt.Errorf("access %o to inode %d: %w", mask, ino, base.ErrAccess)
-	}
-	return nil
-}
-
-// permits is the rwx rule of meta's Access, for readers that do not have
-// one (meta.View).
-func permits(c *meta.Caller, a *base.Attr, mask uint32) bool {
-	mask &= 7
-	if c.Uid == 0 {
-		return mask&meta.MayExec == 0 || a.Type == base.TypeDir || a.Mode&0o111 != 0
-	}
-	bits := a.Mode
-	switch {
-	case c.Uid == a.Uid:
-		bits = a.Mode >> 6
-	case c.Gid == a.Gid || slices.Contains(c.Gids, a.Gid):
-		bits = a.Mode >> 3
-	}
-	return bits&mask == mask
+	return t.r.Access(ctx, c, ino, mask)
 }
 
 // snapshotsDir is /.snapshots as a reader. It answers for SnapshotsIno
