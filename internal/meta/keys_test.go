@@ -36,6 +36,12 @@ func TestKeyLayout(t *testing.T) {
 			KeyInfo{Kind: "dentry", Parent: 1, Name: "ab", Epoch: 1}},
 		{"xattr", versionKey(xattrKey(3, "user.x"), 1), "580000000000000003757365722e78" + "00" + "fffffffffffffffe",
 			KeyInfo{Kind: "xattr", Ino: 3, Name: "user.x", Epoch: 1}},
+		{"snapshot", snapshotKey("s1"), "54" + "7331" + "00", KeyInfo{Kind: "snapshot", Name: "s1"}},
+		{"change", changeKey(2, attrKey(5)), "56" + "0000000000000002" + "41" + "0000000000000005",
+			KeyInfo{Kind: "change", Epoch: 2, Logical: string(attrKey(5))}},
+		{"snapshot job", snapJobKey(3), "590000000000000003", KeyInfo{Kind: "snapshot-job", Epoch: 3}},
+		{"fence", fenceKey(7), "5a07", KeyInfo{Kind: "fence", Shard: 8}},
+		{"shared", sharedKey(9), "4f0000000000000009", KeyInfo{Kind: "shared", ID: 9}},
 		{"chunk", versionKey(chunkKey(3, 258), 1), "58"[0:0] + "4b000000000000000300000102fffffffffffffffe",
 			KeyInfo{Kind: "chunk", Ino: 3, Index: 258, Epoch: 1}},
 	} {
@@ -193,7 +199,8 @@ func FuzzDecodeDentry(f *testing.F) {
 func FuzzDecodeKey(f *testing.F) {
 	for _, k := range [][]byte{settingsKey(), counterKey('i'), holdKey(1, 2), versionKey(dentryKey(1, "x"), 1),
 		versionKey(chunkKey(1, 2), 3), versionKey(xattrKey(1, "user.a"), 1), versionKey(attrKey(1), 1),
-		lockKey(1, lockPosix, 2, 3), reservedKey(4, 5), expiredKey(6), counterShardKey('b', 7)} {
+		lockKey(1, lockPosix, 2, 3), reservedKey(4, 5), expiredKey(6), counterShardKey('b', 7),
+		snapshotKey("s"), changeKey(3, dentryKey(1, "x")), snapJobKey(4), fenceKey(5), sharedKey(6)} {
 		f.Add(k)
 	}
 	f.Fuzz(func(t *testing.T, k []byte) {
@@ -219,6 +226,16 @@ func FuzzDecodeKey(f *testing.F) {
 			re = lockGuardKey(ki.Ino)
 		case "expired":
 			re = expiredKey(ki.ID)
+		case "snapshot":
+			re = snapshotKey(ki.Name)
+		case "change":
+			re = changeKey(ki.Epoch, []byte(ki.Logical))
+		case "snapshot-job":
+			re = snapJobKey(ki.Epoch)
+		case "fence":
+			re = fenceKey(byte(ki.Shard - 1))
+		case "shared":
+			re = sharedKey(ki.ID)
 		case "counter":
 			re = counterKey(ki.Counter)
 			if ki.Shard > 0 {
