@@ -23,6 +23,10 @@ var forbidden = map[string][]string{
 	"internal/chunk":  {"internal/meta", "internal/kv", "internal/vfs", "internal/fuse", "internal/daemon", "internal/object/"},
 	"internal/vfs":    {"internal/fuse", "internal/daemon", "internal/kv/", "internal/object/"},
 	"internal/fuse":   {"internal/daemon", "internal/kv/", "internal/object/"},
+	"internal/nfs":    {"internal/fuse", "internal/daemon", "internal/kv/", "internal/object/"},
+	// The wire formats and the test client know nothing of Cairn.
+	"internal/nfs/proto":     {"internal/base", "internal/meta", "internal/vfs", "internal/chunk", "internal/kv", "internal/object"},
+	"internal/nfs/nfsclient": {"internal/base", "internal/meta", "internal/vfs", "internal/chunk", "internal/kv", "internal/object"},
 }
 
 type pkg struct {

@@ -1,0 +1,108 @@
+package nfs
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/cache"
+	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/kv/memkv"
+	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
+	"github.com/cairnfs/cairn/internal/object/mem"
+	"github.com/cairnfs/cairn/internal/vfs"
+)
+
+var ctx = context.Background()
+
+const testUUID = "6f0c1c9e-5d1e-4c39-9d3e-test-volume"
+
+// env is a volume in memory (memkv, mem objects), its vfs, and a gateway
+// on a loopback port.
+type env struct {
+	v    *vfs.VFS
+	m    *meta.Meta
+	srv  *Server
+	addr string
+}
+
+func newVFS(t testing.TB) (*vfs.VFS, *meta.Meta) {
+	t.Helper()
+	store := memkv.New()
+	if err := meta.Format(ctx, store, meta.Settings{Name: "t", UUID: testUUID, BlockSize: 64 << 10}, false); err != nil {
+		t.Fatal(err)
+	}
+	m, err := meta.Open(ctx, store, meta.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.NewSession(ctx, meta.SessionInfo{Host: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := chunk.New(mem.New(), cache.NewMemory(8<<20), chunk.Options{BlockSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vfs.New(m, cs, vfs.Options{FlushInterval: time.Hour, DeleteDelay: time.Millisecond})
+	t.Cleanup(func() {
+		if err := v.Close(ctx); err != nil {
+			t.Errorf("vfs close: %v", err)
+		}
+		problems, err := m.Check(ctx, false)
+		if err != nil || len(problems) > 0 {
+			t.Errorf("check after test: %v %v", err, problems)
+		}
+	})
+	return v, m
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	v, m := newVFS(t)
+	e := &env{v: v, m: m}
+	e.start(t, Options{})
+	return e
+}
+
+// start runs a gateway over e.v; it is closed at cleanup (before the vfs).
+func (e *env) start(t testing.TB, o Options) {
+	t.Helper()
+	o.VolumeUUID = testUUID
+	if os.Getenv("NFS_DEBUG") != "" {
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	srv, err := New(e.v, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(l) }()
+	e.srv, e.addr = srv, l.Addr().String()
+	t.Cleanup(func() {
+		if err := srv.Close(ctx); err != nil {
+			t.Errorf("gateway close: %v", err)
+		}
+	})
+}
+
+// client connects and mounts the root.
+func (e *env) client(t testing.TB) (*nfsclient.Client, []byte) {
+	t.Helper()
+	c, err := nfsclient.Dial(e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	root, err := c.Mount("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, root
+}

@@ -1,0 +1,422 @@
+package nfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sort"
+	"syscall"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
+	"github.com/cairnfs/cairn/internal/nfs/proto"
+)
+
+func status(err error) uint32 {
+	var se nfsclient.StatusError
+	if errors.As(err, &se) {
+		return uint32(se)
+	}
+	if err == nil {
+		return proto.NFS3OK
+	}
+	return 1 << 31
+}
+
+func u32(v uint32) *uint32 { return &v }
+func u64(v uint64) *uint64 { return &v }
+
+func randBytes(n int, seed int64) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(seed)).Read(b)
+	return b
+}
+
+// TestFileIO: CREATE, WRITE (all three stabilities), COMMIT, READ, GETATTR,
+// SETATTR (truncate, chmod), and the same bytes through vfs.
+func TestFileIO(t *testing.T) {
+	e := newEnv(t)
+	c, root := e.client(t)
+	fh, err := c.Create(root, "f", proto.CreateGuarded, proto.Sattr3{Mode: u32(0o640)}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randBytes(3<<20+123, 1)
+	var verf [8]byte
+	for off, i := 0, 0; off < len(data); i++ {
+		n := min(1<<20, len(data)-off)
+		stable := uint32(i % 3)
+		res, err := c.Write(fh, uint64(off), data[off:off+n], stable)
+		if err != nil {
+			t.Fatalf("write at %d: %v", off, err)
+		}
+		if res.Count != uint32(n) {
+			t.Fatalf("wrote %d of %d", res.Count, n)
+		}
+		if stable != proto.Unstable && res.Committed != proto.FileSync {
+			t.Errorf("stable %d committed as %d", stable, res.Committed)
+		}
+		if i > 0 && res.Verf != verf {
+			t.Errorf("write verifier changed within one gateway")
+		}
+		verf = res.Verf
+		off += n
+	}
+	cv, err := c.Commit(fh)
+	if err != nil || cv != verf {
+		t.Fatalf("commit: %v, verifier %x vs %x", err, cv, verf)
+	}
+	a, err := c.GetAttr(fh)
+	if err != nil || a.Size != uint64(len(data)) || a.Mode != 0o640 || a.Type != proto.NF3Reg {
+		t.Fatalf("getattr: %+v %v", a, err)
+	}
+	var got []byte
+	for {
+		p, eof, err := c.Read(fh, uint64(len(got)), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p...)
+		if eof {
+			break
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, differ from the %d written", len(got), len(data))
+	}
+	// The same bytes through vfs.
+	ino, _, en := e.v.Lookup(ctx, meta.RootCaller, base.RootIno, "f")
+	if en != 0 {
+		t.Fatal(en)
+	}
+	vfh, en := e.v.Open(ctx, meta.RootCaller, ino, syscall.O_RDONLY)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	buf := make([]byte, len(data)+10)
+	n, en := e.v.Read(ctx, vfh, 0, buf)
+	e.v.Release(ctx, vfh)
+	if en != 0 || !bytes.Equal(buf[:n], data) {
+		t.Fatalf("vfs read %d bytes (%v), want the %d written over NFS", n, en, len(data))
+	}
+	if err := c.SetAttr(fh, proto.Sattr3{Size: u64(1000), Mode: u32(0o600)}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ = c.GetAttr(fh)
+	if a.Size != 1000 || a.Mode != 0o600 {
+		t.Fatalf("after setattr: size %d mode %o", a.Size, a.Mode)
+	}
+	p, eof, err := c.Read(fh, 900, 500)
+	if err != nil || !eof || !bytes.Equal(p, data[900:1000]) {
+		t.Fatalf("read after truncate: %d bytes eof %v %v", len(p), eof, err)
+	}
+}
+
+// TestNamespace covers LOOKUP, MKDIR, SYMLINK, READLINK, LINK, RENAME,
+// REMOVE, RMDIR, MKNOD, ACCESS and the create modes, as a table of steps.
+func TestNamespace(t *testing.T) {
+	e := newEnv(t)
+	c, root := e.client(t)
+	var dir, file []byte
+	steps := []struct {
+		name string
+		do   func() error
+		want uint32
+	}{
+		{"mkdir d", func() (err error) { dir, err = c.Mkdir(root, "d", 0o755); return }, proto.NFS3OK},
+		{"mkdir d again", func() error { _, err := c.Mkdir(root, "d", 0o755); return err }, proto.NFS3ErrExist},
+		{"create d/a", func() (err error) {
+			file, err = c.Create(dir, "a", proto.CreateUnchecked, proto.Sattr3{Mode: u32(0o644)}, [8]byte{})
+			return
+		}, proto.NFS3OK},
+		{"guarded create of an existing file", func() error {
+			_, err := c.Create(dir, "a", proto.CreateGuarded, proto.Sattr3{}, [8]byte{})
+			return err
+		}, proto.NFS3ErrExist},
+		{"unchecked create of an existing file truncates", func() error {
+			if _, err := c.Write(file, 0, []byte("hello"), proto.FileSync); err != nil {
+				return err
+			}
+			fh, err := c.Create(dir, "a", proto.CreateUnchecked, proto.Sattr3{Size: u64(0)}, [8]byte{})
+			if err != nil {
+				return err
+			}
+			a, err := c.GetAttr(fh)
+			if err == nil && (a.Size != 0 || !bytes.Equal(fh, file)) {
+				return fmt.Errorf("size %d, same handle %v", a.Size, bytes.Equal(fh, file))
+			}
+			return err
+		}, proto.NFS3OK},
+		{"exclusive create is idempotent with its verifier", func() error {
+			v := [8]byte{1, 2, 3, 4, 5, 6, 7, 8}
+			fh1, err := c.Create(dir, "x", proto.CreateExclusive, proto.Sattr3{}, v)
+			if err != nil {
+				return err
+			}
+			fh2, err := c.Create(dir, "x", proto.CreateExclusive, proto.Sattr3{}, v)
+			if err != nil || !bytes.Equal(fh1, fh2) {
+				return fmt.Errorf("retransmitted exclusive create: %v", err)
+			}
+			_, err = c.Create(dir, "x", proto.CreateExclusive, proto.Sattr3{}, [8]byte{9})
+			return err
+		}, proto.NFS3ErrExist},
+		{"lookup d/a", func() error {
+			fh, a, err := c.Lookup(dir, "a")
+			if err == nil && (!bytes.Equal(fh, file) || a.Type != proto.NF3Reg) {
+				return fmt.Errorf("lookup gave another file")
+			}
+			return err
+		}, proto.NFS3OK},
+		{"lookup ..", func() error {
+			fh, _, err := c.Lookup(dir, "..")
+			if err == nil && !bytes.Equal(fh, root) {
+				return fmt.Errorf(".. is not the root")
+			}
+			return err
+		}, proto.NFS3OK},
+		{"lookup missing", func() error { _, _, err := c.Lookup(dir, "nope"); return err }, proto.NFS3ErrNoEnt},
+		{"lookup in a file", func() error { _, _, err := c.Lookup(file, "x"); return err }, proto.NFS3ErrNotDir},
+		{"lookup a name too long", func() error { _, _, err := c.Lookup(dir, string(bytes.Repeat([]byte("n"), 300))); return err }, proto.NFS3ErrNameTooLong},
+		{"symlink and readlink", func() error {
+			fh, err := c.Symlink(dir, "l", "../target")
+			if err != nil {
+				return err
+			}
+			got, err := c.Readlink(fh)
+			if err == nil && got != "../target" {
+				return fmt.Errorf("readlink %q", got)
+			}
+			return err
+		}, proto.NFS3OK},
+		{"readlink of a file", func() error { _, err := c.Readlink(file); return err }, proto.NFS3ErrInval},
+		{"link", func() error {
+			if err := c.Link(file, root, "hard"); err != nil {
+				return err
+			}
+			a, err := c.GetAttr(file)
+			if err == nil && a.Nlink != 2 {
+				return fmt.Errorf("nlink %d", a.Nlink)
+			}
+			return err
+		}, proto.NFS3OK},
+		{"rename across directories", func() error {
+			if err := c.Rename(root, "hard", dir, "moved"); err != nil {
+				return err
+			}
+			fh, _, err := c.Lookup(dir, "moved")
+			if err == nil && !bytes.Equal(fh, file) {
+				return fmt.Errorf("renamed entry has another handle")
+			}
+			return err
+		}, proto.NFS3OK},
+		{"handle survives rename", func() error { _, err := c.GetAttr(file); return err }, proto.NFS3OK},
+		{"mknod fifo", func() error { _, err := c.Mknod(dir, "fifo", proto.NF3FIFO, 0o600, 0, 0); return err }, proto.NFS3OK},
+		{"mknod chr", func() error {
+			fh, err := c.Mknod(dir, "chr", proto.NF3Chr, 0o600, 4, 300)
+			if err != nil {
+				return err
+			}
+			a, err := c.GetAttr(fh)
+			if err == nil && (a.Type != proto.NF3Chr || a.Major != 4 || a.Minor != 300) {
+				return fmt.Errorf("chr attrs %+v", a)
+			}
+			return err
+		}, proto.NFS3OK},
+		{"mknod of a directory type", func() error { _, err := c.Mknod(dir, "bad", proto.NF3Dir, 0, 0, 0); return err }, proto.NFS3ErrBadType},
+		{"rmdir non-empty", func() error { return c.Rmdir(root, "d") }, proto.NFS3ErrNotEmpty},
+		{"remove a directory", func() error { return c.Remove(root, "d") }, proto.NFS3ErrIsDir},
+		{"access as root", func() error {
+			got, err := c.Access(file, proto.AccessRead|proto.AccessModify|proto.AccessExecute)
+			if err == nil && got&(proto.AccessRead|proto.AccessModify) != proto.AccessRead|proto.AccessModify {
+				return fmt.Errorf("access %#x", got)
+			}
+			return err
+		}, proto.NFS3OK},
+		{"remove everything", func() error {
+			for _, n := range []string{"a", "moved", "l", "x", "fifo", "chr"} {
+				if err := c.Remove(dir, n); err != nil {
+					return fmt.Errorf("%s: %w", n, err)
+				}
+			}
+			return c.Rmdir(root, "d")
+		}, proto.NFS3OK},
+		{"stale handle of a removed file", func() error { _, err := c.GetAttr(file); return err }, proto.NFS3ErrStale},
+		{"stale handle of a removed directory", func() error { _, _, err := c.Lookup(dir, "a"); return err }, proto.NFS3ErrStale},
+	}
+	for _, s := range steps {
+		if got := status(s.do()); got != s.want {
+			t.Fatalf("%s: status %d, want %d", s.name, got, s.want)
+		}
+	}
+}
+
+// TestReadDir lists a directory of 1,000 entries in many small READDIR
+// and READDIRPLUS replies; every entry comes once, with handles.
+func TestReadDir(t *testing.T) {
+	e := newEnv(t)
+	c, root := e.client(t)
+	dir, err := c.Mkdir(root, "big", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".", ".."}
+	for i := 0; i < 1000; i++ {
+		name := fmt.Sprintf("file-%04d", i)
+		want = append(want, name)
+		_, _, vfh, en := e.v.Create(ctx, meta.RootCaller, mustLookup(t, e, "big"), name, 0o644, 0, syscall.O_RDWR)
+		if en != 0 {
+			t.Fatal(en)
+		}
+		e.v.Release(ctx, vfh)
+	}
+	entries, calls, err := c.ReadDirPlus(dir, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls < 10 {
+		t.Errorf("1000 entries in %d calls of 4 KiB", calls)
+	}
+	var got []string
+	for _, en := range entries {
+		got = append(got, en.Name)
+		if en.Name[0] != '.' && (en.Attr == nil || en.Handle == nil || en.Attr.Type != proto.NF3Reg) {
+			t.Fatalf("entry %s without attributes or handle", en.Name)
+		}
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("readdirplus listed %d entries, want %d", len(got), len(want))
+	}
+	names, err := c.ReadDir(dir, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	if fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Fatalf("readdir listed %d entries, want %d", len(names), len(want))
+	}
+	if _, _, err := c.ReadDirPlus(dir, 100); status(err) != proto.NFS3ErrTooSmall {
+		t.Fatalf("readdirplus with a tiny count: %v", err)
+	}
+}
+
+func mustLookup(t *testing.T, e *env, name string) base.Ino {
+	t.Helper()
+	ino, _, en := e.v.Lookup(ctx, meta.RootCaller, base.RootIno, name)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	return ino
+}
+
+// TestPermissions: AUTH_SYS identities reach meta's permission checks.
+func TestPermissions(t *testing.T) {
+	e := newEnv(t)
+	c, root := e.client(t)
+	fh, err := c.Create(root, "secret", proto.CreateGuarded, proto.Sattr3{Mode: u32(0o600)}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(fh, 0, []byte("x"), proto.FileSync); err != nil {
+		t.Fatal(err)
+	}
+	c.SetUser(1000, 1000)
+	cases := []struct {
+		name string
+		do   func() error
+		want uint32
+	}{
+		{"read another user's 0600 file", func() error { _, _, err := c.Read(fh, 0, 10); return err }, proto.NFS3ErrAccess},
+		{"write it", func() error { _, err := c.Write(fh, 0, []byte("y"), proto.Unstable); return err }, proto.NFS3ErrAccess},
+		{"create in root's 0755 directory", func() error {
+			_, err := c.Create(root, "mine", proto.CreateGuarded, proto.Sattr3{}, [8]byte{})
+			return err
+		}, proto.NFS3ErrAccess},
+		{"chmod another user's file", func() error { return c.SetAttr(fh, proto.Sattr3{Mode: u32(0o666)}) }, proto.NFS3ErrPerm},
+		{"access grants nothing", func() error {
+			got, err := c.Access(fh, proto.AccessRead|proto.AccessModify)
+			if err == nil && got != 0 {
+				return fmt.Errorf("granted %#x", got)
+			}
+			return err
+		}, proto.NFS3OK},
+	}
+	for _, tc := range cases {
+		if got := status(tc.do()); got != tc.want {
+			t.Errorf("%s: status %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRestart: handles stay valid across a gateway restart and between
+// two gateways of the volume; the write verifier changes.
+func TestRestart(t *testing.T) {
+	e := newEnv(t)
+	c, root := e.client(t)
+	fh, err := c.Create(root, "f", proto.CreateGuarded, proto.Sattr3{}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1, err := c.Write(fh, 0, []byte("before"), proto.Unstable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &env{v: e.v, m: e.m}
+	second.start(t, Options{})
+	c2, err := nfsclient.Dial(second.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	w2, err := c2.Write(fh, 6, []byte(" after"), proto.FileSync)
+	if err != nil {
+		t.Fatalf("the first gateway's handle on the second: %v", err)
+	}
+	if w1.Verf == w2.Verf {
+		t.Errorf("two gateway instances share the write verifier %x", w1.Verf)
+	}
+	if err := e.srv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := c2.Read(fh, 0, 100)
+	if err != nil || string(p) != "before after" {
+		t.Fatalf("read %q, %v", p, err)
+	}
+}
+
+// TestBadHandles: forged, damaged and foreign handles never reach vfs.
+func TestBadHandles(t *testing.T) {
+	e := newEnv(t)
+	c, root := e.client(t)
+	other := newHandles("another volume").encode(base.RootIno)
+	flipped := append([]byte(nil), root...)
+	flipped[15] ^= 1 // another inode, but the check no longer matches
+	cases := []struct {
+		name string
+		fh   []byte
+		want uint32
+	}{
+		{"empty", nil, proto.NFS3ErrBadHandle},
+		{"short", root[:10], proto.NFS3ErrBadHandle},
+		{"long", append(append([]byte(nil), root...), 0), proto.NFS3ErrBadHandle},
+		{"forged inode", flipped, proto.NFS3ErrBadHandle},
+		{"version 9", append([]byte{9}, root[1:]...), proto.NFS3ErrBadHandle},
+		{"another volume", other, proto.NFS3ErrStale},
+		{"never allocated inode", e.srv.fh.encode(1 << 40), proto.NFS3ErrStale},
+	}
+	for _, tc := range cases {
+		if _, err := c.GetAttr(tc.fh); status(err) != tc.want {
+			t.Errorf("getattr of a %s handle: %v, want status %d", tc.name, err, tc.want)
+		}
+		if _, _, err := c.Read(tc.fh, 0, 1); status(err) != tc.want {
+			t.Errorf("read of a %s handle: %v, want status %d", tc.name, err, tc.want)
+		}
+		if _, err := c.Write(tc.fh, 0, []byte("x"), 0); status(err) != tc.want {
+			t.Errorf("write of a %s handle: %v, want status %d", tc.name, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package proto
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+)
+
+func TestReadRecord(t *testing.T) {
+	frag := func(last bool, p string) []byte {
+		h := uint32(len(p))
+		if last {
+			h |= lastFragment
+		}
+		return append(binary.BigEndian.AppendUint32(nil, h), p...)
+	}
+	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
+	cases := []struct {
+		name string
+		in   []byte
+		want string
+		err  error
+	}{
+		{"one fragment", frag(true, "hello"), "hello", nil},
+		{"three fragments", cat(frag(false, "he"), frag(false, ""), frag(true, "llo")), "hello", nil},
+		{"empty stream", nil, "", io.EOF},
+		{"cut in a header", []byte{0x80, 0}, "", io.ErrUnexpectedEOF},
+		{"cut in data", frag(true, "hello")[:6], "", io.ErrUnexpectedEOF},
+		{"no last fragment", frag(false, "he"), "", io.ErrUnexpectedEOF},
+		{"too large", frag(true, "0123456789a"), "", ErrRecordTooLarge},
+		{"too large in pieces", cat(frag(false, "012345"), frag(true, "6789a")), "", ErrRecordTooLarge},
+	}
+	for _, tc := range cases {
+		got, err := ReadRecord(bytes.NewReader(tc.in), 10)
+		if !errors.Is(err, tc.err) || string(got) != tc.want {
+			t.Errorf("%s: %q, %v; want %q, %v", tc.name, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestReaderLimits(t *testing.T) {
+	var w Writer
+	w.Uint32(5)
+	w.Fixed([]byte("abcde"))
+	w.Uint32(1 << 30)
+	r := NewReader(w.B)
+	if s := r.String(10); s != "abcde" || r.Err() != nil {
+		t.Fatalf("string %q %v", s, r.Err())
+	}
+	if r.Count(1<<31, 4) != 0 || !errors.Is(r.Err(), ErrShort) {
+		t.Fatalf("a count the message cannot hold: %v", r.Err())
+	}
+	r = NewReader([]byte{0, 0, 0, 20})
+	if r.Opaque(10); !errors.Is(r.Err(), ErrTooLong) {
+		t.Fatalf("opaque over its limit: %v", r.Err())
+	}
+	r = NewReader([]byte{0, 0, 0, 2})
+	if r.Bool(); r.Err() == nil {
+		t.Fatal("bool 2 accepted")
+	}
+}
+
+// FuzzDecode checks that decoding a call and its credential never panics
+// and that what decodes re-encodes to the same bytes.
+func FuzzDecode(f *testing.F) {
+	var w Writer
+	AuthSysParams{Machine: "m", Uid: 1, Gid: 2, Gids: []uint32{3, 4}}.Encode(&w)
+	f.Add(w.B)
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, 0x86, 0xa3, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if a, err := ParseAuthSys(b); err == nil {
+			var w Writer
+			a.Encode(&w)
+			if !bytes.Equal(w.B, b) {
+				t.Fatalf("AUTH_SYS %x re-encodes as %x", b, w.B)
+			}
+		}
+		_, _ = ParseCall(b)
+		_, _ = ReadRecord(bytes.NewReader(b), 1<<16)
+		r := NewReader(b)
+		DecodeSattr3(r)
+		DecodeFattr3(r)
+	})
+}

@@ -1,0 +1,181 @@
+// Package proto holds the wire formats the NFS gateway and its test client
+// share: an XDR encoder and a strict decoder (RFC 4506), ONC RPC record
+// marking and message headers (RFC 5531), and the program, procedure and
+// status numbers of NFSv3 and MOUNTv3 (RFC 1813). It knows nothing of
+// Cairn: no vfs, no meta, no policy.
+//
+// The decoder never trusts a count: every length is checked against its
+// protocol limit and against the bytes left in the message before anything
+// is allocated, and the first error sticks (later reads return zero
+// values), so handlers decode a whole argument list and check Err once.
+package proto
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// ErrShort is returned when a message ends before its fields do.
+var ErrShort = errors.New("xdr: message truncated")
+
+// ErrTooLong is returned when a length or count exceeds its limit.
+var ErrTooLong = errors.New("xdr: length exceeds limit")
+
+// Reader decodes XDR from a byte slice it does not copy: byte slices it
+// returns alias the input and are valid as long as the input is. Not safe
+// for concurrent use.
+type Reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+// NewReader returns a Reader over b.
+func NewReader(b []byte) *Reader { return &Reader{b: b} }
+
+// Err returns the first decoding error, or nil.
+func (r *Reader) Err() error { return r.err }
+
+// Len returns the number of bytes not yet read.
+func (r *Reader) Len() int { return len(r.b) - r.off }
+
+// Rest returns the bytes not yet read.
+func (r *Reader) Rest() []byte { return r.b[r.off:] }
+
+func (r *Reader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+func (r *Reader) take(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > r.Len() {
+		r.fail(ErrShort)
+		return nil
+	}
+	p := r.b[r.off : r.off+n]
+	r.off += n
+	return p
+}
+
+// Uint32 reads an unsigned int.
+func (r *Reader) Uint32() uint32 {
+	p := r.take(4)
+	if p == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint32(p)
+}
+
+// Uint64 reads an unsigned hyper.
+func (r *Reader) Uint64() uint64 {
+	p := r.take(8)
+	if p == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint64(p)
+}
+
+// Bool reads a bool; values other than 0 and 1 are an error.
+func (r *Reader) Bool() bool {
+	v := r.Uint32()
+	if v > 1 {
+		r.fail(fmt.Errorf("xdr: bool value %d", v))
+		return false
+	}
+	return v == 1
+}
+
+// Fixed reads fixed-length opaque data of n bytes (and its padding).
+func (r *Reader) Fixed(n int) []byte {
+	p := r.take(n)
+	r.take(pad(n))
+	if r.err != nil {
+		return nil
+	}
+	return p
+}
+
+// Opaque reads variable-length opaque data of at most max bytes.
+func (r *Reader) Opaque(max int) []byte {
+	n := r.Uint32()
+	if r.err != nil {
+		return nil
+	}
+	if uint64(n) > uint64(max) {
+		r.fail(fmt.Errorf("%w: %d bytes > %d", ErrTooLong, n, max))
+		return nil
+	}
+	if int(n) > r.Len() {
+		r.fail(ErrShort)
+		return nil
+	}
+	return r.Fixed(int(n))
+}
+
+// String reads a string of at most max bytes.
+func (r *Reader) String(max int) string { return string(r.Opaque(max)) }
+
+// Count reads an array length of at most max elements, each taking at
+// least minSize bytes on the wire: a count that the rest of the message
+// cannot hold is an error before the caller allocates anything.
+func (r *Reader) Count(max, minSize int) int {
+	n := r.Uint32()
+	if r.err != nil {
+		return 0
+	}
+	if uint64(n) > uint64(max) {
+		r.fail(fmt.Errorf("%w: %d elements > %d", ErrTooLong, n, max))
+		return 0
+	}
+	if uint64(n)*uint64(minSize) > uint64(r.Len()) {
+		r.fail(ErrShort)
+		return 0
+	}
+	return int(n)
+}
+
+func pad(n int) int { return (4 - n%4) % 4 }
+
+// Writer appends XDR to a byte slice. The zero value is ready to use.
+type Writer struct {
+	B []byte
+}
+
+// Uint32 appends an unsigned int.
+func (w *Writer) Uint32(v uint32) { w.B = binary.BigEndian.AppendUint32(w.B, v) }
+
+// Uint64 appends an unsigned hyper.
+func (w *Writer) Uint64(v uint64) { w.B = binary.BigEndian.AppendUint64(w.B, v) }
+
+// Bool appends a bool.
+func (w *Writer) Bool(v bool) {
+	if v {
+		w.Uint32(1)
+	} else {
+		w.Uint32(0)
+	}
+}
+
+// Fixed appends fixed-length opaque data with its padding.
+func (w *Writer) Fixed(p []byte) {
+	w.B = append(w.B, p...)
+	w.B = append(w.B, make([]byte, pad(len(p)))...)
+}
+
+// Opaque appends variable-length opaque data.
+func (w *Writer) Opaque(p []byte) {
+	w.Uint32(uint32(len(p)))
+	w.Fixed(p)
+}
+
+// String appends a string.
+func (w *Writer) String(s string) {
+	w.Uint32(uint32(len(s)))
+	w.B = append(w.B, s...)
+	w.B = append(w.B, make([]byte, pad(len(s)))...)
+}

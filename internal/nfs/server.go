@@ -1,0 +1,369 @@
+package nfs
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/nfs/proto"
+	"github.com/cairnfs/cairn/internal/vfs"
+)
+
+// Options configures a Server.
+type Options struct {
+	// VolumeUUID identifies the volume in file handles; required. Every
+	// gateway of a volume must use its UUID so handles work on all.
+	VolumeUUID string
+	// Logger receives connection and I/O errors. Default: discard.
+	Logger *slog.Logger
+	// MaxIO is the largest READ or WRITE payload (default and maximum
+	// 1 MiB; at least 4 KiB). Records larger than MaxIO plus 64 KiB of
+	// headers close the connection.
+	MaxIO int
+	// MaxInFlight bounds the requests of one connection being served at
+	// once; further records wait to be read (default 16).
+	MaxInFlight int
+	// MaxConns bounds open connections; more are closed at accept
+	// (default 512).
+	MaxConns int
+	// IdleTimeout closes a connection that sends nothing for so long
+	// (default 15 minutes).
+	IdleTimeout time.Duration
+	// WriteTimeout closes a connection whose client does not take a
+	// reply within it (default 1 minute).
+	WriteTimeout time.Duration
+	// FileIdle is how long an open file stays cached after its last READ
+	// or WRITE; it is then closed, which commits its buffered writes
+	// (default 5 s).
+	FileIdle time.Duration
+	// MaxOpenFiles bounds the open files cached (default 1024).
+	MaxOpenFiles int
+}
+
+func (o *Options) setDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxIO == 0 {
+		o.MaxIO = 1 << 20
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 16
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = 512
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 15 * time.Minute
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = time.Minute
+	}
+	if o.FileIdle == 0 {
+		o.FileIdle = 5 * time.Second
+	}
+	if o.MaxOpenFiles == 0 {
+		o.MaxOpenFiles = 1024
+	}
+}
+
+// Validate reports the first invalid option (after defaults are applied).
+func (o Options) Validate() error {
+	o.setDefaults()
+	switch {
+	case o.VolumeUUID == "":
+		return errors.New("nfs: VolumeUUID is required (file handles are derived from it)")
+	case o.MaxIO < 4096 || o.MaxIO > 1<<20:
+		return fmt.Errorf("nfs: MaxIO %d: want 4 KiB to 1 MiB", o.MaxIO)
+	case o.MaxInFlight < 1:
+		return fmt.Errorf("nfs: MaxInFlight %d: want at least 1", o.MaxInFlight)
+	case o.MaxConns < 1:
+		return fmt.Errorf("nfs: MaxConns %d: want at least 1", o.MaxConns)
+	case o.IdleTimeout < 0 || o.WriteTimeout < 0 || o.FileIdle < 0:
+		return errors.New("nfs: timeouts must not be negative")
+	case o.MaxOpenFiles < 1:
+		return fmt.Errorf("nfs: MaxOpenFiles %d: want at least 1", o.MaxOpenFiles)
+	}
+	return nil
+}
+
+// Server serves NFSv3 and MOUNTv3 over one vfs. Safe for concurrent use;
+// Serve may be called for several listeners.
+type Server struct {
+	v     *vfs.VFS
+	opts  Options
+	log   *slog.Logger
+	fh    handles
+	verf  [8]byte // write verifier: new at every start
+	files *fileCache
+	dirs  *dirCache
+	mnt   *mountTable
+	// panics counts procedures that panicked (answered SYSTEM_ERR).
+	panics atomic.Int64
+
+	mu        sync.Mutex
+	listeners map[net.Listener]bool
+	conns     map[net.Conn]bool
+	closed    bool
+	wg        sync.WaitGroup
+	stop      chan struct{}
+}
+
+// New returns a server over v. Close releases it (v stays open).
+func New(v *vfs.VFS, opts Options) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.setDefaults()
+	s := &Server{
+		v:         v,
+		opts:      opts,
+		log:       opts.Logger,
+		fh:        newHandles(opts.VolumeUUID),
+		listeners: map[net.Listener]bool{},
+		conns:     map[net.Conn]bool{},
+		stop:      make(chan struct{}),
+		mnt:       newMountTable(),
+	}
+	if _, err := rand.Read(s.verf[:]); err != nil {
+		return nil, err
+	}
+	s.files = newFileCache(v, opts.FileIdle, opts.MaxOpenFiles, s.log)
+	s.dirs = newDirCache(v, opts.FileIdle, s.log)
+	s.wg.Add(1)
+	go s.janitor()
+	return s, nil
+}
+
+// Serve accepts connections on l until Close. It returns nil after Close.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("nfs: server closed")
+	}
+	s.listeners[l] = true
+	s.mu.Unlock()
+	var delay time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		s.mu.Lock()
+		if s.closed || len(s.conns) >= s.opts.MaxConns {
+			s.mu.Unlock()
+			s.log.Warn("nfs: refusing connection", "remote", c.RemoteAddr().String(), "open", s.opts.MaxConns)
+			c.Close()
+			continue
+		}
+		s.conns[c] = true
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(c)
+	}
+}
+
+// Close stops accepting, closes connections, waits for requests in
+// progress, and closes the cached open files (committing their writes).
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	close(s.stop)
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.dirs.closeAll()
+	return s.files.closeAll(ctx)
+}
+
+func (s *Server) janitor() {
+	defer s.wg.Done()
+	t := time.NewTicker(max(s.opts.FileIdle/4, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.files.expire(context.Background(), time.Now())
+			s.dirs.expire(time.Now())
+		}
+	}
+}
+
+// maxRecord is the largest record accepted: the largest WRITE plus room
+// for the headers.
+func (s *Server) maxRecord() int { return s.opts.MaxIO + 64<<10 }
+
+// serveConn reads records one after the other and serves up to
+// MaxInFlight of them at once; replies go out in completion order (RPC
+// matches them by xid).
+func (s *Server) serveConn(c net.Conn) {
+	defer s.wg.Done()
+	remote := c.RemoteAddr().String()
+	var wmu sync.Mutex
+	sem := make(chan struct{}, s.opts.MaxInFlight)
+	var reqs sync.WaitGroup
+	defer func() {
+		reqs.Wait()
+		c.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	for {
+		if s.opts.IdleTimeout > 0 {
+			_ = c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+		}
+		rec, err := proto.ReadRecord(c, s.maxRecord())
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.log.Debug("nfs: closing connection", "remote", remote, "err", err)
+			}
+			return
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-s.stop:
+			return
+		}
+		reqs.Add(1)
+		go func() {
+			defer func() { <-sem; reqs.Done() }()
+			reply := s.handleRecord(remote, rec)
+			if reply == nil {
+				c.Close() // nothing sensible to answer: drop the stream
+				return
+			}
+			wmu.Lock()
+			defer wmu.Unlock()
+			if s.opts.WriteTimeout > 0 {
+				_ = c.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+			}
+			if _, err := c.Write(reply); err != nil {
+				s.log.Debug("nfs: writing reply", "remote", remote, "err", err)
+				c.Close()
+			}
+		}()
+	}
+}
+
+// request is one decoded call being served.
+type request struct {
+	remote string
+	call   proto.Call
+	caller *meta.Caller
+}
+
+// handleRecord serves one record and returns the framed reply, or nil
+// when the record is not a call that can be answered.
+func (s *Server) handleRecord(remote string, rec []byte) (reply []byte) {
+	call, err := proto.ParseCall(rec)
+	if err != nil {
+		s.log.Debug("nfs: undecodable record", "remote", remote, "err", err)
+		return nil
+	}
+	defer func() {
+		// A bug in a procedure must not take the gateway down: answer
+		// SYSTEM_ERR and log it.
+		if p := recover(); p != nil {
+			s.panics.Add(1)
+			s.log.Error("nfs: panic serving a call", "prog", call.Prog, "proc", call.Proc, "panic", p)
+			reply = proto.AppendRecordMark(proto.NewReply(call.Xid, proto.SystemErr).B)
+		}
+	}()
+	if !call.Valid {
+		w := proto.NewDenied(call.Xid, proto.RPCMismatch)
+		w.Uint32(proto.RPCVersion)
+		w.Uint32(proto.RPCVersion)
+		return proto.AppendRecordMark(w.B)
+	}
+	req := &request{remote: remote, call: call}
+	switch call.Cred.Flavor {
+	case proto.AuthSys:
+		a, err := proto.ParseAuthSys(call.Cred.Body)
+		if err != nil {
+			w := proto.NewDenied(call.Xid, proto.AuthError)
+			w.Uint32(proto.AuthBadCred)
+			return proto.AppendRecordMark(w.B)
+		}
+		req.caller = &meta.Caller{Uid: a.Uid, Gid: a.Gid, Gids: a.Gids}
+	case proto.AuthNone:
+		req.caller = &meta.Caller{Uid: nobody, Gid: nobody}
+	default:
+		w := proto.NewDenied(call.Xid, proto.AuthError)
+		w.Uint32(proto.AuthTooWeak)
+		return proto.AppendRecordMark(w.B)
+	}
+	var procs []procedure
+	switch call.Prog {
+	case proto.ProgNFS:
+		if call.Vers != proto.NFSVersion {
+			return mismatch(call.Xid, proto.NFSVersion)
+		}
+		procs = nfsProcs
+	case proto.ProgMount:
+		if call.Vers != proto.MountVers3 {
+			return mismatch(call.Xid, proto.MountVers3)
+		}
+		procs = mountProcs
+	default:
+		return proto.AppendRecordMark(proto.NewReply(call.Xid, proto.ProgUnavail).B)
+	}
+	if call.Proc >= uint32(len(procs)) || procs[call.Proc] == nil {
+		return proto.AppendRecordMark(proto.NewReply(call.Xid, proto.ProcUnavail).B)
+	}
+	s.log.Debug("nfs: call", "remote", remote, "prog", call.Prog, "proc", call.Proc, "uid", req.caller.Uid)
+	w := proto.NewReply(call.Xid, proto.Success)
+	args := proto.NewReader(call.Args)
+	if !procs[call.Proc](s, context.Background(), req, args, w) {
+		return proto.AppendRecordMark(proto.NewReply(call.Xid, proto.GarbageArgs).B)
+	}
+	return proto.AppendRecordMark(w.B)
+}
+
+// nobody is the identity of AUTH_NONE callers.
+const nobody = 65534
+
+// procedure serves one call: it decodes args and appends its results to
+// w. It returns false, having written nothing, when the arguments do not
+// decode (GARBAGE_ARGS).
+type procedure func(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool
+
+func mismatch(xid, vers uint32) []byte {
+	w := proto.NewReply(xid, proto.ProgMismatch)
+	w.Uint32(vers)
+	w.Uint32(vers)
+	return proto.AppendRecordMark(w.B)
+}
