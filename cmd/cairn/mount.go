@@ -39,6 +39,7 @@ func newMountCommand() *cobra.Command {
 		writeback                             bool
 		heartbeat, sessionTimeout             time.Duration
 		snapshot                              string
+		nfsListen                             string
 	)
 	cmd := &cobra.Command{
 		Use:   "mount [-d] [--log FILE] [options] META-URL MOUNTPOINT",
@@ -130,6 +131,7 @@ use its .snapshots directory instead (or bind-mount a snapshot from there).`,
 				Logger:     log,
 				Ready:      func() { ready(nil) },
 				Snapshot:   snapshot,
+				NFSListen:  nfsListen,
 			}
 			mo.Fuse.AllowOther = allowOther
 			mo.Fuse.AttrTimeout = attrTimeout
@@ -164,6 +166,7 @@ use its .snapshots directory instead (or bind-mount a snapshot from there).`,
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiling endpoints (net/http/pprof) on this address, e.g. 127.0.0.1:6060")
 	f.DurationVar(&negTimeout, "negative-timeout", 0, "how long the kernel caches failed lookups")
 	f.StringVar(&snapshot, "snapshot", "", "mount this snapshot of the volume, read-only, instead of the live volume")
+	f.StringVar(&nfsListen, "nfs-listen", "", "also serve the volume over NFSv3 (and MOUNTv3) on this TCP address, from this process (see cairn gateway nfs)")
 	return cmd
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/cairnfs/cairn/internal/fuse"
 	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/nfs"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
 
@@ -38,6 +39,11 @@ type MountOptions struct {
 	// files (default 60 s). It is recorded in the session, so clients with
 	// different settings judge each other correctly.
 	SessionTimeout time.Duration
+	// NFSListen, if set, also serves the mounted volume over NFSv3 on
+	// this TCP address, through the same vfs (embedded mode).
+	NFSListen string
+	// NFS tunes that gateway.
+	NFS nfs.Options
 	// Snapshot, if set, mounts that snapshot read-only at the mount point
 	// instead of the live volume. An embedded volume cannot be opened by a
 	// second process: while it is mounted, its snapshots are under
@@ -207,16 +213,32 @@ func Mount(ctx context.Context, o MountOptions) error {
 	fo.Logger = log
 	fo.ReadOnly = fo.ReadOnly || o.Volume.ReadOnly
 	fo.CloseToOpen = vol.Loc.Shared()
+	if o.NFSListen != "" && o.Snapshot != "" {
+		_ = v.Close(context.Background())
+		return errors.New("--nfs-listen serves the live volume: it cannot be combined with --snapshot")
+	}
 	srv, err := fuse.Mount(v, mp, fo)
 	if err != nil {
 		_ = v.Close(context.Background())
 		return err
+	}
+	// stopNFS stops the NFS gateway (if any) before vfs closes.
+	stopNFS := func() {}
+	if o.NFSListen != "" {
+		g, err := startNFS(v, vol, o.NFSListen, o.NFS, log)
+		if err != nil {
+			_ = srv.Unmount()
+			_ = v.Close(context.Background())
+			return err
+		}
+		stopNFS = func() { g.stop(log); stopNFS = func() {} }
 	}
 	if !vol.Loc.Shared() {
 		// An embedded store is held by this process: admin commands reach
 		// it through a socket. Shared engines serve any number of clients.
 		ctl, err := ServeControl(vol, Holder{Pid: os.Getpid(), Host: host, MountPoint: mp}, RunAdmin)
 		if err != nil {
+			stopNFS()
 			_ = srv.Unmount()
 			_ = v.Close(context.Background())
 			return err
@@ -261,6 +283,7 @@ func Mount(ctx context.Context, o MountOptions) error {
 		_ = srv.Unmount()
 		<-served
 	}
+	stopNFS()
 	if err := v.Close(context.Background()); err != nil {
 		log.Error("final flush", "err", err)
 		return fmt.Errorf("final flush: %w", err)

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairnfs/cairn/internal/daemon"
+)
+
+func newGatewayCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "Serve a volume to machines without the Cairn client",
+		Long: `Serve a volume to machines that have no Cairn client. One protocol for now:
+NFSv3 (cairn gateway nfs). A mount can serve NFS itself with cairn mount --nfs-listen.`,
+		Example: "  cairn gateway nfs --listen 0.0.0.0:2049 'postgres://cairn@db1/vol1'",
+	}
+	cmd.AddCommand(newGatewayNFSCommand())
+	return cmd
+}
+
+func newGatewayNFSCommand() *cobra.Command {
+	var (
+		listen                    string
+		logFile                   string
+		readOnly, debug           bool
+		cacheMem, bufferSize      string
+		heartbeat, sessionTimeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "nfs [options] META-URL",
+		Short: "Serve a volume over NFSv3",
+		Long: `Serve the volume at META-URL over NFSv3 (with MOUNTv3 on the same TCP port)
+until interrupted (SIGINT/SIGTERM commit buffered writes, then stop).
+
+The whole volume is exported as "/", read-write (or read-only with
+--read-only), to every client that can reach the address, with the
+AUTH_SYS identities the clients send (no squashing yet). File handles
+carry the inode number and the volume's identity: they stay valid when the
+gateway restarts, and any gateway of a shared volume accepts the handles of
+another. An embedded volume (pebble://) is held by one process: to serve it
+while it is mounted, use cairn mount --nfs-listen instead.
+
+Clients mount with the port given for both programs, e.g. on Linux:
+  mount -t nfs -o vers=3,proto=tcp,port=PORT,mountport=PORT,nolock HOST:/ /mnt`,
+		Example: `  cairn gateway nfs --listen 0.0.0.0:2049 'postgres://cairn@db1/vol1'
+  cairn gateway nfs --listen 127.0.0.1:20490 pebble:///var/lib/cairn/meta
+  nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=20490&mountport=20490'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cm, err := parseSize(cacheMem)
+			if err != nil {
+				return fmt.Errorf("--cache-mem: %w", err)
+			}
+			bs, err := parseSize(bufferSize)
+			if err != nil {
+				return fmt.Errorf("--buffer-size: %w", err)
+			}
+			var logw io.Writer = os.Stderr
+			if logFile != "" {
+				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return fmt.Errorf("--log: %w", err)
+				}
+				defer f.Close()
+				logw = f
+			}
+			level := slog.LevelInfo
+			if debug {
+				level = slog.LevelDebug
+			}
+			log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
+			out := cmd.OutOrStdout()
+			return daemon.Gateway(cmd.Context(), daemon.GatewayOptions{
+				Volume:         daemon.VolumeOptions{MetaURL: args[0], ReadOnly: readOnly, CacheMem: int64(cm), BufferLimit: int64(bs)},
+				Listen:         listen,
+				Version:        version,
+				Logger:         log,
+				Heartbeat:      heartbeat,
+				SessionTimeout: sessionTimeout,
+				Ready:          func(addr string) { fmt.Fprintf(out, "serving NFSv3 on %s\n", addr) },
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "0.0.0.0:2049", "TCP address to serve NFSv3 and MOUNTv3 on")
+	f.StringVar(&logFile, "log", "", "log file (default: stderr)")
+	f.BoolVar(&readOnly, "read-only", false, "refuse every modification (NFS3ERR_ROFS)")
+	f.BoolVar(&debug, "debug", false, "log every RPC call")
+	f.StringVar(&cacheMem, "cache-mem", "256M", "memory block cache size")
+	f.StringVar(&bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
+	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")
+	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long this gateway may miss heartbeats before other clients declare it dead")
+	return cmd
+}
