@@ -6,7 +6,7 @@
 # measured about 0.35x on the first write; Cairn's target is >= 0.95x.
 # Run as root after `make build` and scripts/install-test-deps.sh.
 #
-#   bench/snapshot-write.sh                    # 512 MiB file, 3 snapshots
+#   bench/snapshot-write.sh                    # 512 MiB file, 5 snapshots per block size
 #   SIZE=256M ROUNDS=2 BS="128k" bench/snapshot-write.sh
 set -euo pipefail
 
@@ -14,7 +14,7 @@ CAIRN=${CAIRN:-./bin/cairn}
 SIZE=${SIZE:-512M}       # file overwritten each time
 BS=${BS:-8k 32k 128k}
 BASE_RUNS=${BASE_RUNS:-3} # overwrites before any snapshot
-ROUNDS=${ROUNDS:-3}       # snapshots, each followed by a first and a second overwrite
+ROUNDS=${ROUNDS:-5}       # snapshots, each followed by a first and a second overwrite
 BENCH_TMP=${BENCH_TMP:-/tmp}
 BENCH_OUT=${BENCH_OUT:-./bench-results}
 
@@ -61,8 +61,10 @@ median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a
 	echo
 	echo "Sequential overwrite of a $SIZE file through a Cairn FUSE mount (embedded: Pebble + local directory), fsync at the end; MB/s. Baseline: median of $BASE_RUNS overwrites before any snapshot. Then $ROUNDS rounds of: snapshot, first overwrite, second overwrite."
 	echo
-	echo "| block size | baseline | first after snapshot (each round) | first, median | second, median | first / baseline |"
-	echo "|---|---:|---|---:|---:|---:|"
+	echo "The second overwrite after a snapshot runs in the same conditions as the first (same volume fill, same moment) minus the snapshot, so first / second isolates the snapshot's cost from the machine's drift."
+	echo
+	echo "| block size | baseline | first after snapshot (each round) | first, median | second, median | first / baseline | first / second |"
+	echo "|---|---:|---|---:|---:|---:|---:|"
 } >"$out"
 
 snap=0
@@ -86,9 +88,15 @@ for bs in $BS; do
 	f=$(echo "${first[*]}" | median)
 	s=$(echo "${second[*]}" | median)
 	ratio=$(python3 -c "print('%.2f' % ($f/$b))")
-	echo "| $bs | $b | ${first[*]} | $f | $s | $ratio |" >>"$out"
+	ratio2=$(python3 -c "print('%.2f' % ($f/$s))")
+	echo "| $bs | $b | ${first[*]} | $f | $s | $ratio | $ratio2 |" >>"$out"
 done
 
-"$CAIRN" snapshot list "$meta" >>"$out" 2>&1 || true
+{
+	echo
+	echo '```'
+	"$CAIRN" snapshot list "$meta" 2>&1 || true
+	echo '```'
+} >>"$out"
 cat "$out"
 log "table saved to $out"

@@ -488,44 +488,73 @@ func (m *Meta) TakeDeletes(ctx context.Context, max int) ([]base.Slice, error) {
 // dropSharedOwners handles pending deletes of slices that other chunk
 // records still reference (restored copies, keys.go "O"): such a delete
 // removes one owner and the slice stays. It returns the slices of ps
-// that are really free.
+// (ascending ids) that are really free. Owner records are rare: one scan
+// of their range finds them, and only those cost a transaction.
 func (m *Meta) dropSharedOwners(ctx context.Context, ps []base.Slice) ([]base.Slice, error) {
-	var free []base.Slice
-	err := m.update(ctx, func(t *wtx) error {
-		free = free[:0]
-		ranges := make([]kv.Range, 0, 2*len(ps))
-		for _, s := range ps {
-			for _, k := range [][]byte{pendingKey(s.ID), sharedKey(s.ID)} {
-				ranges = append(ranges, kv.Range{Start: k, End: append(append([]byte{}, k...), 0)})
+	want := make(map[uint64]bool, len(ps))
+	for _, s := range ps {
+		want[s.ID] = true
+	}
+	var shared []uint64
+	err := m.view(ctx, func(r kv.Reader) error {
+		shared = shared[:0]
+		return r.Scan(sharedKey(ps[0].ID), sharedKey(ps[len(ps)-1].ID+1), false, func(k, _ []byte) bool {
+			if len(k) == 9 {
+				if id := binary.BigEndian.Uint64(k[1:]); want[id] {
+					shared = append(shared, id)
+				}
 			}
-		}
-		got, err := kv.Firsts(t, ranges)
-		if err != nil {
-			return err
-		}
-		for i, s := range ps {
-			pend, shared := got[2*i], got[2*i+1]
-			if pend.Key == nil {
+			return true
+		})
+	})
+	if err != nil || len(shared) == 0 {
+		return ps, err
+	}
+	err = m.update(ctx, func(t *wtx) error {
+		for _, id := range shared {
+			pend, err := t.Get(pendingKey(id))
+			if err != nil {
+				return err
+			}
+			if pend == nil {
 				continue // another client took it
 			}
-			if shared.Key == nil {
-				free = append(free, s)
-				continue
-			}
-			n, err := decodeU32(shared.Value)
+			v, err := t.Get(sharedKey(id))
 			if err != nil {
-				return fmt.Errorf("slice %d owners: %w", s.ID, err)
+				return err
+			}
+			if v == nil {
+				continue // its last extra owner went meanwhile: free
+			}
+			n, err := decodeU32(v)
+			if err != nil {
+				return fmt.Errorf("slice %d owners: %w", id, err)
 			}
 			if n > 1 {
-				t.Set(sharedKey(s.ID), u32(nil, n-1))
+				t.Set(sharedKey(id), u32(nil, n-1))
 			} else {
-				t.Delete(sharedKey(s.ID))
+				t.Delete(sharedKey(id))
 			}
-			t.Delete(pendingKey(s.ID))
+			t.Delete(pendingKey(id))
 		}
 		return nil
 	})
-	return free, err
+	if err != nil {
+		return nil, err
+	}
+	// What the transaction handled stays out; a slice whose owner record
+	// vanished meanwhile is free and comes back at the next call.
+	sharedSet := make(map[uint64]bool, len(shared))
+	for _, id := range shared {
+		sharedSet[id] = true
+	}
+	free := ps[:0:0]
+	for _, s := range ps {
+		if !sharedSet[s.ID] {
+			free = append(free, s)
+		}
+	}
+	return free, nil
 }
 
 func decodeU32(b []byte) (uint32, error) {
