@@ -59,7 +59,7 @@ func (s *Server) fattr(ino base.Ino, a *base.Attr) proto.Fattr3 {
 		Major:  devMajor(a.Rdev),
 		Minor:  devMinor(a.Rdev),
 		Fsid:   s.fh.fsid,
-		Fileid: uint64(ino),
+		Fileid: s.fileid(ino),
 		Atime:  nfsTime(a.Atime),
 		Mtime:  nfsTime(a.Mtime),
 		Ctime:  nfsTime(a.Ctime),

@@ -123,7 +123,7 @@ func nfsReadDirPlus(s *Server, ctx context.Context, req *request, args *proto.Re
 }
 
 func (s *Server) readDir(ctx context.Context, req *request, args *proto.Reader, w *proto.Writer, plus bool) bool {
-	ino, st := s.fileHandle(args)
+	ino, st := s.fileHandle(ctx, args)
 	cookie := args.Uint64()
 	verf := args.Fixed(proto.CookieSize)
 	dircount := args.Uint32()
@@ -174,16 +174,15 @@ func (s *Server) readDir(ctx context.Context, req *request, args *proto.Reader, 
 			}
 			budget -= size
 			entries.Bool(true)
-			entries.Uint64(uint64(de.Ino))
+			entries.Uint64(s.fileid(de.Ino))
 			entries.String(de.Name)
 			entries.Uint64(de.Off)
 			if plus {
-				if uint64(de.Ino)>>48 == 0 {
-					s.putAttr(&entries, de.Ino, de.Attr)
+				s.putAttr(&entries, de.Ino, de.Attr)
+				if fh := s.handle(de.Ino); fh != nil {
 					entries.Bool(true)
-					entries.Opaque(s.fh.encode(de.Ino))
+					entries.Opaque(fh)
 				} else {
-					entries.Bool(false)
 					entries.Bool(false)
 				}
 			}

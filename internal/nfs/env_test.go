@@ -26,11 +26,12 @@ const testUUID = "6f0c1c9e-5d1e-4c39-9d3e-test-volume"
 type env struct {
 	v    *vfs.VFS
 	m    *meta.Meta
+	cs   *chunk.Store
 	srv  *Server
 	addr string
 }
 
-func newVFS(t testing.TB) (*vfs.VFS, *meta.Meta) {
+func newVFS(t testing.TB) (*vfs.VFS, *meta.Meta, *chunk.Store) {
 	t.Helper()
 	store := memkv.New()
 	if err := meta.Format(ctx, store, meta.Settings{Name: "t", UUID: testUUID, BlockSize: 64 << 10}, false); err != nil {
@@ -57,15 +58,35 @@ func newVFS(t testing.TB) (*vfs.VFS, *meta.Meta) {
 			t.Errorf("check after test: %v %v", err, problems)
 		}
 	})
-	return v, m
+	return v, m, cs
 }
 
 func newEnv(t testing.TB) *env {
+	return newEnvWith(t, Options{})
+}
+
+func newEnvWith(t testing.TB, o Options) *env {
 	t.Helper()
-	v, m := newVFS(t)
-	e := &env{v: v, m: m}
-	e.start(t, Options{})
+	v, m, cs := newVFS(t)
+	e := &env{v: v, m: m, cs: cs}
+	e.start(t, o)
 	return e
+}
+
+// sibling is another gateway of e's volume with a vfs of its own, as a
+// second gateway process (or the same one restarted) would have: nothing
+// of e's vfs state (open files, snapshot slots) is shared.
+func (e *env) sibling(t testing.TB, o Options) *env {
+	t.Helper()
+	v := vfs.New(e.m, e.cs, vfs.Options{FlushInterval: time.Hour, DeleteDelay: time.Millisecond})
+	s := &env{v: v, m: e.m, cs: e.cs}
+	t.Cleanup(func() {
+		if err := v.Close(ctx); err != nil {
+			t.Errorf("sibling vfs close: %v", err)
+		}
+	})
+	s.start(t, o)
+	return s
 }
 
 // start runs a gateway over e.v; it is closed at cleanup (before the vfs).

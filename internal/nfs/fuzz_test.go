@@ -11,13 +11,13 @@ import (
 // panic (the gateway recovers panics, so the fuzz target checks that none
 // happened).
 func FuzzRecord(f *testing.F) {
-	v, _ := newVFS(f)
+	v, _, _ := newVFS(f)
 	srv, err := New(v, Options{VolumeUUID: testUUID})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { srv.Close(ctx) })
-	root := srv.fh.encode(1)
+	root := srv.fh.encode(kindLive, 0, 1)
 	var fh proto.Writer
 	fh.Opaque(root)
 	for proc := uint32(0); proc < 23; proc++ {

@@ -55,11 +55,17 @@ func mountMnt(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 		return false
 	}
 	ino, e := s.resolvePath(ctx, req, path)
+	var fh []byte
+	if e == 0 {
+		if fh = s.handle(ino); fh == nil {
+			e = syscall.EIO
+		}
+	}
 	w.Uint32(mountStatus(e))
 	if e != 0 {
 		return true
 	}
-	w.Opaque(s.fh.encode(ino))
+	w.Opaque(fh)
 	w.Uint32(2)
 	w.Uint32(proto.AuthSys)
 	w.Uint32(proto.AuthNone)
@@ -84,9 +90,6 @@ func (s *Server) resolvePath(ctx context.Context, req *request, path string) (ba
 		next, _, e := s.v.Lookup(ctx, req.caller, ino, name)
 		if e != 0 {
 			return 0, e
-		}
-		if uint64(next)>>48 != 0 {
-			return 0, syscall.ENOENT // snapshot trees: no handles yet
 		}
 		ino = next
 	}

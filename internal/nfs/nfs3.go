@@ -41,12 +41,12 @@ const maxFileSize = 1 << 50
 
 // fileHandle reads an nfs_fh3 and decodes it; the status is NFS3OK or
 // why the handle is unusable.
-func (s *Server) fileHandle(r *proto.Reader) (base.Ino, uint32) {
+func (s *Server) fileHandle(ctx context.Context, r *proto.Reader) (base.Ino, uint32) {
 	b := r.Opaque(proto.MaxFHSize)
 	if r.Err() != nil {
 		return 0, proto.NFS3ErrBadHandle
 	}
-	return s.fh.decode(b)
+	return s.inoOf(ctx, b)
 }
 
 // dirOp is a decoded diropargs3.
@@ -56,9 +56,9 @@ type dirOp struct {
 	name string
 }
 
-func (s *Server) dirOpArgs(r *proto.Reader) dirOp {
+func (s *Server) dirOpArgs(ctx context.Context, r *proto.Reader) dirOp {
 	var d dirOp
-	d.dir, d.st = s.fileHandle(r)
+	d.dir, d.st = s.fileHandle(ctx, r)
 	d.name = r.String(proto.MaxPath)
 	return d
 }
@@ -79,7 +79,7 @@ func nfsNull(s *Server, ctx context.Context, req *request, args *proto.Reader, w
 }
 
 func nfsGetAttr(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(args)
+	ino, st := s.fileHandle(ctx, args)
 	if args.Err() != nil {
 		return false
 	}
@@ -97,7 +97,7 @@ func nfsGetAttr(s *Server, ctx context.Context, req *request, args *proto.Reader
 }
 
 func nfsSetAttr(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(args)
+	ino, st := s.fileHandle(ctx, args)
 	sa := proto.DecodeSattr3(args)
 	guard := args.Bool()
 	var guardTime proto.Time
@@ -169,7 +169,7 @@ func setAttrRequest(sa *proto.Sattr3) meta.SetAttrRequest {
 }
 
 func nfsLookup(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	d := s.dirOpArgs(args)
+	d := s.dirOpArgs(ctx, args)
 	if args.Err() != nil {
 		return false
 	}
@@ -190,13 +190,15 @@ func nfsLookup(s *Server, ctx context.Context, req *request, args *proto.Reader,
 			e = ge
 		}
 	}
-	if e == 0 && uint64(ino)>>48 != 0 {
-		// A snapshot tree (/.snapshots): no handles for it yet.
-		e = syscall.ENOENT
+	var fh []byte
+	if e == 0 {
+		if fh = s.handle(ino); fh == nil {
+			e = syscall.EIO
+		}
 	}
 	w.Uint32(nfsStatus(e))
 	if e == 0 {
-		w.Opaque(s.fh.encode(ino))
+		w.Opaque(fh)
 		s.putAttr(w, ino, &a)
 	}
 	s.postOp(ctx, w, d.dir)
@@ -204,7 +206,7 @@ func nfsLookup(s *Server, ctx context.Context, req *request, args *proto.Reader,
 }
 
 func nfsAccess(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(args)
+	ino, st := s.fileHandle(ctx, args)
 	want := args.Uint32()
 	if args.Err() != nil {
 		return false
@@ -245,7 +247,7 @@ func nfsAccess(s *Server, ctx context.Context, req *request, args *proto.Reader,
 }
 
 func nfsReadlink(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(args)
+	ino, st := s.fileHandle(ctx, args)
 	if args.Err() != nil {
 		return false
 	}
@@ -296,7 +298,7 @@ func (s *Server) mayIO(ctx context.Context, req *request, ino base.Ino, a *base.
 }
 
 func nfsRead(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(args)
+	ino, st := s.fileHandle(ctx, args)
 	off := args.Uint64()
 	count := args.Uint32()
 	if args.Err() != nil {
@@ -348,7 +350,7 @@ func nfsRead(s *Server, ctx context.Context, req *request, args *proto.Reader, w
 }
 
 func nfsWrite(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(args)
+	ino, st := s.fileHandle(ctx, args)
 	off := args.Uint64()
 	count := args.Uint32()
 	stable := args.Uint32()
@@ -400,7 +402,7 @@ func nfsWrite(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 }
 
 func nfsCommit(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(args)
+	ino, st := s.fileHandle(ctx, args)
 	args.Uint64() // offset and count: the whole file is committed
 	args.Uint32()
 	if args.Err() != nil {
@@ -445,7 +447,7 @@ func (s *Server) createResult(ctx context.Context, w *proto.Writer, e syscall.Er
 	w.Uint32(nfsStatus(e))
 	if e == 0 {
 		w.Bool(true)
-		w.Opaque(s.fh.encode(ino))
+		w.Opaque(s.handle(ino))
 		s.putAttr(w, ino, a)
 	}
 	s.putWcc(ctx, w, dirPre, dir)
@@ -491,7 +493,7 @@ func modeOr(sa *proto.Sattr3, def uint32) uint32 {
 }
 
 func nfsCreate(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	d := s.dirOpArgs(args)
+	d := s.dirOpArgs(ctx, args)
 	how := args.Uint32()
 	var sa proto.Sattr3
 	var verf []byte
@@ -558,7 +560,7 @@ func exclusiveTimes(v []byte) (int64, int64) {
 }
 
 func nfsMkdir(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	d := s.dirOpArgs(args)
+	d := s.dirOpArgs(ctx, args)
 	sa := proto.DecodeSattr3(args)
 	if args.Err() != nil {
 		return false
@@ -567,7 +569,7 @@ func nfsMkdir(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 }
 
 func nfsSymlink(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	d := s.dirOpArgs(args)
+	d := s.dirOpArgs(ctx, args)
 	sa := proto.DecodeSattr3(args)
 	target := args.String(proto.MaxPath)
 	if args.Err() != nil {
@@ -587,7 +589,7 @@ func nfsSymlink(s *Server, ctx context.Context, req *request, args *proto.Reader
 }
 
 func nfsMknod(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	d := s.dirOpArgs(args)
+	d := s.dirOpArgs(ctx, args)
 	t := args.Uint32()
 	var sa proto.Sattr3
 	var rdev uint32
@@ -650,7 +652,7 @@ func nfsRmdir(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 }
 
 func (s *Server) remove(ctx context.Context, req *request, args *proto.Reader, w *proto.Writer, dir bool) bool {
-	d := s.dirOpArgs(args)
+	d := s.dirOpArgs(ctx, args)
 	if args.Err() != nil {
 		return false
 	}
@@ -676,8 +678,8 @@ func (s *Server) remove(ctx context.Context, req *request, args *proto.Reader, w
 }
 
 func nfsRename(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	from := s.dirOpArgs(args)
-	to := s.dirOpArgs(args)
+	from := s.dirOpArgs(ctx, args)
+	to := s.dirOpArgs(ctx, args)
 	if args.Err() != nil {
 		return false
 	}
@@ -696,8 +698,8 @@ func nfsRename(s *Server, ctx context.Context, req *request, args *proto.Reader,
 }
 
 func nfsLink(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, fst := s.fileHandle(args)
-	d := s.dirOpArgs(args)
+	ino, fst := s.fileHandle(ctx, args)
+	d := s.dirOpArgs(ctx, args)
 	if args.Err() != nil {
 		return false
 	}
@@ -720,7 +722,7 @@ func nfsLink(s *Server, ctx context.Context, req *request, args *proto.Reader, w
 }
 
 func nfsFSStat(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(args)
+	ino, st := s.fileHandle(ctx, args)
 	if args.Err() != nil {
 		return false
 	}
@@ -759,7 +761,7 @@ const (
 )
 
 func nfsFSInfo(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(args)
+	ino, st := s.fileHandle(ctx, args)
 	if args.Err() != nil {
 		return false
 	}
@@ -791,7 +793,7 @@ func nfsFSInfo(s *Server, ctx context.Context, req *request, args *proto.Reader,
 }
 
 func nfsPathConf(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(args)
+	ino, st := s.fileHandle(ctx, args)
 	if args.Err() != nil {
 		return false
 	}

@@ -392,7 +392,7 @@ func TestRestart(t *testing.T) {
 func TestBadHandles(t *testing.T) {
 	e := newEnv(t)
 	c, root := e.client(t)
-	other := newHandles("another volume").encode(base.RootIno)
+	other := newHandles("another volume").encode(kindLive, 0, base.RootIno)
 	flipped := append([]byte(nil), root...)
 	flipped[15] ^= 1 // another inode, but the check no longer matches
 	cases := []struct {
@@ -406,7 +406,13 @@ func TestBadHandles(t *testing.T) {
 		{"forged inode", flipped, proto.NFS3ErrBadHandle},
 		{"version 9", append([]byte{9}, root[1:]...), proto.NFS3ErrBadHandle},
 		{"another volume", other, proto.NFS3ErrStale},
-		{"never allocated inode", e.srv.fh.encode(1 << 40), proto.NFS3ErrStale},
+		{"never allocated inode", e.srv.fh.encode(kindLive, 0, 1<<40), proto.NFS3ErrStale},
+		{"kind 3", e.srv.fh.encode(3, 0, base.RootIno), proto.NFS3ErrBadHandle},
+		{"live with an epoch", e.srv.fh.encode(kindLive, 5, base.RootIno), proto.NFS3ErrBadHandle},
+		{"/.snapshots with an inode", e.srv.fh.encode(kindSnapshots, 0, base.RootIno), proto.NFS3ErrBadHandle},
+		{"snapshot inode 0", e.srv.fh.encode(kindSnapshot, 1, 0), proto.NFS3ErrBadHandle},
+		{"snapshot inode past 2^48", e.srv.fh.encode(kindSnapshot, 1, 1<<48), proto.NFS3ErrBadHandle},
+		{"snapshot that never existed", e.srv.fh.encode(kindSnapshot, 1<<40, base.RootIno), proto.NFS3ErrStale},
 	}
 	for _, tc := range cases {
 		if _, err := c.GetAttr(tc.fh); status(err) != tc.want {

@@ -69,7 +69,7 @@ func TestRPCErrors(t *testing.T) {
 		r.Opaque(400)
 		return reply{stat: r.Uint32(), rest: r.Rest()}
 	}
-	fh := e.srv.fh.encode(1)
+	fh := e.srv.fh.encode(kindLive, 0, 1)
 	var getattr proto.Writer
 	getattr.Opaque(fh)
 	cases := []struct {

@@ -335,3 +335,71 @@ func (d snapshotsDir) ListXattr(ctx context.Context, c *meta.Caller, ino base.In
 func (d snapshotsDir) ReadChunk(ctx context.Context, ino base.Ino, index uint32) ([]base.Slice, error) {
 	return nil, fmt.Errorf("read %s: %w", SnapshotsDir, base.ErrIsDir)
 }
+
+// InoKind tells what a front-end inode number names (see SplitIno).
+type InoKind uint8
+
+const (
+	// InoRoot is an inode of the tree at the root: the live volume, or
+	// the snapshot a VFS with Options.Snapshot serves.
+	InoRoot InoKind = iota
+	// InoSnapshot is an inode of a snapshot under /.snapshots.
+	InoSnapshot
+	// InoSnapshotsDir is /.snapshots itself (SnapshotsIno).
+	InoSnapshotsDir
+)
+
+// SplitIno tells what the front-end inode number ino names, in terms that
+// outlive this VFS: its kind, the epoch of its snapshot (InoSnapshot
+// only), and its inode number in that tree. Front ends that must name
+// inodes across restarts or processes (NFS file handles) store these and
+// turn them back into a front-end number with SnapshotIno. A number in a
+// slot this VFS never gave out is ESTALE.
+func (v *VFS) SplitIno(ino base.Ino) (kind InoKind, epoch uint64, real base.Ino, e syscall.Errno) {
+	t, real, e := v.resolve(ino)
+	switch {
+	case e != 0:
+		return 0, 0, 0, e
+	case t == v.snapsDir:
+		return InoSnapshotsDir, 0, real, 0
+	case t.slot == 0:
+		return InoRoot, 0, real, 0
+	}
+	return InoSnapshot, t.snap.Epoch, real, 0
+}
+
+// SnapshotIno returns the front-end number of inode ino of the snapshot
+// frozen at epoch, as it shows under /.snapshots, without a lookup from
+// /.snapshots: the snapshot gets a slot in this VFS on first use. It does
+// not check that ino exists in the snapshot (the next read through the
+// number does). A snapshot that no longer exists is ESTALE, and so is any
+// snapshot in a VFS without /.snapshots (Options.Snapshot); an ino of 0
+// or one that does not fit in a front-end number is EINVAL.
+func (v *VFS) SnapshotIno(ctx context.Context, epoch uint64, ino base.Ino) (base.Ino, syscall.Errno) {
+	if ino == 0 || ino > inoMask {
+		return 0, syscall.EINVAL
+	}
+	if v.snapsDir == nil {
+		return 0, syscall.ESTALE
+	}
+	v.slotMu.Lock()
+	t := v.byEpoch[epoch]
+	v.slotMu.Unlock()
+	if t == nil {
+		snaps, err := v.m.Snapshots(ctx)
+		if err != nil {
+			return 0, v.errno("snapshot by epoch", err)
+		}
+		i := slices.IndexFunc(snaps, func(s meta.Snapshot) bool { return s.Epoch == epoch })
+		if i < 0 {
+			return 0, syscall.ESTALE
+		}
+		if t, err = v.snapshotTree(snaps[i]); err != nil {
+			return 0, v.errno("snapshot by epoch", err)
+		}
+	}
+	if e := v.checkSnapshot(ctx, t, false); e != 0 {
+		return 0, e
+	}
+	return t.outIno(ino), 0
+}

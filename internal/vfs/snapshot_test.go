@@ -521,3 +521,116 @@ func mustLookup(t *testing.T, v *VFS, parent base.Ino, name string) base.Ino {
 	}
 	return ino
 }
+
+// TestSnapshotInoRoundTrip: SplitIno and SnapshotIno name snapshot inodes
+// by (epoch, ino), so a second VFS of the volume (another gateway, or the
+// same one after a restart) finds them without a lookup from /.snapshots.
+func TestSnapshotInoRoundTrip(t *testing.T) {
+	e := newEnvWith(t, Options{SnapshotCheck: time.Nanosecond})
+	e.mkdir(t, base.RootIno, "d")
+	e.writeFile(t, base.RootIno, "f", []byte("frozen"))
+	s1 := e.snapshot(t, "one")
+	s2 := e.snapshot(t, "two")
+	sr := e.snapshotRoot(t, "two")
+	sf, _ := e.lookup(t, sr, "f")
+	live, _ := e.lookup(t, base.RootIno, "f")
+
+	tests := []struct {
+		name  string
+		ino   base.Ino
+		kind  InoKind
+		epoch uint64
+		real  base.Ino
+	}{
+		{"live file", live, InoRoot, 0, live},
+		{"live root", base.RootIno, InoRoot, 0, base.RootIno},
+		{"/.snapshots", SnapshotsIno, InoSnapshotsDir, 0, SnapshotsIno},
+		{"snapshot root", sr, InoSnapshot, s2.Epoch, base.RootIno},
+		{"snapshot file", sf, InoSnapshot, s2.Epoch, live},
+	}
+	other := New(e.m, e.cs, Options{FlushInterval: time.Hour, SnapshotCheck: time.Nanosecond})
+	defer other.Close(ctx)
+	for _, tc := range tests {
+		kind, epoch, real, en := e.v.SplitIno(tc.ino)
+		if en != 0 || kind != tc.kind || epoch != tc.epoch || real != tc.real {
+			t.Errorf("%s: SplitIno(%#x) = %v %d %#x %v, want %v %d %#x", tc.name, tc.ino, kind, epoch, real, en, tc.kind, tc.epoch, tc.real)
+		}
+		if kind != InoSnapshot {
+			continue
+		}
+		// The other VFS has never looked at /.snapshots.
+		ino, en := other.SnapshotIno(ctx, epoch, real)
+		if en != 0 {
+			t.Fatalf("%s: SnapshotIno in another VFS: %v", tc.name, en)
+		}
+		a, en := other.GetAttr(ctx, ino)
+		b, _ := e.v.GetAttr(ctx, tc.ino)
+		if en != 0 || a.Type != b.Type || a.Length != b.Length || a.Mtime != b.Mtime {
+			t.Errorf("%s: attributes in another VFS %+v (%v), want %+v", tc.name, a, en, b)
+		}
+		if k, ep, r, _ := other.SplitIno(ino); k != InoSnapshot || ep != epoch || r != real {
+			t.Errorf("%s: round trip %v %d %#x", tc.name, k, ep, r)
+		}
+	}
+	ino, _ := other.SnapshotIno(ctx, s2.Epoch, live)
+	if got := string(e.readAllIn(t, other, ino)); got != "frozen" {
+		t.Errorf("snapshot file through another VFS: %q", got)
+	}
+	// Same epoch, same slot; another epoch, another slot.
+	if a, _ := other.SnapshotIno(ctx, s2.Epoch, base.RootIno); a>>slotShift != ino>>slotShift {
+		t.Errorf("one snapshot in two slots: %#x %#x", a, ino)
+	}
+	if a, _ := other.SnapshotIno(ctx, s1.Epoch, base.RootIno); a>>slotShift == ino>>slotShift {
+		t.Errorf("two snapshots in one slot: %#x", a)
+	}
+	for _, tc := range []struct {
+		name  string
+		epoch uint64
+		ino   base.Ino
+		want  syscall.Errno
+	}{
+		{"unknown epoch", s2.Epoch + 1000, base.RootIno, syscall.ESTALE},
+		{"ino 0", s2.Epoch, 0, syscall.EINVAL},
+		{"ino too large", s2.Epoch, 1 << slotShift, syscall.EINVAL},
+	} {
+		if _, en := other.SnapshotIno(ctx, tc.epoch, tc.ino); en != tc.want {
+			t.Errorf("SnapshotIno, %s: %v, want %v", tc.name, en, tc.want)
+		}
+	}
+	if _, _, _, en := other.SplitIno(base.Ino(99<<slotShift | 1)); en != syscall.ESTALE {
+		t.Errorf("SplitIno of an unknown slot: %v", en)
+	}
+	if err := e.m.DeleteSnapshot(ctx, "two", nil); err != nil {
+		t.Fatal(err)
+	}
+	third := New(e.m, e.cs, Options{FlushInterval: time.Hour})
+	defer third.Close(ctx)
+	if _, en := third.SnapshotIno(ctx, s2.Epoch, base.RootIno); en != syscall.ESTALE {
+		t.Errorf("SnapshotIno of a deleted snapshot: %v", en)
+	}
+	if _, en := other.SnapshotIno(ctx, s2.Epoch, base.RootIno); en != syscall.ESTALE {
+		t.Errorf("SnapshotIno of a deleted snapshot already in a slot: %v", en)
+	}
+	// A snapshot mount has no /.snapshots.
+	sv := New(e.m, e.cs, Options{Snapshot: &s1, FlushInterval: time.Hour})
+	defer sv.Close(ctx)
+	if _, en := sv.SnapshotIno(ctx, s1.Epoch, base.RootIno); en != syscall.ESTALE {
+		t.Errorf("SnapshotIno in a snapshot mount: %v", en)
+	}
+}
+
+// readAllIn reads ino whole through v.
+func (e *env) readAllIn(t *testing.T, v *VFS, ino base.Ino) []byte {
+	t.Helper()
+	fh, en := v.Open(ctx, root, ino, syscall.O_RDONLY)
+	if en != 0 {
+		t.Fatalf("open %#x: %v", ino, en)
+	}
+	defer v.Release(ctx, fh)
+	buf := make([]byte, 1<<16)
+	n, en := v.Read(ctx, fh, 0, buf)
+	if en != 0 {
+		t.Fatalf("read %#x: %v", ino, en)
+	}
+	return buf[:n]
+}
