@@ -28,7 +28,8 @@ func FuzzRecord(f *testing.F) {
 		f.Add(callRecord(1, 2, proto.ProgMount, 3, proc, proto.AuthSys, []byte{0, 0, 0, 1, '/', 0, 0, 0})[4:])
 	}
 	f.Fuzz(func(t *testing.T, rec []byte) {
-		srv.handleRecord("fuzz:1", rec)
+		srv.handleRecord("fuzz:1", true, rec)
+		srv.handleRecord("fuzz:1", false, rec) // a client outside the allowed networks
 		if n := srv.panics.Load(); n > 0 {
 			t.Fatalf("%d panics serving %x", n, rec)
 		}

@@ -11,8 +11,8 @@ import (
 )
 
 // mountProcs are the MOUNTv3 procedures. One export exists: "/", the
-// whole volume, read-write; MNT of a path below it returns that
-// directory's handle (as Linux servers allow for subdirectories).
+// whole volume, as Options.Export says; MNT of a path below it returns
+// that directory's handle (as Linux servers allow for subdirectories).
 var mountProcs = []procedure{
 	proto.MountProcNull:    mountNull,
 	proto.MountProcMnt:     mountMnt,
@@ -138,7 +138,11 @@ func mountUmntAll(s *Server, ctx context.Context, req *request, args *proto.Read
 func mountExport(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
 	w.Bool(true)
 	w.String("/")
-	w.Bool(false) // no groups: every client
+	for _, p := range s.opts.Export.Allow { // none: every client
+		w.Bool(true)
+		w.String(p.String())
+	}
+	w.Bool(false)
 	w.Bool(false)
 	return true
 }

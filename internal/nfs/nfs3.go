@@ -227,7 +227,7 @@ func nfsAccess(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	if want&proto.AccessRead != 0 && may(meta.MayRead) {
 		got |= proto.AccessRead
 	}
-	if want&(proto.AccessModify|proto.AccessExtend|proto.AccessDelete) != 0 && may(meta.MayWrite) {
+	if want&(proto.AccessModify|proto.AccessExtend|proto.AccessDelete) != 0 && !s.opts.Export.ReadOnly && may(meta.MayWrite) {
 		got |= want & (proto.AccessModify | proto.AccessExtend)
 		if a.Type == base.TypeDir {
 			got |= want & proto.AccessDelete

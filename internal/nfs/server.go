@@ -46,6 +46,10 @@ type Options struct {
 	FileIdle time.Duration
 	// MaxOpenFiles bounds the open files cached (default 1024).
 	MaxOpenFiles int
+	// Export says what is served to whom: read-only, allowed client
+	// networks, squashing (default: read-write, every client, no
+	// squashing).
+	Export Export
 }
 
 func (o *Options) setDefaults() {
@@ -73,6 +77,7 @@ func (o *Options) setDefaults() {
 	if o.MaxOpenFiles == 0 {
 		o.MaxOpenFiles = 1024
 	}
+	o.Export.setDefaults()
 }
 
 // Validate reports the first invalid option (after defaults are applied).
@@ -92,7 +97,7 @@ func (o Options) Validate() error {
 	case o.MaxOpenFiles < 1:
 		return fmt.Errorf("nfs: MaxOpenFiles %d: want at least 1", o.MaxOpenFiles)
 	}
-	return nil
+	return o.Export.Validate()
 }
 
 // Server serves NFSv3 and MOUNTv3 over one vfs. Safe for concurrent use;
@@ -232,6 +237,8 @@ func (s *Server) maxRecord() int { return s.opts.MaxIO + 64<<10 }
 func (s *Server) serveConn(c net.Conn) {
 	defer s.wg.Done()
 	remote := c.RemoteAddr().String()
+	// Checked once: a TCP connection's source address does not change.
+	allowed := s.opts.Export.allows(c.RemoteAddr())
 	var wmu sync.Mutex
 	sem := make(chan struct{}, s.opts.MaxInFlight)
 	var reqs sync.WaitGroup
@@ -261,7 +268,7 @@ func (s *Server) serveConn(c net.Conn) {
 		reqs.Add(1)
 		go func() {
 			defer func() { <-sem; reqs.Done() }()
-			reply := s.handleRecord(remote, rec)
+			reply := s.handleRecord(remote, allowed, rec)
 			if reply == nil {
 				c.Close() // nothing sensible to answer: drop the stream
 				return
@@ -283,12 +290,13 @@ func (s *Server) serveConn(c net.Conn) {
 type request struct {
 	remote string
 	call   proto.Call
-	caller *meta.Caller
+	caller *meta.Caller // after squashing
 }
 
-// handleRecord serves one record and returns the framed reply, or nil
-// when the record is not a call that can be answered.
-func (s *Server) handleRecord(remote string, rec []byte) (reply []byte) {
+// handleRecord serves one record from a client at remote, which the
+// export allows or not, and returns the framed reply, or nil when the
+// record is not a call that can be answered.
+func (s *Server) handleRecord(remote string, allowed bool, rec []byte) (reply []byte) {
 	call, err := proto.ParseCall(rec)
 	if err != nil {
 		s.log.Debug("nfs: undecodable record", "remote", remote, "err", err)
@@ -318,9 +326,9 @@ func (s *Server) handleRecord(remote string, rec []byte) (reply []byte) {
 			w.Uint32(proto.AuthBadCred)
 			return proto.AppendRecordMark(w.B)
 		}
-		req.caller = &meta.Caller{Uid: a.Uid, Gid: a.Gid, Gids: a.Gids}
+		req.caller = s.opts.Export.caller(&a)
 	case proto.AuthNone:
-		req.caller = &meta.Caller{Uid: nobody, Gid: nobody}
+		req.caller = s.opts.Export.caller(nil)
 	default:
 		w := proto.NewDenied(call.Xid, proto.AuthError)
 		w.Uint32(proto.AuthTooWeak)
@@ -346,15 +354,19 @@ func (s *Server) handleRecord(remote string, rec []byte) (reply []byte) {
 	}
 	s.log.Debug("nfs: call", "remote", remote, "prog", call.Prog, "proc", call.Proc, "uid", req.caller.Uid)
 	w := proto.NewReply(call.Xid, proto.Success)
+	if st := s.opts.Export.refusal(allowed, call.Prog, call.Proc); st != proto.NFS3OK {
+		if !allowed {
+			s.log.Debug("nfs: client outside the allowed networks", "remote", remote, "prog", call.Prog, "proc", call.Proc)
+		}
+		refuse(w, call.Prog, call.Proc, st)
+		return proto.AppendRecordMark(w.B)
+	}
 	args := proto.NewReader(call.Args)
 	if !procs[call.Proc](s, context.Background(), req, args, w) {
 		return proto.AppendRecordMark(proto.NewReply(call.Xid, proto.GarbageArgs).B)
 	}
 	return proto.AppendRecordMark(w.B)
 }
-
-// nobody is the identity of AUTH_NONE callers.
-const nobody = 65534
 
 // procedure serves one call: it decodes args and appends its results to
 // w. It returns false, having written nothing, when the arguments do not

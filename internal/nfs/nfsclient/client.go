@@ -112,7 +112,13 @@ func (c *Client) Call(prog, vers, proc uint32, args []byte) ([]byte, error) {
 	}
 }
 
-// Mount calls MNT and returns the handle of path.
+// MountStatusError is a mountstat3 other than MNT3_OK.
+type MountStatusError uint32
+
+func (e MountStatusError) Error() string { return fmt.Sprintf("mount status %d", uint32(e)) }
+
+// Mount calls MNT and returns the handle of path; a refusal is a
+// MountStatusError.
 func (c *Client) Mount(path string) ([]byte, error) {
 	var w proto.Writer
 	w.String(path)
@@ -122,8 +128,36 @@ func (c *Client) Mount(path string) ([]byte, error) {
 	}
 	r := proto.NewReader(res)
 	if st := r.Uint32(); st != proto.MntOK {
-		return nil, fmt.Errorf("mount %s: status %d", path, st)
+		return nil, fmt.Errorf("mount %s: %w", path, MountStatusError(st))
 	}
 	fh := r.Opaque(proto.MaxFHSize)
 	return append([]byte(nil), fh...), r.Err()
+}
+
+// ExportEntry is one export listed by EXPORT: its path and the client
+// groups (networks, host names) it is served to; none means every client.
+type ExportEntry struct {
+	Dir    string
+	Groups []string
+}
+
+// Exports calls the MOUNT procedure EXPORT (what showmount -e shows).
+func (c *Client) Exports() ([]ExportEntry, error) {
+	res, err := c.Call(proto.ProgMount, proto.MountVers3, proto.MountProcExport, nil)
+	if err != nil {
+		return nil, err
+	}
+	r := proto.NewReader(res)
+	var out []ExportEntry
+	for r.Bool() {
+		e := ExportEntry{Dir: r.String(proto.MaxMountPath)}
+		for r.Bool() {
+			e.Groups = append(e.Groups, r.String(proto.MaxMountName))
+		}
+		out = append(out, e)
+		if r.Err() != nil || len(out) > 1024 {
+			break
+		}
+	}
+	return out, r.Err()
 }
