@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairnfs/cairn/internal/daemon"
+	"github.com/cairnfs/cairn/internal/nfs"
 )
 
 func newGatewayCommand() *cobra.Command {
@@ -31,6 +32,7 @@ func newGatewayNFSCommand() *cobra.Command {
 		readOnly, debug           bool
 		cacheMem, bufferSize      string
 		heartbeat, sessionTimeout time.Duration
+		export                    nfsExportFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "nfs [options] META-URL",
@@ -38,17 +40,28 @@ func newGatewayNFSCommand() *cobra.Command {
 		Long: `Serve the volume at META-URL over NFSv3 (with MOUNTv3 on the same TCP port)
 until interrupted (SIGINT/SIGTERM commit buffered writes, then stop).
 
-The whole volume is exported as "/", read-write (or read-only with
---read-only), to every client that can reach the address, with the
-AUTH_SYS identities the clients send (no squashing yet). File handles
-carry the inode number and the volume's identity: they stay valid when the
-gateway restarts, and any gateway of a shared volume accepts the handles of
-another. An embedded volume (pebble://) is held by one process: to serve it
-while it is mounted, use cairn mount --nfs-listen instead.
+The whole volume is exported as "/", with its snapshots read-only under
+/.snapshots. By default the export is read-write, served to every client
+that can reach the address, with the AUTH_SYS identities the clients send.
+--nfs-export-ro makes it read-only, --nfs-allow limits it to client
+networks (matched against the TCP source address), and --nfs-squash maps
+root (root_squash) or everyone (all_squash) to --nfs-anon-uid and
+--nfs-anon-gid (65534). AUTH_SYS trusts the client: these options guard
+against mistakes and casual misuse, not against a hostile machine on an
+allowed network.
+
+File handles carry the inode number (and a snapshot's epoch) and the
+volume's identity: they stay valid when the gateway restarts, and any
+gateway of a shared volume accepts the handles of another, so clients can
+fail over between gateways. An embedded volume (pebble://) is held by one
+process: to serve it while it is mounted, use cairn mount --nfs-listen
+instead.
 
 Clients mount with the port given for both programs, e.g. on Linux:
   mount -t nfs -o vers=3,proto=tcp,port=PORT,mountport=PORT,nolock HOST:/ /mnt`,
 		Example: `  cairn gateway nfs --listen 0.0.0.0:2049 'postgres://cairn@db1/vol1'
+  cairn gateway nfs --listen 0.0.0.0:2049 --nfs-allow 10.1.0.0/16,192.168.7.12 --nfs-squash root 'postgres://cairn@db1/vol1'
+  cairn gateway nfs --listen 0.0.0.0:2049 --nfs-export-ro --nfs-squash all --nfs-anon-uid 1500 --nfs-anon-gid 1500 'postgres://cairn@db1/vol1'
   cairn gateway nfs --listen 127.0.0.1:20490 pebble:///var/lib/cairn/meta
   nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=20490&mountport=20490'`,
 		Args: cobra.ExactArgs(1),
@@ -76,7 +89,12 @@ Clients mount with the port given for both programs, e.g. on Linux:
 			}
 			log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
 			out := cmd.OutOrStdout()
+			ex, err := export.export()
+			if err != nil {
+				return err
+			}
 			return daemon.Gateway(cmd.Context(), daemon.GatewayOptions{
+				NFS:            nfs.Options{Export: ex},
 				Volume:         daemon.VolumeOptions{MetaURL: args[0], ReadOnly: readOnly, CacheMem: int64(cm), BufferLimit: int64(bs)},
 				Listen:         listen,
 				Version:        version,
@@ -96,5 +114,6 @@ Clients mount with the port given for both programs, e.g. on Linux:
 	f.StringVar(&bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")
 	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long this gateway may miss heartbeats before other clients declare it dead")
+	export.register(f)
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
+	"github.com/cairnfs/cairn/internal/nfs/proto"
 	"github.com/cairnfs/cairn/internal/testenv"
 )
 
@@ -103,38 +106,8 @@ func TestE2EGatewayNFS(t *testing.T) {
 	bin := cairnBinary(t)
 	v := newE2EVolume(t)
 	port := freePort(t)
-	start := func() *exec.Cmd {
-		c := exec.Command(bin, "gateway", "nfs", "--listen", "127.0.0.1:"+port, "--log", v.dir+"/gateway.log", v.meta)
-		stdout, err := c.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		if !strings.HasPrefix(line, "serving NFSv3 on 127.0.0.1:"+port) {
-			log, _ := os.ReadFile(v.dir + "/gateway.log")
-			t.Fatalf("gateway did not start: %q\n%s", line, log)
-		}
-		return c
-	}
-	stop := func(c *exec.Cmd) {
-		if err := c.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- c.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("gateway exit: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("gateway did not stop after SIGTERM")
-		}
-	}
+	start := func() *exec.Cmd { return startGateway(t, bin, v.meta, port, v.dir+"/gateway.log") }
+	stop := func(c *exec.Cmd) { stopGateway(t, c) }
 	data := make([]byte, 2<<20+99)
 	rand.Read(data)
 	src := filepath.Join(v.dir, "src.bin")
@@ -154,3 +127,122 @@ func TestE2EGatewayNFS(t *testing.T) {
 	stop(g)
 	cairn(t, "fsck", v.meta) // fails the test on problems
 }
+
+// startGateway runs cairn gateway nfs on 127.0.0.1:port with extra flags
+// and waits until it serves; it is killed at cleanup if still running.
+func startGateway(t *testing.T, bin, meta, port, logPath string, extra ...string) *exec.Cmd {
+	t.Helper()
+	args := append([]string{"gateway", "nfs", "--listen", "127.0.0.1:" + port, "--log", logPath}, extra...)
+	c := exec.Command(bin, append(args, meta)...)
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if !strings.HasPrefix(line, "serving NFSv3 on 127.0.0.1:"+port) {
+		log, _ := os.ReadFile(logPath)
+		t.Fatalf("gateway did not start: %q\n%s", line, log)
+	}
+	return c
+}
+
+// stopGateway stops a gateway with SIGTERM and checks it exits cleanly.
+func stopGateway(t *testing.T, c *exec.Cmd) {
+	t.Helper()
+	if err := c.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("gateway exit: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("gateway did not stop after SIGTERM")
+	}
+}
+
+// TestE2EGatewayNFSExport runs cairn gateway nfs with the export flags:
+// --nfs-export-ro (nfs-cp can read but not write), --nfs-allow of a
+// network the test is not in (nfs-ls is refused; the Go client gets
+// MNT3ERR_ACCES), and --nfs-squash all with an anonymous uid/gid (files
+// created over NFS belong to it).
+func TestE2EGatewayNFSExport(t *testing.T) {
+	cp := needLibnfs(t, "nfs-cp")
+	ls := needLibnfs(t, "nfs-ls")
+	bin := cairnBinary(t)
+	v := newE2EVolume(t)
+	port := freePort(t)
+	logPath := v.dir + "/gateway.log"
+	src := filepath.Join(v.dir, "src")
+	if err := os.WriteFile(src, []byte("exported\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	g := startGateway(t, bin, v.meta, port, logPath)
+	nfsCmd(t, cp, src, nfsURL(port, "f"))
+	c, err := nfsclient.Dial("127.0.0.1:" + port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := c.Mount("/")
+	if err == nil {
+		err = c.SetAttr(root, proto.Sattr3{Mode: ptr(uint32(0o777))})
+	}
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopGateway(t, g)
+
+	g = startGateway(t, bin, v.meta, port, logPath, "--nfs-export-ro", "--nfs-allow", "127.0.0.0/8,::1")
+	back := filepath.Join(v.dir, "back")
+	nfsCmd(t, cp, nfsURL(port, "f"), back)
+	if got, _ := os.ReadFile(back); string(got) != "exported\n" {
+		t.Errorf("read from a read-only export: %q", got)
+	}
+	if out, err := exec.Command(cp, src, nfsURL(port, "g")).CombinedOutput(); err == nil {
+		t.Errorf("nfs-cp wrote to a read-only export:\n%s", out)
+	}
+	stopGateway(t, g)
+
+	g = startGateway(t, bin, v.meta, port, logPath, "--nfs-allow", "10.0.0.0/8")
+	if out, err := exec.Command(ls, fmt.Sprintf("nfs://127.0.0.1/?version=3&nfsport=%s&mountport=%s", port, port)).CombinedOutput(); err == nil {
+		t.Errorf("nfs-ls from outside --nfs-allow succeeds:\n%s", out)
+	}
+	c, err = nfsclient.Dial("127.0.0.1:" + port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms nfsclient.MountStatusError
+	if _, err := c.Mount("/"); !errors.As(err, &ms) || ms != proto.MntErrAccess {
+		t.Errorf("mount from outside --nfs-allow: %v, want MNT3ERR_ACCES", err)
+	}
+	c.Close()
+	stopGateway(t, g)
+
+	g = startGateway(t, bin, v.meta, port, logPath, "--nfs-squash", "all", "--nfs-anon-uid", "4242", "--nfs-anon-gid", "4343")
+	nfsCmd(t, cp, src, nfsURL(port, "squashed"))
+	c, err = nfsclient.Dial("127.0.0.1:" + port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	root, err = c.Mount("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, a, err := c.Lookup(root, "squashed"); err != nil || a.Uid != 4242 || a.Gid != 4343 {
+		t.Errorf("a file created under --nfs-squash all: %d:%d %v, want 4242:4343", a.Uid, a.Gid, err)
+	}
+	stopGateway(t, g)
+	cairn(t, "fsck", v.meta)
+}
+
+func ptr[T any](v T) *T { return &v }

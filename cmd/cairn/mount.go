@@ -40,6 +40,7 @@ func newMountCommand() *cobra.Command {
 		heartbeat, sessionTimeout             time.Duration
 		snapshot                              string
 		nfsListen                             string
+		nfsExport                             nfsExportFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "mount [-d] [--log FILE] [options] META-URL MOUNTPOINT",
@@ -56,11 +57,15 @@ shared, and what one client closes another sees at its next open.
 Every mount shows the volume's snapshots, read-only, under MOUNTPOINT/.snapshots
 (hidden from listings). With --snapshot NAME, the snapshot itself is mounted,
 read-only. An embedded volume is held by one process: while it is mounted,
-use its .snapshots directory instead (or bind-mount a snapshot from there).`,
+use its .snapshots directory instead (or bind-mount a snapshot from there).
+
+With --nfs-listen ADDR the process also serves the volume over NFSv3, as
+cairn gateway nfs does (see its help for the --nfs-* export options).`,
 		Example: `  cairn mount -d pebble:///var/lib/cairn/meta /mnt/cairn
   cairn mount -o allow_other --cache-mem 1G pebble:///var/lib/cairn/meta /mnt/cairn
   AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… cairn mount -d 'postgres://cairn@db1/vol1' /mnt/vol1
-  cairn mount -d --snapshot nightly 'postgres://cairn@db1/vol1' /mnt/vol1-nightly`,
+  cairn mount -d --snapshot nightly 'postgres://cairn@db1/vol1' /mnt/vol1-nightly
+  cairn mount -d --nfs-listen 0.0.0.0:2049 --nfs-allow 10.0.0.0/8 --nfs-squash root pebble:///var/lib/cairn/meta /mnt/cairn`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			metaURL, mp := args[0], args[1]
@@ -76,6 +81,17 @@ use its .snapshots directory instead (or bind-mount a snapshot from there).`,
 			abs, err := daemon.CheckMountPoint(mp)
 			if err != nil {
 				return err
+			}
+			ex, err := nfsExport.export()
+			if err != nil {
+				return err
+			}
+			if nfsListen == "" {
+				for _, name := range nfsExportFlagNames {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s applies to the NFS gateway: give --nfs-listen too", name)
+					}
+				}
 			}
 			if background {
 				return daemonize(cmd, logFile, abs)
@@ -133,6 +149,7 @@ use its .snapshots directory instead (or bind-mount a snapshot from there).`,
 				Snapshot:   snapshot,
 				NFSListen:  nfsListen,
 			}
+			mo.NFS.Export = ex
 			mo.Fuse.AllowOther = allowOther
 			mo.Fuse.AttrTimeout = attrTimeout
 			mo.Fuse.EntryTimeout = entryTimeout
@@ -167,6 +184,7 @@ use its .snapshots directory instead (or bind-mount a snapshot from there).`,
 	f.DurationVar(&negTimeout, "negative-timeout", 0, "how long the kernel caches failed lookups")
 	f.StringVar(&snapshot, "snapshot", "", "mount this snapshot of the volume, read-only, instead of the live volume")
 	f.StringVar(&nfsListen, "nfs-listen", "", "also serve the volume over NFSv3 (and MOUNTv3) on this TCP address, from this process (see cairn gateway nfs)")
+	nfsExport.register(f)
 	return cmd
 }
 

@@ -73,7 +73,7 @@ func startNFS(v *vfs.VFS, vol *Volume, addr string, o nfs.Options, log *slog.Log
 	}
 	g := &nfsGateway{srv: srv, addr: l.Addr().String(), done: make(chan error, 1)}
 	go func() { g.done <- srv.Serve(l) }()
-	log.Info("serving NFSv3", "addr", g.addr, "volume", vol.Settings.Name)
+	log.Info("serving NFSv3", "addr", g.addr, "volume", vol.Settings.Name, "export", o.Export.String())
 	return g, nil
 }
 

@@ -153,6 +153,7 @@ func (x *Export) caller(a *proto.AuthSysParams) *meta.Caller {
 
 // String describes the export for logs: "rw, all clients, squash none".
 func (x Export) String() string {
+	x.setDefaults()
 	mode := "rw"
 	if x.ReadOnly {
 		mode = "ro"
