@@ -1,12 +1,15 @@
 // Package cache holds the client's block caches: a bounded in-memory LRU
-// (Memory) and a single-flight helper (Group) so that concurrent misses for
-// one block fetch it once. The local disk cache will live here too.
+// (Memory), a bounded, persistent, self-verifying cache of files in local
+// directories (Disk), and a single-flight helper (Group) so that
+// concurrent misses for one block fetch it once.
 //
 // Caches map opaque string keys (object keys of immutable blocks) to bytes.
 // They know nothing of files, chunks or the object store, and they never
 // decide correctness: a cache may drop anything at any time, so callers must
-// be able to refetch. Callers verify checksums; a cache stores what it is
-// given.
+// be able to refetch. Memory stores what it is given (callers verify before
+// they Put); Disk checksums what it writes and never returns a block that
+// fails its check, since files on a local disk can rot or be tampered with
+// between restarts.
 package cache
 
 import (
@@ -26,6 +29,8 @@ type Stats struct {
 	Bytes     int64 // charged now: len(key)+len(data)+64 per item
 	Items     int64 // items now
 	Evictions int64 // items dropped to make room (not Deletes or replacements)
+	HitBytes  int64 // data bytes returned by hits
+	PutBytes  int64 // data bytes given to Put (fetched from the tier below)
 }
 
 // Memory is a bounded in-memory block cache with least-recently-used
@@ -43,6 +48,7 @@ type Memory struct {
 	bytes int64                    // guarded by mu; mirrored in stats.bytes
 
 	hits, misses, evictions, bytesNow, itemsNow atomic.Int64
+	hitBytes, putBytes                          atomic.Int64
 }
 
 type entry struct {
@@ -80,8 +86,10 @@ func (m *Memory) Get(key string) ([]byte, bool) {
 		m.misses.Add(1)
 		return nil, false
 	}
+	data := el.Value.(*entry).data
 	m.hits.Add(1)
-	return el.Value.(*entry).data, true
+	m.hitBytes.Add(int64(len(data)))
+	return data, true
 }
 
 // Put caches data under key, replacing what was there, and evicts least
@@ -91,6 +99,7 @@ func (m *Memory) Get(key string) ([]byte, bool) {
 // dropped).
 func (m *Memory) Put(key string, data []byte) {
 	c := cost(key, data)
+	m.putBytes.Add(int64(len(data)))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el, ok := m.items[key]; ok {
@@ -136,6 +145,8 @@ func (m *Memory) Stats() Stats {
 		Bytes:     m.bytesNow.Load(),
 		Items:     m.itemsNow.Load(),
 		Evictions: m.evictions.Load(),
+		HitBytes:  m.hitBytes.Load(),
+		PutBytes:  m.putBytes.Load(),
 	}
 }
 

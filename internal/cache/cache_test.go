@@ -33,7 +33,7 @@ func TestMemoryBasics(t *testing.T) {
 	if _, ok := m.Get("a"); ok {
 		t.Fatal("hit after Delete")
 	}
-	want := cache.Stats{Hits: 2, Misses: 2}
+	want := cache.Stats{Hits: 2, Misses: 2, HitBytes: 13, PutBytes: 13}
 	if got := m.Stats(); got != want {
 		t.Fatalf("Stats = %+v, want %+v", got, want)
 	}
