@@ -213,3 +213,10 @@ func (s *Server) readDir(ctx context.Context, req *request, args *proto.Reader, 
 	w.Bool(!full)
 	return true
 }
+
+// parked returns how many listings are parked.
+func (c *dirCache) parked() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}

@@ -266,11 +266,20 @@ type Entry struct {
 	Handle []byte
 }
 
-// ReadDirPlus lists a whole directory, count bytes per call.
+// ReadDirPlus lists a whole directory, count bytes per call, and
+// returns the entries and the number of calls.
 func (c *Client) ReadDirPlus(dir []byte, count uint32) ([]Entry, int, error) {
 	var out []Entry
+	calls, err := c.ReadDirPlusEach(dir, count, func(e Entry) { out = append(out, e) })
+	return out, calls, err
+}
+
+// ReadDirPlusEach lists a whole directory, count bytes per call, passing
+// each entry to fn as it is decoded (nothing is kept), and returns the
+// number of calls.
+func (c *Client) ReadDirPlusEach(dir []byte, count uint32, fn func(Entry)) (int, error) {
 	var cookie uint64
-	var verf []byte = make([]byte, 8)
+	verf := make([]byte, 8)
 	calls := 0
 	for {
 		var w proto.Writer
@@ -282,10 +291,10 @@ func (c *Client) ReadDirPlus(dir []byte, count uint32) ([]Entry, int, error) {
 		r, err := c.call(proto.NFSProcReadDirPlus, &w)
 		calls++
 		if err != nil {
-			return out, calls, err
+			return calls, err
 		}
 		proto.DecodePostOpAttr(r)
-		verf = append([]byte(nil), r.Fixed(8)...)
+		verf = append(verf[:0], r.Fixed(8)...)
 		for r.Bool() {
 			var e Entry
 			e.Fileid = r.Uint64()
@@ -298,14 +307,16 @@ func (c *Client) ReadDirPlus(dir []byte, count uint32) ([]Entry, int, error) {
 				e.Handle = append([]byte(nil), r.Opaque(proto.MaxFHSize)...)
 			}
 			cookie = e.Cookie
-			out = append(out, e)
+			if r.Err() == nil {
+				fn(e)
+			}
 		}
 		eof := r.Bool()
 		if r.Err() != nil {
-			return out, calls, r.Err()
+			return calls, r.Err()
 		}
 		if eof {
-			return out, calls, nil
+			return calls, nil
 		}
 	}
 }
