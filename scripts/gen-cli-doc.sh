@@ -9,7 +9,7 @@ make -s build
 	echo "Generated from \`cairn <verb> --help\` (regenerate with \`scripts/gen-cli-doc.sh\`)."
 	echo
 	for c in format mount umount status info fsck gc snapshot "snapshot create" "snapshot list" \
-		"snapshot delete" "snapshot diff" version; do
+		"snapshot delete" "snapshot diff" gateway "gateway nfs" version; do
 		echo "## cairn $c"
 		echo
 		echo '```'
