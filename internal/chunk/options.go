@@ -47,6 +47,13 @@ type Options struct {
 	// scattered writes are committed and compacted instead of piling up).
 	// Default 32.
 	MaxChunkSlices int
+	// DiskCache is the second cache tier, below the BlockCache and above
+	// the object store (see DiskCache). Default nil: none.
+	DiskCache DiskCache
+	// CacheWrites also puts the blocks this Store uploads into DiskCache
+	// (cache-on-write), so that data written here is read back locally.
+	// Default false.
+	CacheWrites bool
 	// Logger receives checksum mismatches and background upload failures.
 	// Default: discard.
 	Logger *slog.Logger

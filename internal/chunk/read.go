@@ -166,7 +166,8 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 			s.sfMu.Lock()
 			fetching := s.inflight[b.key] != nil
 			s.sfMu.Unlock()
-			if _, ok := s.cacheGet(b.key, b.length); !ok && !fetching {
+			onDisk := s.disk != nil && s.disk.Has(b.key)
+			if _, ok := s.cacheGet(b.key, b.length); !ok && !fetching && !onDisk {
 				partial[b] = true
 			}
 		}

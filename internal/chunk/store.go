@@ -28,6 +28,27 @@ type BlockCacheDeleter interface {
 	Delete(key string)
 }
 
+// DiskCache is a cache tier below the BlockCache: slower (local files)
+// but larger, and it may keep blocks across restarts. The Store asks it
+// for a block only after a BlockCache miss, inside the single-flight fetch
+// of that block, and gives it every block it fetched from the object store.
+// It is safe for concurrent use.
+//
+// Get returns verified block data the caller owns, or false; it may do
+// disk I/O and is never called under a Store lock. A DiskCache must verify
+// what it returns itself (a damaged file is a miss, never wrong data).
+// Has reports cheaply, without I/O, whether key is probably cached. Put
+// caches data in the background and may drop it; it keeps data until
+// written, and nobody modifies data afterwards. Write caches data before
+// it returns (warmup) or returns why it could not. Delete drops a key.
+type DiskCache interface {
+	Get(key string) ([]byte, bool)
+	Has(key string) bool
+	Put(key string, data []byte)
+	Write(key string, data []byte) error
+	Delete(key string)
+}
+
 // syncer is object.Syncer, restated so the assertion is local.
 type syncer interface {
 	Sync(ctx context.Context) error
@@ -40,6 +61,7 @@ var _ syncer = object.Syncer(nil)
 type Store struct {
 	obj   object.Store
 	cache BlockCache // may be nil
+	disk  DiskCache  // may be nil
 	opts  Options
 	log   *slog.Logger
 
@@ -81,6 +103,7 @@ func New(obj object.Store, cache BlockCache, opts Options) (*Store, error) {
 	return &Store{
 		obj:      obj,
 		cache:    cache,
+		disk:     opts.DiskCache,
 		opts:     opts,
 		log:      opts.Logger,
 		upSem:    make(chan struct{}, opts.UploadConcurrency),
@@ -168,8 +191,25 @@ func (s *Store) startFetch(ctx context.Context, key string, length int) *fetchCa
 	return c
 }
 
-// fetch reads and verifies one block object.
+// fetch returns one block from the disk cache, or reads and verifies its
+// object and gives it to the disk cache.
 func (s *Store) fetch(ctx context.Context, key string, length int) ([]byte, error) {
+	if s.disk != nil {
+		if d, ok := s.disk.Get(key); ok && len(d) == length {
+			s.st.diskHits.Add(1)
+			return d, nil
+		}
+		s.st.diskMisses.Add(1)
+	}
+	data, err := s.fetchObject(ctx, key, length)
+	if err == nil && s.disk != nil {
+		s.disk.Put(key, data)
+	}
+	return data, err
+}
+
+// fetchObject reads and verifies one block object.
+func (s *Store) fetchObject(ctx context.Context, key string, length int) ([]byte, error) {
 	s.st.objectGets.Add(1)
 	obj, err := object.ReadAll(ctx, s.obj, key)
 	if err != nil {
@@ -204,6 +244,9 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte) error {
 		return fmt.Errorf("chunk: put block %s: %w", key, err)
 	}
 	s.st.bytesWritten.Add(int64(len(data)))
+	if s.opts.CacheWrites && s.disk != nil {
+		s.disk.Put(key, data[:len(data):len(data)])
+	}
 	return nil
 }
 
@@ -235,6 +278,9 @@ func (s *Store) DeleteSlice(ctx context.Context, id uint64, size uint32) error {
 		key := BlockKey(id, i, s.blockLen(size, i))
 		if del != nil {
 			del.Delete(key)
+		}
+		if s.disk != nil {
+			s.disk.Delete(key)
 		}
 		s.st.objectDeletes.Add(1)
 		if err := s.obj.Delete(ctx, key); err != nil {
@@ -277,8 +323,10 @@ type Stats struct {
 	ObjectPuts     int64
 	ObjectGets     int64
 	ObjectDeletes  int64
-	CacheHits      int64
+	CacheHits      int64 // BlockCache
 	CacheMisses    int64
+	DiskHits       int64 // DiskCache, asked after a BlockCache miss
+	DiskMisses     int64
 	ChecksumErrors int64
 	Prefetches     int64 // blocks fetched by read-ahead
 	Buffered       int64 // bytes buffered in Writers, not yet uploaded
@@ -289,7 +337,7 @@ type stats struct {
 	bytesWritten, bytesRead, bytesFetched  atomic.Int64
 	objectPuts, objectGets, objectDeletes  atomic.Int64
 	cacheHits, cacheMisses, checksumErrors atomic.Int64
-	prefetches                             atomic.Int64
+	prefetches, diskHits, diskMisses       atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -306,6 +354,8 @@ func (s *Store) Stats() Stats {
 		ObjectDeletes:  s.st.objectDeletes.Load(),
 		CacheHits:      s.st.cacheHits.Load(),
 		CacheMisses:    s.st.cacheMisses.Load(),
+		DiskHits:       s.st.diskHits.Load(),
+		DiskMisses:     s.st.diskMisses.Load(),
 		ChecksumErrors: s.st.checksumErrors.Load(),
 		Prefetches:     s.st.prefetches.Load(),
 		Buffered:       buffered,

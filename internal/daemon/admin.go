@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -38,6 +39,18 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 			inos = append(inos, base.Ino(n))
 		}
 		return Info(ctx, v, inos, req.Flags["names"], w)
+	case "stats":
+		return json.NewEncoder(w).Encode(v.Stats())
+	case "warmup":
+		inos, err := parseInos(req.Args)
+		if err != nil {
+			return err
+		}
+		interval, err := time.ParseDuration(req.Flags["interval"])
+		if err != nil || interval <= 0 {
+			interval = 200 * time.Millisecond
+		}
+		return Warmup(ctx, v, inos, interval, w)
 	case "fsck":
 		return Fsck(ctx, v, w)
 	case "gc":
@@ -66,6 +79,18 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 		return SnapshotDiff(ctx, v, req.Args[0], req.Args[1], req.Flags["json"] == "true", w)
 	}
 	return fmt.Errorf("unknown admin verb %q", req.Verb)
+}
+
+func parseInos(args []string) ([]base.Ino, error) {
+	inos := make([]base.Ino, 0, len(args))
+	for _, a := range args {
+		n, err := strconv.ParseUint(a, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad inode number %q", a)
+		}
+		inos = append(inos, base.Ino(n))
+	}
+	return inos, nil
 }
 
 // DefaultSessionTimeout is the session timeout of mounts that do not set

@@ -11,12 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/cairnfs/cairn/internal/cache"
-	"github.com/cairnfs/cairn/internal/chunk"
 )
 
 // The control socket lets admin commands reach a volume whose embedded
@@ -52,6 +50,7 @@ type AdminFunc func(ctx context.Context, v *Volume, req Request, w io.Writer) er
 // ControlServer serves admin requests for an open volume.
 type ControlServer struct {
 	ln     net.Listener
+	path   string
 	vol    *Volume
 	holder Holder
 	run    AdminFunc
@@ -63,14 +62,22 @@ type ControlServer struct {
 // file (from a process that died) is replaced; we hold the store lock, so
 // nobody else can be serving it.
 func ServeControl(vol *Volume, holder Holder, run AdminFunc) (*ControlServer, error) {
-	path := vol.Loc.SocketPath()
+	return ServeControlAt(vol.Loc.SocketPath(), vol, holder, run)
+}
+
+// ServeControlAt is ServeControl on another socket path (see
+// MountSocketPath); its directory is created (mode 0700) if missing.
+func ServeControlAt(path string, vol *Volume, holder Holder, run AdminFunc) (*ControlServer, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
 	_ = os.Remove(path)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	_ = os.Chmod(path, 0o600)
-	s := &ControlServer{ln: ln, vol: vol, holder: holder, run: run, log: vol.Log}
+	s := &ControlServer{ln: ln, path: path, vol: vol, holder: holder, run: run, log: vol.Log}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -133,7 +140,7 @@ func (s *ControlServer) serve(c net.Conn) {
 func (s *ControlServer) Close() error {
 	err := s.ln.Close()
 	s.wg.Wait()
-	_ = os.Remove(s.vol.Loc.SocketPath())
+	_ = os.Remove(s.path)
 	return err
 }
 
@@ -144,6 +151,19 @@ func CallControl(loc MetaLocation, req Request, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("cannot reach the process holding %s through %s: %w", loc.URL, loc.SocketPath(), err)
 	}
+	return callControl(c, loc.SocketPath(), req, w)
+}
+
+// CallSocket is CallControl on the socket at path (see MountSocketPath).
+func CallSocket(path string, req Request, w io.Writer) error {
+	c, err := net.DialTimeout("unix", path, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	return callControl(c, path, req, w)
+}
+
+func callControl(c net.Conn, path string, req Request, w io.Writer) error {
 	defer c.Close()
 	if err := json.NewEncoder(c).Encode(req); err != nil {
 		return err
@@ -152,7 +172,7 @@ func CallControl(loc MetaLocation, req Request, w io.Writer) error {
 	for {
 		var r reply
 		if err := dec.Decode(&r); err != nil {
-			return fmt.Errorf("control socket %s: connection lost before the command finished: %w", loc.SocketPath(), err)
+			return fmt.Errorf("control socket %s: connection lost before the command finished: %w", path, err)
 		}
 		if r.Out != "" {
 			if _, err := io.WriteString(w, r.Out); err != nil {
@@ -186,5 +206,3 @@ func newUUID() string {
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
-
-func newMemCache(n int64) chunk.BlockCache { return cache.NewMemory(n) }

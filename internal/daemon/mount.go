@@ -44,6 +44,9 @@ type MountOptions struct {
 	NFSListen string
 	// NFS tunes that gateway.
 	NFS nfs.Options
+	// MetricsAddr, if set, serves the volume's counters on this TCP
+	// address: /metrics in the Prometheus text format, /stats as JSON.
+	MetricsAddr string
 	// Snapshot, if set, mounts that snapshot read-only at the mount point
 	// instead of the live volume. An embedded volume cannot be opened by a
 	// second process: while it is mounted, its snapshots are under
@@ -174,6 +177,13 @@ func Mount(ctx context.Context, o MountOptions) error {
 		return snapshotMountHint(o, err)
 	}
 	defer vol.Close()
+	if o.MetricsAddr != "" {
+		ms, err := ServeMetrics(o.MetricsAddr, vol, log)
+		if err != nil {
+			return err
+		}
+		defer ms.Close()
+	}
 	vo := vfs.Options{Logger: log, ReadOnly: o.Volume.ReadOnly, AppendAtEOF: vol.Loc.Shared()}
 	fo := o.Fuse
 	if o.Snapshot != "" {
@@ -244,6 +254,13 @@ func Mount(ctx context.Context, o MountOptions) error {
 			return err
 		}
 		defer ctl.Close()
+	}
+	// Every mount answers stats and warmup on a socket named after its
+	// mount point (cairn stats MOUNTPOINT finds it without the META-URL).
+	if mctl, err := ServeControlAt(MountSocketPath(mp), vol, Holder{Pid: os.Getpid(), Host: host, MountPoint: mp}, RunAdmin); err != nil {
+		log.Warn("mount socket: cairn stats and warmup cannot reach this mount", "err", err)
+	} else {
+		defer mctl.Close()
 	}
 	log.Info("mounted", "volume", vol.Settings.Name, "meta", vol.Loc.Display(), "mountpoint", mp, "snapshot", o.Snapshot)
 	if o.Ready != nil {

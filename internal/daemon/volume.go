@@ -18,12 +18,14 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/cache"
 	"github.com/cairnfs/cairn/internal/chunk"
 	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/kv/pebble"
 	"github.com/cairnfs/cairn/internal/kv/postgres"
 	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/object/counted"
 	"github.com/cairnfs/cairn/internal/object/local"
 	"github.com/cairnfs/cairn/internal/object/s3"
 )
@@ -261,6 +263,16 @@ type VolumeOptions struct {
 	CacheMem int64
 	// BufferLimit bounds buffered writes (bytes; default 256 MiB).
 	BufferLimit int64
+	// CacheDirs, if any, enable the disk cache tier in these directories.
+	CacheDirs []string
+	// CacheSize bounds the disk cache (bytes; default
+	// cache.DefaultDiskSize).
+	CacheSize int64
+	// CacheFreeRatio is the free-space floor of the disk cache's file
+	// systems (default cache.DefaultFreeRatio; negative: no floor).
+	CacheFreeRatio float64
+	// CacheWrites also puts uploaded blocks into the disk cache.
+	CacheWrites bool
 }
 
 // Volume is an open volume: metadata client, data store and chunk layer.
@@ -268,10 +280,15 @@ type Volume struct {
 	Loc      MetaLocation
 	Store    kv.Store
 	Meta     *meta.Meta
-	Objects  object.Store
+	Objects  object.Store // counted: requests by kind, see Stats
 	Chunks   *chunk.Store
 	Settings meta.Settings
 	Log      *slog.Logger
+
+	objStats *counted.Store
+	memCache *cache.Memory
+	disk     *cache.Disk // nil without CacheDirs
+	started  time.Time
 }
 
 // OpenVolume opens a formatted volume and checks that its data store
@@ -307,10 +324,13 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.Objects, err = OpenObjects(ctx, v.Settings.DataURL, false, o.Logger)
+	objs, err := OpenObjects(ctx, v.Settings.DataURL, false, o.Logger)
 	if err != nil {
 		return nil, err
 	}
+	v.objStats = counted.New(objs)
+	v.Objects = v.objStats
+	v.started = time.Now()
 	data, err := object.ReadAll(ctx, v.Objects, markerKey)
 	switch {
 	case errors.Is(err, object.ErrNotFound):
@@ -341,11 +361,26 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if o.CacheMem == 0 {
 		o.CacheMem = 256 << 20
 	}
-	v.Chunks, err = chunk.New(v.Objects, newMemCache(o.CacheMem), chunk.Options{
+	v.memCache = cache.NewMemory(o.CacheMem)
+	co := chunk.Options{
 		BlockSize:   v.Settings.BlockSize,
 		BufferLimit: o.BufferLimit,
 		Logger:      o.Logger,
-	})
+		CacheWrites: o.CacheWrites,
+	}
+	if len(o.CacheDirs) > 0 {
+		v.disk, err = cache.OpenDisk(cache.DiskOptions{
+			Dirs:      o.CacheDirs,
+			MaxBytes:  o.CacheSize,
+			FreeRatio: o.CacheFreeRatio,
+			Logger:    o.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		co.DiskCache = v.disk
+	}
+	v.Chunks, err = chunk.New(v.Objects, v.memCache, co)
 	if err != nil {
 		return nil, err
 	}
@@ -360,6 +395,9 @@ func (v *Volume) Close() error {
 		if err := v.Meta.Close(); err != nil {
 			first = err
 		}
+	}
+	if v.disk != nil {
+		_ = v.disk.Close()
 	}
 	if c, ok := v.Objects.(io.Closer); ok && v.Objects != nil {
 		if err := c.Close(); err != nil && first == nil {

@@ -1,0 +1,193 @@
+package chunk
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/cache"
+)
+
+func openDiskCache(t *testing.T, dir string) *cache.Disk {
+	t.Helper()
+	d, err := cache.OpenDisk(cache.DiskOptions{Dirs: []string{dir}, MaxBytes: 64 << 20, FreeRatio: -1, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	for d.Scanning() {
+		time.Sleep(time.Millisecond)
+	}
+	return d
+}
+
+func waitDisk(t *testing.T, d *cache.Disk, items int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); d.Stats().Items < items; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("disk cache holds %d blocks, want %d", d.Stats().Items, items)
+		}
+	}
+}
+
+// TestDiskTier reads through memory → disk → object store: a cold read
+// fills the disk cache, a later Store (a restart: empty memory cache)
+// reads from it without touching the object store, concurrent misses
+// fetch once, and a damaged cache file is re-fetched, never served.
+func TestDiskTier(t *testing.T) {
+	ctx := context.Background()
+	obj := memStore()
+	dir := t.TempDir()
+	const nblocks = 4
+	data := fill(nblocks * testBS)
+	c := newCommitter()
+	{
+		s := newTestStore(t, obj, nil, Options{BlockSize: testBS})
+		w := s.NewWriter(c)
+		writeFlush(t, w, 0, data)
+		w.Close()
+	}
+	disk := openDiskCache(t, dir)
+	s1 := newTestStore(t, obj, cache.NewMemory(1<<30), Options{BlockSize: testBS, DiskCache: disk, ReadAhead: -1})
+	obj.gets.Store(0)
+	if got := readFile(t, s1, c, 0, len(data)); !bytes.Equal(got, data) {
+		t.Fatal("wrong data on a cold read")
+	}
+	waitDisk(t, disk, nblocks)
+	if g, st := obj.gets.Load(), s1.Stats(); g != nblocks || st.DiskMisses != nblocks || st.DiskHits != 0 {
+		t.Fatalf("cold read: %d object gets, %+v", g, st)
+	}
+
+	// A new Store over the same disk cache: an empty memory tier.
+	s2 := newTestStore(t, obj, cache.NewMemory(1<<30), Options{BlockSize: testBS, DiskCache: disk, ReadAhead: -1})
+	obj.gets.Store(0)
+	obj.getDelay = 20 * time.Millisecond
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			p := make([]byte, testBS)
+			if _, err := s2.ReadChunk(ctx, c.chunk(0), 0, p); err != nil || !bytes.Equal(p, data[:testBS]) {
+				t.Errorf("concurrent read: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := readFile(t, s2, c, 0, len(data)); !bytes.Equal(got, data) {
+		t.Fatal("wrong data from the disk tier")
+	}
+	if g, st := obj.gets.Load(), s2.Stats(); g != 0 || st.DiskHits != nblocks {
+		t.Fatalf("warm read: %d object gets, %+v", g, st)
+	}
+
+	// Damage every cache file: reads still return the right data,
+	// fetched again from the object store.
+	var files []string
+	_ = filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err == nil && !de.IsDir() {
+			files = append(files, p)
+		}
+		return err
+	})
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		b[len(b)/2] ^= 0xff
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s3 := newTestStore(t, obj, cache.NewMemory(1<<30), Options{BlockSize: testBS, DiskCache: disk, ReadAhead: -1})
+	if got := readFile(t, s3, c, 0, len(data)); !bytes.Equal(got, data) {
+		t.Fatal("wrong data after cache files were damaged")
+	}
+	if g, ds := obj.gets.Load(), disk.Stats(); g != nblocks || ds.Corrupt != nblocks {
+		t.Fatalf("after damage: %d object gets, disk %+v", g, ds)
+	}
+}
+
+// TestCacheOnWrite: with CacheWrites, uploaded blocks land in the disk
+// cache, and another Store reads them without the object store.
+func TestCacheOnWrite(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		t.Run(map[bool]string{false: "off", true: "on"}[on], func(t *testing.T) {
+			obj := memStore()
+			disk := openDiskCache(t, t.TempDir())
+			s := newTestStore(t, obj, nil, Options{BlockSize: testBS, DiskCache: disk, CacheWrites: on})
+			c := newCommitter()
+			w := s.NewWriter(c)
+			defer w.Close()
+			data := fill(3*testBS + 100)
+			writeFlush(t, w, 0, data)
+			if !on {
+				time.Sleep(20 * time.Millisecond)
+				if n := disk.Stats().Items; n != 0 {
+					t.Fatalf("%d blocks cached on write with CacheWrites off", n)
+				}
+				return
+			}
+			waitDisk(t, disk, 4)
+			r := newTestStore(t, obj, nil, Options{BlockSize: testBS, DiskCache: disk})
+			obj.gets.Store(0)
+			if got := readFile(t, r, c, 0, len(data)); !bytes.Equal(got, data) {
+				t.Fatal("wrong data")
+			}
+			if g := obj.gets.Load(); g != 0 {
+				t.Fatalf("%d object gets after cache-on-write", g)
+			}
+		})
+	}
+}
+
+func TestWarm(t *testing.T) {
+	ctx := context.Background()
+	obj := memStore()
+	mc := cache.NewMemory(1 << 30)
+	disk := openDiskCache(t, t.TempDir())
+	s := newTestStore(t, obj, mc, Options{BlockSize: testBS, DiskCache: disk})
+	c := newCommitter()
+	w := s.NewWriter(c)
+	defer w.Close()
+	data := fill(5*testBS + 7)
+	writeFlush(t, w, 0, data)
+	for _, tc := range []struct {
+		name           string
+		fetched, cache int
+	}{
+		{"cold", 6, 0},
+		{"again", 0, 6},
+	} {
+		var mu sync.Mutex
+		var fetched, cached, bytesN int
+		err := s.Warm(ctx, c.chunk(0), func(n int, hit bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			bytesN += n
+			if hit {
+				cached++
+			} else {
+				fetched++
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fetched != tc.fetched || cached != tc.cache || bytesN != len(data) {
+			t.Errorf("%s: %d fetched, %d cached, %d bytes", tc.name, fetched, cached, bytesN)
+		}
+	}
+	if ms := mc.Stats(); ms.Items != 0 {
+		t.Errorf("warmup filled the memory cache: %+v", ms)
+	}
+	obj.gets.Store(0)
+	r := newTestStore(t, obj, nil, Options{BlockSize: testBS, DiskCache: disk})
+	if got := readFile(t, r, c, 0, len(data)); !bytes.Equal(got, data) || obj.gets.Load() != 0 {
+		t.Fatalf("read after warmup: %d object gets", obj.gets.Load())
+	}
+	if err := newTestStore(t, obj, nil, Options{BlockSize: testBS}).Warm(ctx, c.chunk(0), nil); err != ErrNoDiskCache {
+		t.Errorf("Warm without a disk cache: %v", err)
+	}
+}

@@ -1,0 +1,302 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/metrics"
+	"github.com/cairnfs/cairn/internal/object/counted"
+)
+
+// Stats is a snapshot of a volume's counters in this process, cumulative
+// since it opened the volume (Bytes, Items, Buffered and Scanning are
+// gauges). Two snapshots subtract into rates: that is what cairn stats
+// prints.
+type Stats struct {
+	Time   time.Time                    `json:"time"`
+	Volume string                       `json:"volume"`
+	Memory TierStats                    `json:"memory"`
+	Disk   *TierStats                   `json:"disk,omitempty"` // nil without a disk cache
+	Object map[string]counted.KindStats `json:"object"`         // by request kind
+	Chunk  ChunkStats                   `json:"chunk"`
+}
+
+// TierStats are the counters of one cache tier. Hits and misses count
+// lookups; HitBytes are the bytes it served, FillBytes the bytes it was
+// given from the tier below (disk: file bytes written).
+type TierStats struct {
+	Hits           int64                      `json:"hits"`
+	Misses         int64                      `json:"misses"`
+	HitBytes       int64                      `json:"hit_bytes"`
+	FillBytes      int64                      `json:"fill_bytes"`
+	Evictions      int64                      `json:"evictions"`
+	Bytes          int64                      `json:"bytes"`
+	Items          int64                      `json:"items"`
+	Dropped        int64                      `json:"dropped,omitempty"`
+	SpaceEvictions int64                      `json:"space_evictions,omitempty"`
+	Corrupt        int64                      `json:"corrupt,omitempty"`
+	Scanning       bool                       `json:"scanning,omitempty"`
+	Latency        *metrics.HistogramSnapshot `json:"latency,omitempty"` // of hits
+}
+
+// ChunkStats are the data path's own counters.
+type ChunkStats struct {
+	BytesRead      int64 `json:"bytes_read"`    // returned to readers
+	BytesWritten   int64 `json:"bytes_written"` // uploaded in blocks
+	Prefetches     int64 `json:"prefetches"`
+	ChecksumErrors int64 `json:"checksum_errors"`
+	Buffered       int64 `json:"buffered"`
+}
+
+// Stats returns the volume's counters now.
+func (v *Volume) Stats() Stats {
+	ms := v.memCache.Stats()
+	cs := v.Chunks.Stats()
+	st := Stats{
+		Time:   time.Now(),
+		Volume: v.Settings.Name,
+		Memory: TierStats{
+			Hits: ms.Hits, Misses: ms.Misses, HitBytes: ms.HitBytes, FillBytes: ms.PutBytes,
+			Evictions: ms.Evictions, Bytes: ms.Bytes, Items: ms.Items,
+		},
+		Object: v.objStats.Stats(),
+		Chunk: ChunkStats{
+			BytesRead: cs.BytesRead, BytesWritten: cs.BytesWritten, Prefetches: cs.Prefetches,
+			ChecksumErrors: cs.ChecksumErrors, Buffered: cs.Buffered,
+		},
+	}
+	if v.disk != nil {
+		ds := v.disk.Stats()
+		st.Disk = &TierStats{
+			Hits: ds.Hits, Misses: ds.Misses, HitBytes: ds.HitBytes, FillBytes: ds.WriteBytes,
+			Evictions: ds.Evictions, Bytes: ds.Bytes, Items: ds.Items, Dropped: ds.Dropped,
+			SpaceEvictions: ds.SpaceEvictions, Corrupt: ds.Corrupt, Scanning: ds.Scanning,
+			Latency: &ds.ReadLatency,
+		}
+	}
+	return st
+}
+
+// WritePrometheus writes s in the Prometheus text exposition format.
+func WritePrometheus(w io.Writer, s Stats) error {
+	p := metrics.NewPromWriter(w)
+	tiers := []struct {
+		name string
+		t    *TierStats
+	}{{"memory", &s.Memory}, {"disk", s.Disk}}
+	for _, m := range []struct {
+		name, help string
+		get        func(*TierStats) int64
+		gauge      bool
+	}{
+		{"cairn_cache_hits_total", "Cache lookups that found the block.", func(t *TierStats) int64 { return t.Hits }, false},
+		{"cairn_cache_misses_total", "Cache lookups that did not.", func(t *TierStats) int64 { return t.Misses }, false},
+		{"cairn_cache_hit_bytes_total", "Bytes served by the cache.", func(t *TierStats) int64 { return t.HitBytes }, false},
+		{"cairn_cache_fill_bytes_total", "Bytes put into the cache from the tier below.", func(t *TierStats) int64 { return t.FillBytes }, false},
+		{"cairn_cache_evictions_total", "Blocks evicted under the size bound.", func(t *TierStats) int64 { return t.Evictions }, false},
+		{"cairn_cache_space_evictions_total", "Blocks evicted under the free-space floor.", func(t *TierStats) int64 { return t.SpaceEvictions }, false},
+		{"cairn_cache_dropped_total", "Blocks not cached (queue full, too large, no room).", func(t *TierStats) int64 { return t.Dropped }, false},
+		{"cairn_cache_corrupt_total", "Cache files that failed verification and were dropped.", func(t *TierStats) int64 { return t.Corrupt }, false},
+		{"cairn_cache_bytes", "Bytes held by the cache.", func(t *TierStats) int64 { return t.Bytes }, true},
+		{"cairn_cache_items", "Blocks held by the cache.", func(t *TierStats) int64 { return t.Items }, true},
+	} {
+		for _, tr := range tiers {
+			if tr.t == nil {
+				continue
+			}
+			if m.gauge {
+				p.Gauge(m.name, m.help, float64(m.get(tr.t)), "tier", tr.name)
+			} else {
+				p.Counter(m.name, m.help, float64(m.get(tr.t)), "tier", tr.name)
+			}
+		}
+	}
+	if s.Disk != nil && s.Disk.Latency != nil {
+		p.Histogram("cairn_cache_hit_seconds", "Latency of cache hits.", *s.Disk.Latency, "tier", "disk")
+	}
+	kinds := counted.Kinds()
+	for _, k := range kinds {
+		p.Counter("cairn_object_requests_total", "Object store requests.", float64(s.Object[k.String()].Requests), "kind", k.String())
+	}
+	for _, k := range kinds {
+		p.Counter("cairn_object_errors_total", "Object store requests that failed.", float64(s.Object[k.String()].Errors), "kind", k.String())
+	}
+	for _, k := range kinds {
+		p.Counter("cairn_object_bytes_total", "Bytes sent (put) or received (get) by object store requests.", float64(s.Object[k.String()].Bytes), "kind", k.String())
+	}
+	for _, k := range kinds {
+		p.Histogram("cairn_object_request_seconds", "Latency of object store requests.", s.Object[k.String()].Latency, "kind", k.String())
+	}
+	p.Counter("cairn_read_bytes_total", "Bytes returned to readers by the data path.", float64(s.Chunk.BytesRead))
+	p.Counter("cairn_written_bytes_total", "Bytes uploaded in blocks.", float64(s.Chunk.BytesWritten))
+	p.Counter("cairn_prefetches_total", "Blocks fetched by read-ahead.", float64(s.Chunk.Prefetches))
+	p.Counter("cairn_checksum_errors_total", "Blocks from the object store that failed verification.", float64(s.Chunk.ChecksumErrors))
+	p.Gauge("cairn_write_buffer_bytes", "Bytes buffered in writers, not yet uploaded.", float64(s.Chunk.Buffered))
+	return p.Err()
+}
+
+// MetricsServer serves /metrics (Prometheus text format) and /stats
+// (JSON) for a volume.
+type MetricsServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+}
+
+// ServeMetrics listens on addr (host:port) and serves the volume's
+// counters until Close.
+func ServeMetrics(addr string, v *Volume, log *slog.Logger) (*MetricsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_ = WritePrometheus(w, v.Stats())
+	})
+	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v.Stats())
+	})
+	m := &MetricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("metrics listener", "err", err)
+		}
+	}()
+	return m, nil
+}
+
+// Addr returns the address it listens on.
+func (m *MetricsServer) Addr() string { return m.ln.Addr().String() }
+
+// Close stops serving.
+func (m *MetricsServer) Close() error {
+	err := m.srv.Close()
+	<-m.done
+	return err
+}
+
+// MountSocketPath is where the process serving mount point mp listens for
+// requests about that mount (stats, warmup), whatever its volume's kind:
+// a socket named by a hash of the mount point in a directory private to
+// the user (TMPDIR/cairn-UID).
+func MountSocketPath(mp string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(mp)))
+	return filepath.Join(os.TempDir(), "cairn-"+strconv.Itoa(os.Getuid()), hex.EncodeToString(sum[:8])+".sock")
+}
+
+// WarmupProgress is one line of the warmup verb's output: totals so far.
+type WarmupProgress struct {
+	Files   int64  `json:"files"`
+	Bytes   int64  `json:"bytes"`   // of the blocks warmed
+	Fetched int64  `json:"fetched"` // of those, bytes fetched from the object store
+	Errors  int64  `json:"errors"`
+	Done    bool   `json:"done,omitempty"`
+	Error   string `json:"error,omitempty"` // the first error
+}
+
+// Warmup fills the disk cache with the blocks of the files with the given
+// inodes (directories are not walked here: the caller lists their files),
+// a few files at a time, and writes a WarmupProgress JSON line to w every
+// interval and a final one with Done set. Files that fail are counted and
+// the first error is reported; the rest go on.
+func Warmup(ctx context.Context, v *Volume, inos []base.Ino, interval time.Duration, w io.Writer) error {
+	if v.disk == nil {
+		return fmt.Errorf("the mount of volume %q has no disk cache: mount it with --cache-dir DIR", v.Settings.Name)
+	}
+	var files, bytesN, fetched, nerr atomic.Int64
+	var firstErr error
+	var errMu sync.Mutex
+	report := func(done bool) {
+		p := WarmupProgress{Files: files.Load(), Bytes: bytesN.Load(), Fetched: fetched.Load(), Errors: nerr.Load(), Done: done}
+		errMu.Lock()
+		if firstErr != nil {
+			p.Error = firstErr.Error()
+		}
+		errMu.Unlock()
+		b, _ := json.Marshal(p)
+		_, _ = w.Write(append(b, '\n'))
+	}
+	stop := make(chan struct{})
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				report(false)
+			}
+		}
+	}()
+	work := make(chan base.Ino)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for ino := range work {
+				err := warmFile(ctx, v, ino, func(n int, cached bool) {
+					bytesN.Add(int64(n))
+					if !cached {
+						fetched.Add(int64(n))
+					}
+				})
+				if err != nil {
+					nerr.Add(1)
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("inode %d: %w", ino, err)
+					}
+					errMu.Unlock()
+				}
+				files.Add(1)
+			}
+		})
+	}
+	for _, ino := range slices.Compact(slices.Sorted(slices.Values(inos))) {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- ino
+	}
+	close(work)
+	wg.Wait()
+	close(stop)
+	<-ticked
+	report(true)
+	return ctx.Err()
+}
+
+func warmFile(ctx context.Context, v *Volume, ino base.Ino, progress func(int, bool)) error {
+	chunks, err := v.Meta.Chunks(ctx, ino)
+	if err != nil {
+		return err
+	}
+	for _, c := range chunks {
+		if err := v.Chunks.Warm(ctx, c.Slices, progress); err != nil {
+			return err
+		}
+	}
+	return nil
+}
