@@ -44,6 +44,8 @@ Quick start (embedded: one host, no other service):
 		newInfoCommand(),
 		newFsckCommand(),
 		newGCCommand(),
+		newStatsCommand(),
+		newWarmupCommand(),
 		newSnapshotCommand(),
 		newGatewayCommand(),
 		newVersionCommand(),

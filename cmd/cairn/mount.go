@@ -40,6 +40,11 @@ func newMountCommand() *cobra.Command {
 		heartbeat, sessionTimeout             time.Duration
 		snapshot                              string
 		nfsListen                             string
+		cacheDirs                             []string
+		cacheSize                             string
+		cacheFreeRatio                        float64
+		cacheWrites                           bool
+		metricsAddr                           string
 		nfsExport                             nfsExportFlags
 	)
 	cmd := &cobra.Command{
@@ -118,6 +123,21 @@ cairn gateway nfs does (see its help for the --nfs-* export options).`,
 			if err != nil {
 				return fmt.Errorf("--buffer-size: %w", err)
 			}
+			cs, err := parseSize(cacheSize)
+			if err != nil {
+				return fmt.Errorf("--cache-size: %w", err)
+			}
+			if cacheFreeRatio >= 1 {
+				return fmt.Errorf("--cache-free-ratio %g: want a fraction below 1 (0 disables the floor)", cacheFreeRatio)
+			}
+			if cacheFreeRatio <= 0 {
+				cacheFreeRatio = -1 // no floor
+			}
+			for i, d := range cacheDirs {
+				if cacheDirs[i], err = filepath.Abs(d); err != nil {
+					return fmt.Errorf("--cache-dir: %w", err)
+				}
+			}
 			var logw io.Writer = os.Stderr
 			if logFile != "" && os.Getenv(readyFDEnv) == "" {
 				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -141,13 +161,17 @@ cairn gateway nfs does (see its help for the --nfs-* export options).`,
 			}
 			ready := readyReporter()
 			mo := daemon.MountOptions{
-				Volume:     daemon.VolumeOptions{MetaURL: metaURL, ReadOnly: readOnly, CacheMem: int64(cm), BufferLimit: int64(bs)},
-				MountPoint: abs,
-				Version:    version,
-				Logger:     log,
-				Ready:      func() { ready(nil) },
-				Snapshot:   snapshot,
-				NFSListen:  nfsListen,
+				Volume: daemon.VolumeOptions{
+					MetaURL: metaURL, ReadOnly: readOnly, CacheMem: int64(cm), BufferLimit: int64(bs),
+					CacheDirs: cacheDirs, CacheSize: int64(cs), CacheFreeRatio: cacheFreeRatio, CacheWrites: cacheWrites,
+				},
+				MetricsAddr: metricsAddr,
+				MountPoint:  abs,
+				Version:     version,
+				Logger:      log,
+				Ready:       func() { ready(nil) },
+				Snapshot:    snapshot,
+				NFSListen:   nfsListen,
 			}
 			mo.NFS.Export = ex
 			mo.Fuse.AllowOther = allowOther
@@ -174,6 +198,11 @@ cairn gateway nfs does (see its help for the --nfs-* export options).`,
 	f.BoolVar(&readOnly, "read-only", false, "mount read-only")
 	f.BoolVar(&debug, "debug", false, "log every FUSE request")
 	f.StringVar(&cacheMem, "cache-mem", "256M", "memory block cache size")
+	f.StringSliceVar(&cacheDirs, "cache-dir", nil, "keep a disk cache of blocks in these directories (repeat or separate with commas); it survives restarts. Fill it with cairn warmup")
+	f.StringVar(&cacheSize, "cache-size", "10G", "disk cache size bound (all --cache-dir together)")
+	f.Float64Var(&cacheFreeRatio, "cache-free-ratio", 0.1, "stop caching and evict when a cache directory's file system has less than this fraction free (0: no floor)")
+	f.BoolVar(&cacheWrites, "cache-writes", false, "also put the blocks this client writes into the disk cache")
+	f.StringVar(&metricsAddr, "metrics", "", "serve statistics on this address: /metrics (Prometheus text format) and /stats (JSON), e.g. 127.0.0.1:9567")
 	f.StringVar(&bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
 	f.DurationVar(&attrTimeout, "attr-timeout", time.Second, "how long the kernel caches attributes")
 	f.DurationVar(&entryTimeout, "entry-timeout", time.Second, "how long the kernel caches names")
