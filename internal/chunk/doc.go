@@ -45,6 +45,11 @@
 // trip. The format allows adding partial reads later without a change on
 // disk.
 //
+// Below the BlockCache an optional DiskCache (Options.DiskCache) is asked
+// on a miss, inside the single-flight fetch, and given every block fetched
+// from the object store (and, with Options.CacheWrites, every block
+// uploaded). Store.Warm fills it without touching the BlockCache.
+//
 // Concurrent reads of one block share one fetch (single-flight); the blocks
 // one ReadChunk spans are fetched in parallel (Options.ReadConcurrency). A
 // Reader (one per open handle) detects sequential access and prefetches the
