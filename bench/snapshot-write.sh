@@ -4,6 +4,9 @@
 # before any snapshot (baseline), then for each of several snapshots the
 # first and the second overwrite after it. Copy-on-first-modify designs
 # measured about 0.35x on the first write; Cairn's target is >= 0.95x.
+# Each round measures a baseline overwrite (no snapshot since the previous
+# write), takes a snapshot, then measures the first and the second
+# overwrite after it; medians over the rounds.
 # Run as root after `make build` and scripts/install-test-deps.sh.
 #
 #   bench/snapshot-write.sh                    # 512 MiB file, 5 snapshots per block size
@@ -13,8 +16,7 @@ set -euo pipefail
 CAIRN=${CAIRN:-./bin/cairn}
 SIZE=${SIZE:-512M}       # file overwritten each time
 BS=${BS:-8k 32k 128k}
-BASE_RUNS=${BASE_RUNS:-3} # overwrites before any snapshot
-ROUNDS=${ROUNDS:-5}       # snapshots, each followed by a first and a second overwrite
+ROUNDS=${ROUNDS:-5}       # rounds of: overwrite, snapshot, first overwrite, second overwrite
 BENCH_TMP=${BENCH_TMP:-/tmp}
 BENCH_OUT=${BENCH_OUT:-./bench-results}
 
@@ -59,11 +61,9 @@ median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a
 {
 	echo "# First write after a snapshot ($(date -u +%Y-%m-%d' '%H:%M) UTC)"
 	echo
-	echo "Sequential overwrite of a $SIZE file through a Cairn FUSE mount (embedded: Pebble + local directory), fsync at the end; MB/s. Baseline: median of $BASE_RUNS overwrites before any snapshot. Then $ROUNDS rounds of: snapshot, first overwrite, second overwrite."
+	echo "Sequential overwrite of a $SIZE file through a Cairn FUSE mount (embedded: Pebble + local directory), fsync at the end; MB/s; load average at start: $(cut -d' ' -f1 /proc/loadavg). $ROUNDS rounds of: baseline overwrite (no snapshot since the previous write), snapshot, first overwrite after it, second overwrite; medians."
 	echo
-	echo "The second overwrite after a snapshot runs in the same conditions as the first (same volume fill, same moment) minus the snapshot, so first / second isolates the snapshot's cost from the machine's drift."
-	echo
-	echo "| block size | baseline | first after snapshot (each round) | first, median | second, median | first / baseline | first / second |"
+	echo "| block size | baseline, median | first after snapshot (each round) | first, median | second, median | first / baseline | first / second |"
 	echo "|---|---:|---|---:|---:|---:|---:|"
 } >"$out"
 
@@ -71,18 +71,19 @@ snap=0
 for bs in $BS; do
 	log "bs=$bs: writing the file"
 	fio --name=init --filename="$mnt/file-$bs" --rw=write --bs=1m --size="$SIZE" --ioengine=psync --end_fsync=1 >/dev/null
-	base=()
-	for ((i = 0; i < BASE_RUNS; i++)); do
-		base+=("$(overwrite "$bs")")
-	done
-	log "bs=$bs: baseline ${base[*]} MB/s"
-	first=() second=()
+	# Rounds of: an overwrite with no snapshot since the previous write
+	# (baseline), a snapshot, the first overwrite after it, the second.
+	# Interleaving keeps the three in the same conditions (volume fill,
+	# page cache, the machine's load at that moment).
+	overwrite "$bs" >/dev/null # settle after the initial write
+	base=() first=() second=()
 	for ((r = 0; r < ROUNDS; r++)); do
+		base+=("$(overwrite "$bs")")
 		snap=$((snap + 1))
 		"$CAIRN" snapshot create "$meta" "s$snap" >/dev/null
 		first+=("$(overwrite "$bs")")
 		second+=("$(overwrite "$bs")")
-		log "bs=$bs: snapshot s$snap: first ${first[-1]}, second ${second[-1]} MB/s"
+		log "bs=$bs: round $((r + 1)): baseline ${base[-1]}, snapshot s$snap, first ${first[-1]}, second ${second[-1]} MB/s"
 	done
 	b=$(echo "${base[*]}" | median)
 	f=$(echo "${first[*]}" | median)
