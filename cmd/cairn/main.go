@@ -45,6 +45,7 @@ Quick start (embedded: one host, no other service):
 		newFsckCommand(),
 		newGCCommand(),
 		newStatsCommand(),
+		newBenchCommand(),
 		newWarmupCommand(),
 		newSnapshotCommand(),
 		newGatewayCommand(),

@@ -28,6 +28,8 @@ var forbidden = map[string][]string{
 	// The wire formats and the test client know nothing of Cairn.
 	"internal/nfs/proto":     {"internal/base", "internal/meta", "internal/vfs", "internal/chunk", "internal/kv", "internal/object"},
 	"internal/nfs/nfsclient": {"internal/base", "internal/meta", "internal/vfs", "internal/chunk", "internal/kv", "internal/object"},
+	// The benchmark is a client: it sees servers from outside only.
+	"internal/bench": {"internal/base", "internal/meta", "internal/vfs", "internal/chunk", "internal/kv", "internal/object", "internal/cache", "internal/fuse", "internal/daemon"},
 }
 
 type pkg struct {

@@ -161,3 +161,15 @@ func (c *Client) Exports() ([]ExportEntry, error) {
 	}
 	return out, r.Err()
 }
+
+// MountAt connects to the MOUNT program at mountAddr (host:port), calls
+// MNT for path and returns the handle; for servers that serve MOUNT on
+// another port than NFS.
+func MountAt(mountAddr, path string) ([]byte, error) {
+	c, err := Dial(mountAddr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.Mount(path)
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairnfs/cairn/internal/bench"
+)
+
+func newBenchCommand() *cobra.Command {
+	var (
+		path, nfsAddr, workloads, blockSizes, fileSize string
+		nfsMountPort, nfsWindow, files, procs, pid     int
+		metricsURL                                     string
+		asJSON, dropCaches                             bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench (--path DIR | --nfs HOST:PORT[/EXPORT]) [options]",
+		Short: "Run the benchmark workloads against a mount or an NFS server",
+		Long: `Run sequential write and read (at each --bs, on one --size file), then
+create, stat and unlink (--files files over --procs workers, each in a
+directory of its own) against a target:
+
+  --path DIR     any mounted file system (a Cairn FUSE mount, a local
+                 directory...), through plain system calls;
+  --nfs ADDR     an NFSv3 server, through Cairn's Go NFS client (no kernel
+                 client): CREATE, LOOKUP (stat), REMOVE, UNSTABLE WRITEs
+                 then COMMIT, READ. MOUNT is asked on --nfs-mount-port when
+                 the server serves it on another port (Ganesha, knfsd).
+
+Everything happens in a new directory under the target, removed at the end.
+For every workload it prints the five figures of the classic NFSv3/v4 study:
+client CPU µs per op (this process, getrusage), server CPU µs per op
+(/proc/PID/stat of --server-pid; n/a without it), ops/s (and MB/s), mean and
+p99 latency, and backend operations per op, read from a Cairn server's
+--metrics endpoint (--server-metrics; n/a without it, or for counters the
+server does not export). A sequential op is one read/write call or RPC of
+--bs bytes; the seq-write time includes the final fsync or COMMIT.`,
+		Example: `  cairn bench --path /mnt/cairn --server-pid $(pgrep -o -f 'cairn mount') --server-metrics http://127.0.0.1:9567/metrics
+  cairn bench --nfs 127.0.0.1:20490 --server-pid 4242 --json
+  cairn bench --nfs 127.0.0.1:20491/srv/export --nfs-mount-port 20492 --bs 128K --size 64M --files 500
+  cairn bench --path /tmp/x --workloads create,stat,unlink --files 10000 --procs 8`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (path == "") == (nfsAddr == "") {
+				return errors.New("give one target: --path DIR or --nfs HOST:PORT[/EXPORT]")
+			}
+			o := bench.Options{Files: files, Procs: procs, ServerPID: pid, MetricsURL: metricsURL}
+			if workloads != "" {
+				o.Workloads = strings.Split(workloads, ",")
+			}
+			for _, s := range strings.Split(blockSizes, ",") {
+				n, err := parseSize(s)
+				if err != nil {
+					return fmt.Errorf("--bs: %w", err)
+				}
+				o.BlockSizes = append(o.BlockSizes, int(n))
+			}
+			n, err := parseSize(fileSize)
+			if err != nil {
+				return fmt.Errorf("--size: %w", err)
+			}
+			o.FileSize = int64(n)
+			if files <= 0 || procs <= 0 {
+				return errors.New("--files and --procs must be at least 1")
+			}
+			if dropCaches {
+				o.BeforeRead = bench.DropPageCache
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			var t bench.Target
+			if path != "" {
+				if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+					return fmt.Errorf("--path %s: not a directory", path)
+				}
+				t = bench.PathTarget{Dir: path}
+			} else {
+				addr, export := bench.ParseNFSAddr(nfsAddr)
+				host, _, err := net.SplitHostPort(addr)
+				if err != nil {
+					return fmt.Errorf("--nfs %q: want HOST:PORT[/EXPORT]: %w", nfsAddr, err)
+				}
+				no := bench.NFSOptions{Addr: addr, Export: export, Window: nfsWindow}
+				if nfsMountPort != 0 {
+					no.MountAddr = net.JoinHostPort(host, strconv.Itoa(nfsMountPort))
+				}
+				nt, err := bench.DialNFS(no)
+				if err != nil {
+					return err
+				}
+				t = nt
+			}
+			defer t.Close()
+			rep, err := bench.Run(cmd.Context(), t, o)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return bench.WriteJSON(cmd.OutOrStdout(), rep)
+			}
+			return bench.WriteTable(cmd.OutOrStdout(), rep)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&path, "path", "", "benchmark this directory (a mounted file system) through system calls")
+	f.StringVar(&nfsAddr, "nfs", "", "benchmark this NFSv3 server, HOST:PORT[/EXPORT] (export default /)")
+	f.IntVar(&nfsMountPort, "nfs-mount-port", 0, "port of the server's MOUNT program (default: the NFS port)")
+	f.IntVar(&nfsWindow, "nfs-window", 4, "READ/WRITE calls kept in flight by sequential workloads over NFS, one connection each")
+	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.AllWorkloads, ",")+" (default all)")
+	f.StringVar(&blockSizes, "bs", "8K,32K,128K", "block sizes of the sequential workloads")
+	f.StringVar(&fileSize, "size", "256M", "file size of the sequential workloads")
+	f.IntVar(&files, "files", 2000, "files created, stat'ed and unlinked, in all")
+	f.IntVar(&procs, "procs", 4, "parallel workers of the metadata workloads")
+	f.IntVar(&pid, "server-pid", 0, "server process whose CPU time is measured (/proc/PID/stat)")
+	f.StringVar(&metricsURL, "server-metrics", "", "Prometheus endpoint of a Cairn server (cairn mount --metrics ADDR: http://ADDR/metrics)")
+	f.BoolVar(&asJSON, "json", false, "print JSON instead of a markdown table")
+	f.BoolVar(&dropCaches, "drop-caches", false, "sync and drop the kernel page cache before each seq-read (root)")
+	return cmd
+}

@@ -1,0 +1,442 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Workload names.
+const (
+	SeqWrite = "seq-write"
+	SeqRead  = "seq-read"
+	Create   = "create"
+	Stat     = "stat"
+	Unlink   = "unlink"
+)
+
+// AllWorkloads are the workloads in the order they run.
+var AllWorkloads = []string{SeqWrite, SeqRead, Create, Stat, Unlink}
+
+// Options say what to run and where the server's counters are.
+type Options struct {
+	// Workloads to run, a subset of AllWorkloads (default all); they
+	// run in AllWorkloads order whatever the order given.
+	Workloads []string
+	// BlockSizes of the sequential workloads, in bytes (default 8K, 32K,
+	// 128K): each runs once per size, seq-write then seq-read.
+	BlockSizes []int
+	// FileSize of the sequential workloads (default 256 MiB).
+	FileSize int64
+	// Files is how many files create, stat and unlink work on in all
+	// (default 2000), split evenly over Procs workers, each in a
+	// directory of its own (default 4 workers).
+	Files, Procs int
+	// ServerPID, if not zero, is the server process whose CPU time is
+	// read from /proc before and after each workload.
+	ServerPID int
+	// MetricsURL, if set, is a Prometheus endpoint of the server (a
+	// Cairn mount's --metrics) read before and after each workload.
+	MetricsURL string
+	// BeforeRead, if set, runs before each seq-read (outside the
+	// measurement), e.g. DropPageCache.
+	BeforeRead func() error
+	// Progress, if set, gets one line per workload as it ends.
+	Progress io.Writer
+}
+
+func (o *Options) setDefaults() {
+	if len(o.Workloads) == 0 {
+		o.Workloads = AllWorkloads
+	}
+	if len(o.BlockSizes) == 0 {
+		o.BlockSizes = []int{8 << 10, 32 << 10, 128 << 10}
+	}
+	if o.FileSize == 0 {
+		o.FileSize = 256 << 20
+	}
+	if o.Files == 0 {
+		o.Files = 2000
+	}
+	if o.Procs == 0 {
+		o.Procs = 4
+	}
+}
+
+// Validate fills in defaults and checks the options.
+func (o *Options) Validate() error {
+	o.setDefaults()
+	for _, w := range o.Workloads {
+		if !has(AllWorkloads, w) {
+			return fmt.Errorf("unknown workload %q (want %s)", w, strings.Join(AllWorkloads, ", "))
+		}
+	}
+	for _, bs := range o.BlockSizes {
+		if bs <= 0 || bs > 1<<20 {
+			return fmt.Errorf("block size %d: want 1 byte to 1 MiB", bs)
+		}
+	}
+	if o.FileSize < 0 || o.Files < 0 || o.Procs < 0 {
+		return errors.New("sizes and counts must be positive")
+	}
+	if o.Procs > o.Files {
+		o.Procs = o.Files
+	}
+	return nil
+}
+
+func has(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Report is one run's results.
+type Report struct {
+	Target    string    `json:"target"`
+	Started   time.Time `json:"started"`
+	FileSize  int64     `json:"file_size"`
+	Files     int       `json:"files"`
+	Procs     int       `json:"procs"`
+	ServerPID int       `json:"server_pid,omitempty"`
+	Metrics   string    `json:"server_metrics,omitempty"`
+	Results   []Figures `json:"results"`
+}
+
+// Run runs the workloads against t in a directory of its own under t's
+// root, which it removes at the end.
+func Run(ctx context.Context, t Target, o Options) (*Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	r := &runner{t: t, o: o, http: &http.Client{Timeout: 10 * time.Second}}
+	rep := &Report{Target: t.Describe(), Started: time.Now(), FileSize: o.FileSize,
+		Files: o.Files, Procs: o.Procs, ServerPID: o.ServerPID, Metrics: o.MetricsURL}
+	main, err := t.Conn()
+	if err != nil {
+		return nil, err
+	}
+	defer main.Close()
+	r.base = fmt.Sprintf("cairn-bench-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	if err := main.Mkdir(r.base); err != nil {
+		return nil, fmt.Errorf("mkdir %s: %w", r.base, err)
+	}
+	runErr := r.run(ctx, main, rep)
+	if err := r.cleanup(main); err != nil && runErr == nil {
+		runErr = fmt.Errorf("cleanup: %w", err)
+	}
+	return rep, runErr
+}
+
+type runner struct {
+	t       Target
+	o       Options
+	http    *http.Client
+	base    string
+	seqFile string
+	workers []Conn
+	made    []int // files each worker has made and not removed
+}
+
+func (r *runner) run(ctx context.Context, main Conn, rep *Report) error {
+	want := func(w string) bool { return has(r.o.Workloads, w) }
+	if want(SeqWrite) || want(SeqRead) {
+		r.seqFile = r.base + "/seq.dat"
+		for _, bs := range r.o.BlockSizes {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if want(SeqWrite) || !r.fileReady(main) {
+				f, err := r.measure(fmt.Sprintf("%s-%s", SeqWrite, sizeName(bs)), r.o.FileSize, func() (int64, []time.Duration, error) {
+					return seqWrite(main, r.seqFile, bs, r.o.FileSize)
+				})
+				if err != nil {
+					return err
+				}
+				if want(SeqWrite) {
+					r.add(rep, f)
+				}
+			}
+			if want(SeqRead) {
+				if r.o.BeforeRead != nil {
+					if err := r.o.BeforeRead(); err != nil {
+						return err
+					}
+				}
+				f, err := r.measure(fmt.Sprintf("%s-%s", SeqRead, sizeName(bs)), r.o.FileSize, func() (int64, []time.Duration, error) {
+					return seqRead(main, r.seqFile, bs, r.o.FileSize)
+				})
+				if err != nil {
+					return err
+				}
+				r.add(rep, f)
+			}
+		}
+	}
+	if !want(Create) && !want(Stat) && !want(Unlink) || r.o.Files == 0 {
+		return nil
+	}
+	if err := r.setupWorkers(); err != nil {
+		return err
+	}
+	for _, w := range []string{Create, Stat, Unlink} {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !want(w) && !(w == Create && (want(Stat) || want(Unlink))) {
+			continue // stat and unlink need the files
+		}
+		f, err := r.measure(w, 0, func() (int64, []time.Duration, error) { return r.meta(w) })
+		if err != nil {
+			return err
+		}
+		if want(w) {
+			r.add(rep, f)
+		}
+	}
+	return nil
+}
+
+func (r *runner) add(rep *Report, f Figures) {
+	rep.Results = append(rep.Results, f)
+	if r.o.Progress != nil {
+		fmt.Fprintf(r.o.Progress, "%-16s %8d ops %10.0f ops/s %9.1f µs mean\n", f.Workload, f.Ops, f.OpsPerSec, f.MeanLatencyUs)
+	}
+}
+
+// fileReady tells whether the sequential file has been written whole.
+func (r *runner) fileReady(c Conn) bool {
+	n, err := c.Stat(r.seqFile)
+	return err == nil && n == r.o.FileSize
+}
+
+// measure runs fn between two readings of the counters.
+func (r *runner) measure(name string, bytes int64, fn func() (int64, []time.Duration, error)) (Figures, error) {
+	var before map[string]float64
+	if r.o.MetricsURL != "" {
+		before, _ = ScrapeMetrics(r.http, r.o.MetricsURL)
+	}
+	sb, serr := r.serverCPU()
+	cb := ClientCPU()
+	t0 := time.Now()
+	ops, lats, err := fn()
+	elapsed := time.Since(t0)
+	ca := ClientCPU()
+	sa, serr2 := r.serverCPU()
+	if err != nil {
+		return Figures{}, fmt.Errorf("%s: %w", name, err)
+	}
+	s := Sample{Workload: name, Ops: ops, Bytes: bytes, Elapsed: elapsed, Latencies: lats, ClientCPU: ca - cb}
+	if r.o.ServerPID != 0 && serr == nil && serr2 == nil {
+		s.ServerCPU, s.ServerKnown = sa-sb, true
+	}
+	if before != nil {
+		if after, err := ScrapeMetrics(r.http, r.o.MetricsURL); err == nil {
+			s.Backend = diff(before, after)
+		}
+	}
+	return Compute(s), nil
+}
+
+func (r *runner) serverCPU() (time.Duration, error) {
+	if r.o.ServerPID == 0 {
+		return 0, nil
+	}
+	return ProcessCPU(r.o.ServerPID)
+}
+
+func sizeName(bs int) string {
+	switch {
+	case bs%(1<<20) == 0:
+		return fmt.Sprintf("%dM", bs>>20)
+	case bs%(1<<10) == 0:
+		return fmt.Sprintf("%dK", bs>>10)
+	}
+	return fmt.Sprint(bs)
+}
+
+// pattern fills b with bytes that no layer can compress or skip as zeros.
+func pattern(b []byte) {
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+}
+
+// timed collects per-call latencies, or the ones the writer or reader
+// timed itself.
+func timedLats(own []time.Duration, x any) []time.Duration {
+	if lr, ok := x.(latencyReporter); ok {
+		return lr.Latencies()
+	}
+	return own
+}
+
+func seqWrite(c Conn, path string, bs int, size int64) (int64, []time.Duration, error) {
+	w, err := c.OpenWrite(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	buf := make([]byte, bs)
+	pattern(buf)
+	lats := make([]time.Duration, 0, size/int64(bs)+1)
+	var ops int64
+	for off := int64(0); off < size; off += int64(bs) {
+		n := min(int64(bs), size-off)
+		t0 := time.Now()
+		if err := w.Write(buf[:n]); err != nil {
+			w.Close()
+			return ops, nil, err
+		}
+		lats = append(lats, time.Since(t0))
+		ops++
+	}
+	if err := w.Sync(); err != nil {
+		w.Close()
+		return ops, nil, err
+	}
+	if err := w.Close(); err != nil {
+		return ops, nil, err
+	}
+	return ops, timedLats(lats, w), nil
+}
+
+func seqRead(c Conn, path string, bs int, size int64) (int64, []time.Duration, error) {
+	rd, err := c.OpenRead(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rd.Close()
+	buf := make([]byte, bs)
+	lats := make([]time.Duration, 0, size/int64(bs)+1)
+	var ops, got int64
+	for {
+		t0 := time.Now()
+		n, err := rd.Read(buf)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return ops, nil, err
+		}
+		lats = append(lats, time.Since(t0))
+		ops++
+		got += int64(n)
+	}
+	if got != size {
+		return ops, nil, fmt.Errorf("read %d bytes of a %d-byte file", got, size)
+	}
+	return ops, timedLats(lats, rd), nil
+}
+
+// setupWorkers opens a connection per worker and makes its directory.
+func (r *runner) setupWorkers() error {
+	for i := 0; i < r.o.Procs; i++ {
+		c, err := r.t.Conn()
+		if err != nil {
+			return err
+		}
+		r.workers = append(r.workers, c)
+		r.made = append(r.made, 0)
+		if err := c.Mkdir(r.workerDir(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *runner) workerDir(i int) string { return fmt.Sprintf("%s/w%d", r.base, i) }
+
+// meta runs one metadata workload on every worker at once.
+func (r *runner) meta(w string) (int64, []time.Duration, error) {
+	per := r.o.Files / r.o.Procs
+	lats := make([][]time.Duration, len(r.workers))
+	errs := make([]error, len(r.workers))
+	var wg sync.WaitGroup
+	for i, c := range r.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := make([]time.Duration, 0, per)
+			dir := r.workerDir(i)
+			for j := 0; j < per; j++ {
+				p := fmt.Sprintf("%s/f%d", dir, j)
+				t0 := time.Now()
+				var err error
+				switch w {
+				case Create:
+					err = c.Create(p)
+				case Stat:
+					_, err = c.Stat(p)
+				case Unlink:
+					err = c.Remove(p)
+				}
+				if err != nil {
+					errs[i] = fmt.Errorf("%s %s: %w", w, p, err)
+					break
+				}
+				l = append(l, time.Since(t0))
+				switch w {
+				case Create:
+					r.made[i]++
+				case Unlink:
+					r.made[i]--
+				}
+			}
+			lats[i] = l
+		}()
+	}
+	wg.Wait()
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	return int64(len(all)), all, errors.Join(errs...)
+}
+
+// cleanup removes what the run made, best effort, and closes the worker
+// connections.
+func (r *runner) cleanup(main Conn) error {
+	var errs []error
+	for i, c := range r.workers {
+		if r.made[i] > 0 {
+			for j := 0; j < r.o.Files/r.o.Procs; j++ {
+				_ = c.Remove(fmt.Sprintf("%s/f%d", r.workerDir(i), j))
+			}
+		}
+		errs = append(errs, c.Rmdir(r.workerDir(i)))
+		c.Close()
+	}
+	if r.seqFile != "" {
+		if err := main.Remove(r.seqFile); err != nil && !isNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, main.Rmdir(r.base))
+	return errors.Join(errs...)
+}
+
+func isNotExist(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "nfs status 2")
+}
+
+// DropPageCache syncs and drops the kernel's page cache, dentries and
+// inodes (needs root): reads after it come from the file system, not the
+// client's memory. A server's own caches are not dropped.
+func DropPageCache() error {
+	syscall.Sync()
+	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0o200)
+}

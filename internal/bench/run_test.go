@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+var osGetpid = os.Getpid
+
+func TestRunPath(t *testing.T) {
+	dir := t.TempDir()
+	reads := 0
+	o := Options{BlockSizes: []int{4096, 10000}, FileSize: 50000, Files: 9, Procs: 2,
+		ServerPID: os.Getpid(), BeforeRead: func() error { reads++; return nil }}
+	rep, err := Run(context.Background(), PathTarget{Dir: dir}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range rep.Results {
+		names = append(names, f.Workload)
+		if f.ServerUsPerOp == nil || f.MetaTxPerOp != nil {
+			t.Errorf("%s: server %v meta %v", f.Workload, f.ServerUsPerOp, f.MetaTxPerOp)
+		}
+	}
+	if got := strings.Join(names, " "); got != "seq-write-4K seq-read-4K seq-write-10000 seq-read-10000 create stat unlink" {
+		t.Fatalf("workloads %s", got)
+	}
+	// 50000/4096 rounds up to 13 calls, 50000/10000 is 5; 9 files over 2
+	// workers is 4 each.
+	for i, want := range []int64{13, 13, 5, 5, 8, 8, 8} {
+		if rep.Results[i].Ops != want {
+			t.Errorf("%s: %d ops, want %d", rep.Results[i].Workload, rep.Results[i].Ops, want)
+		}
+	}
+	if reads != 2 {
+		t.Errorf("BeforeRead ran %d times", reads)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("%d entries left behind", len(ents))
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "\n| "); n != 1+1+7 {
+		t.Errorf("%d table lines:\n%s", n, b.String())
+	}
+}
+
+func TestRunOnlyRead(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := Run(context.Background(), PathTarget{Dir: dir},
+		Options{Workloads: []string{SeqRead, Unlink}, BlockSizes: []int{1000, 2000}, FileSize: 4000, Files: 3, Procs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 3 || rep.Results[0].Ops != 4 || rep.Results[1].Ops != 2 || rep.Results[2].Workload != Unlink {
+		t.Fatalf("%+v", rep.Results)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, o := range []Options{
+		{Workloads: []string{"seq-write", "mkfs"}},
+		{BlockSizes: []int{0}},
+		{BlockSizes: []int{2 << 20}},
+		{Files: -1},
+	} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+	o := Options{Files: 2, Procs: 8}
+	if err := o.Validate(); err != nil || o.Procs != 2 || o.FileSize != 256<<20 || len(o.Workloads) != 5 {
+		t.Errorf("%+v %v", o, err)
+	}
+}
