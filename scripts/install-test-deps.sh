@@ -33,7 +33,8 @@ fi
 # postgresql-15: shared-mode metadata server started by the tests (initdb, pg_ctl)
 # libnfs-utils: nfs-ls, nfs-cp, nfs-cat: real NFSv3 clients for the NFS gateway tests
 APT_PKGS=(fuse3 fio sqlite3 git attr python3 build-essential pkg-config strace
-	shellcheck procps util-linux coreutils ca-certificates curl postgresql-15 libnfs-utils)
+	shellcheck procps util-linux coreutils ca-certificates curl postgresql-15 libnfs-utils
+	nfs-ganesha nfs-ganesha-vfs)
 if [[ -z ${SKIP_APT:-} ]]; then
 	missing=()
 	for p in "${APT_PKGS[@]}"; do
