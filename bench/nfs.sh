@@ -6,6 +6,7 @@
 #   bench/nfs.sh                                   # all three targets
 #   SEQ_SIZE=256M META_FILES=2000 bench/nfs.sh     # the run in docs/performance.md
 #   TARGETS="fuse cairn-nfs" bench/nfs.sh          # without Ganesha
+#   TARGETS="fuse cairn-nfs cairn-nfs-1 ganesha"   # also Cairn NFS with one call in flight
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,12 +32,12 @@ die() {
 command -v python3 >/dev/null || die "python3 not installed"
 for t in $TARGETS; do
 	case $t in
-	fuse | cairn-nfs) ;;
+	fuse | cairn-nfs | cairn-nfs-1) ;;
 	ganesha)
 		command -v ganesha.nfsd >/dev/null || die "ganesha.nfsd not installed (scripts/install-test-deps.sh: nfs-ganesha, nfs-ganesha-vfs)"
 		command -v rpcbind >/dev/null || die "rpcbind not installed (a dependency of nfs-ganesha)"
 		;;
-	*) die "unknown target $t (use fuse, cairn-nfs, ganesha)" ;;
+	*) die "unknown target $t (use fuse, cairn-nfs, cairn-nfs-1, ganesha)" ;;
 	esac
 done
 
@@ -128,7 +129,7 @@ start=$SECONDS
 log "targets: $TARGETS; scratch $ROOT; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # --- Cairn: one embedded volume, mounted with FUSE and served over NFS by the same process
-if want fuse || want cairn-nfs; then
+if want fuse || want cairn-nfs || want cairn-nfs-1; then
 	d=$ROOT/cairn
 	mkdir -p "$d/mnt"
 	"$CAIRN" format --data "file://$d/data" "pebble://$d/meta" nfsbench >"$d/format.log" 2>&1 ||
@@ -148,6 +149,9 @@ if want fuse || want cairn-nfs; then
 	if want fuse; then bench fuse --path "$d/mnt" "${metrics[@]}"; fi
 	if want cairn-nfs; then
 		bench cairn-nfs --nfs "127.0.0.1:$CAIRN_NFS_PORT/" --nfs-window "$NFS_WINDOW" "${metrics[@]}"
+	fi
+	if want cairn-nfs-1; then # one call at a time: WRITEs arrive in order
+		bench cairn-nfs-1 --nfs "127.0.0.1:$CAIRN_NFS_PORT/" --nfs-window 1 "${metrics[@]}"
 	fi
 fi
 

@@ -13,7 +13,8 @@ Names with a special meaning for the ratios: fuse, cairn-nfs, ganesha.
 import json
 import sys
 
-TITLES = {"fuse": "Cairn FUSE", "cairn-nfs": "Cairn NFS", "ganesha": "Ganesha NFS"}
+TITLES = {"fuse": "Cairn FUSE", "cairn-nfs": "Cairn NFS", "cairn-nfs-1": "Cairn NFS, 1 in flight",
+          "ganesha": "Ganesha NFS"}
 
 
 def fmt(v, spec):
@@ -35,7 +36,7 @@ def main(args):
                 workloads.append(w)
 
     def value(n, w):
-        r = reports[n].get(w)
+        r = reports.get(n, {}).get(w)
         if r is None:
             return None
         return r.get("mb_per_sec") if w.startswith("seq-") else r["ops_per_sec"]
