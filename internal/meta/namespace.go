@@ -25,43 +25,47 @@ func (m *Meta) Lookup(ctx context.Context, c *Caller, parent base.Ino, name stri
 				return err
 			}
 		}
-		p, err := getAttr(r, parent)
-		if err != nil {
-			return err
-		}
-		if p.Type != base.TypeDir {
-			return fmt.Errorf("lookup in inode %d: %w", parent, base.ErrNotDir)
-		}
-		if err := c.access(&p, MayExec); err != nil {
-			return fmt.Errorf("lookup %q in %d: %w", name, parent, err)
-		}
-		switch name {
-		case ".":
-			ino, a = parent, p
-			return nil
-		case "..":
-			ino = p.Parent
-			a, err = getAttr(r, ino)
-			return err
-		}
-		if err := validName(name); err != nil {
-			return err
-		}
-		var ok bool
-		ino, _, ok, err = getDentry(r, parent, name)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("%q in %d: %w", name, parent, base.ErrNotFound)
-		}
-		a, err = getAttr(r, ino)
+		var err error
+		ino, a, err = lookupAt(r, c, parent, name, latestEpoch)
 		return err
 	})
 	if err != nil {
 		return 0, base.Attr{}, err
 	}
 	return ino, a, nil
+}
+
+// lookupAt is Lookup as of epoch.
+func lookupAt(r kv.Reader, c *Caller, parent base.Ino, name string, epoch uint64) (base.Ino, base.Attr, error) {
+	p, err := getAttrAt(r, parent, epoch)
+	if err != nil {
+		return 0, base.Attr{}, err
+	}
+	if p.Type != base.TypeDir {
+		return 0, base.Attr{}, fmt.Errorf("lookup in inode %d: %w", parent, base.ErrNotDir)
+	}
+	if err := c.access(&p, MayExec); err != nil {
+		return 0, base.Attr{}, fmt.Errorf("lookup %q in %d: %w", name, parent, err)
+	}
+	switch name {
+	case ".":
+		return parent, p, nil
+	case "..":
+		a, err := getAttrAt(r, p.Parent, epoch)
+		return p.Parent, a, err
+	}
+	if err := validName(name); err != nil {
+		return 0, base.Attr{}, err
+	}
+	ino, _, ok, err := getDentryAt(r, parent, name, epoch)
+	if err != nil {
+		return 0, base.Attr{}, err
+	}
+	if !ok {
+		return 0, base.Attr{}, fmt.Errorf("%q in %d: %w", name, parent, base.ErrNotFound)
+	}
+	a, err := getAttrAt(r, ino, epoch)
+	return ino, a, err
 }
 
 // GetAttr returns the attributes of ino (base.ErrNotFound if it does not

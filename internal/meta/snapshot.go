@@ -173,15 +173,8 @@ func (m *Meta) Snapshots(ctx context.Context) ([]Snapshot, error) {
 // SnapshotByName returns the snapshot called name (ErrNotFound if none).
 func (m *Meta) SnapshotByName(ctx context.Context, name string) (Snapshot, error) {
 	var s Snapshot
-	err := m.view(ctx, func(r kv.Reader) error {
-		v, err := r.Get(snapshotKey(name))
-		if err != nil {
-			return err
-		}
-		if v == nil {
-			return fmt.Errorf("snapshot %q: %w", name, base.ErrNotFound)
-		}
-		s, err = decodeSnapshot(snapshotKey(name), v)
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		s, err = snapshotIn(r, name)
 		return err
 	})
 	return s, err
@@ -209,23 +202,17 @@ func (m *Meta) LiveEpoch(ctx context.Context) (uint64, error) {
 // examined so far. Errors: ErrNotFound, ErrReadOnly.
 func (m *Meta) DeleteSnapshot(ctx context.Context, name string, progress func(done int)) error {
 	err := m.updateEpochs(ctx, func(t *wtx) error {
-		v, err := t.Get(snapshotKey(name))
+		s, err := snapshotIn(t, name)
 		if err != nil {
 			return err
 		}
-		if v == nil {
-			return fmt.Errorf("snapshot %q: %w", name, base.ErrNotFound)
-		}
-		s, err := decodeSnapshot(snapshotKey(name), v)
+		i, err := t.frozenIndex(s)
 		if err != nil {
 			return err
 		}
-		if err := t.loadEpochs(); err != nil {
+		v, err := json.Marshal(s)
+		if err != nil {
 			return err
-		}
-		i, found := slices.BinarySearch(t.frozen, s.Epoch)
-		if !found {
-			return fmt.Errorf("snapshot %q: epoch %d is not frozen: %w", name, s.Epoch, base.ErrIO)
 		}
 		t.Delete(snapshotKey(name))
 		t.Set(frozenKey(), encodeU64s(slices.Delete(slices.Clone(t.frozen), i, i+1)))
@@ -396,26 +383,16 @@ func (m *Meta) SnapshotUsage(ctx context.Context, name string) (SnapshotSpace, e
 	var sp SnapshotSpace
 	err := m.view(ctx, func(r kv.Reader) error {
 		sp = SnapshotSpace{}
-		v, err := r.Get(snapshotKey(name))
-		if err != nil {
-			return err
-		}
-		if v == nil {
-			return fmt.Errorf("snapshot %q: %w", name, base.ErrNotFound)
-		}
-		s, err := decodeSnapshot(snapshotKey(name), v)
+		s, err := snapshotIn(r, name)
 		if err != nil {
 			return err
 		}
 		// A read-only transaction that plays the deletion without writing.
 		t := &dryTxn{Reader: r, deleted: map[string]bool{}}
 		w := &wtx{Txn: t}
-		if err := w.loadEpochs(); err != nil {
+		i, err := w.frozenIndex(s)
+		if err != nil {
 			return err
-		}
-		i, found := slices.BinarySearch(w.frozen, s.Epoch)
-		if !found {
-			return fmt.Errorf("snapshot %q: epoch %d is not frozen: %w", name, s.Epoch, base.ErrIO)
 		}
 		w.frozen = slices.Delete(slices.Clone(w.frozen), i, i+1)
 		end := w.spanAfter(s.Epoch)
@@ -468,6 +445,18 @@ func (d *dryTxn) Get(key []byte) ([]byte, error) {
 		return nil, nil
 	}
 	return d.Reader.Get(key)
+}
+
+// frozenIndex returns the position of s's epoch in the frozen list.
+func (t *wtx) frozenIndex(s Snapshot) (int, error) {
+	if err := t.loadEpochs(); err != nil {
+		return 0, err
+	}
+	i, found := slices.BinarySearch(t.frozen, s.Epoch)
+	if !found {
+		return 0, fmt.Errorf("snapshot %q: epoch %d is not frozen: %w", s.Name, s.Epoch, base.ErrIO)
+	}
+	return i, nil
 }
 
 // frozenAt reports whether epoch is a snapshot's epoch in r.

@@ -44,38 +44,8 @@ func (v *View) read(ctx context.Context, fn func(r kv.Reader, epoch uint64) erro
 func (v *View) Lookup(ctx context.Context, c *Caller, parent base.Ino, name string) (base.Ino, base.Attr, error) {
 	var ino base.Ino
 	var a base.Attr
-	err := v.read(ctx, func(r kv.Reader, e uint64) error {
-		p, err := getAttrAt(r, parent, e)
-		if err != nil {
-			return err
-		}
-		if p.Type != base.TypeDir {
-			return fmt.Errorf("lookup in inode %d: %w", parent, base.ErrNotDir)
-		}
-		if err := c.access(&p, MayExec); err != nil {
-			return fmt.Errorf("lookup %q in %d: %w", name, parent, err)
-		}
-		switch name {
-		case ".":
-			ino, a = parent, p
-			return nil
-		case "..":
-			ino = p.Parent
-			a, err = getAttrAt(r, ino, e)
-			return err
-		}
-		if err := validName(name); err != nil {
-			return err
-		}
-		var ok bool
-		ino, _, ok, err = getDentryAt(r, parent, name, e)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("%q in %d: %w", name, parent, base.ErrNotFound)
-		}
-		a, err = getAttrAt(r, ino, e)
+	err := v.read(ctx, func(r kv.Reader, e uint64) (err error) {
+		ino, a, err = lookupAt(r, c, parent, name, e)
 		return err
 	})
 	if err != nil {
