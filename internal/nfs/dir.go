@@ -134,25 +134,20 @@ func (s *Server) readDir(ctx context.Context, req *request, args *proto.Reader, 
 	if args.Err() != nil {
 		return false
 	}
-	if st != proto.NFS3OK {
-		w.Uint32(st)
-		w.Bool(false)
-		return true
-	}
-	a, e := s.getAttr(ctx, ino)
+	a, st := s.handleAttr(ctx, ino, st)
 	switch {
-	case e != 0:
+	case st != proto.NFS3OK:
 	case a.Type != base.TypeDir:
-		e = syscall.ENOTDIR
+		st = proto.NFS3ErrNotDir
 	case cookie != 0 && string(verf) != string(s.verf[:]):
 		w.Uint32(proto.NFS3ErrBadCookie)
 		s.putAttr(w, ino, &a)
 		return true
 	default:
-		e = s.v.Access(ctx, req.caller, ino, meta.MayRead)
+		st = nfsStatus(s.v.Access(ctx, req.caller, ino, meta.MayRead))
 	}
-	if e != 0 {
-		w.Uint32(nfsStatus(e))
+	if st != proto.NFS3OK {
+		w.Uint32(st)
 		s.postOp(ctx, w, ino)
 		return true
 	}

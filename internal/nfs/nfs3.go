@@ -74,6 +74,17 @@ func nameStatus(name string) uint32 {
 	return proto.NFS3OK
 }
 
+// handleAttr reads the attributes of the inode a decoded handle names.
+// The status is the handle's when it is unusable (ino is then 0), else
+// NFS3OK or why the attributes cannot be read.
+func (s *Server) handleAttr(ctx context.Context, ino base.Ino, st uint32) (base.Attr, uint32) {
+	if st != proto.NFS3OK {
+		return base.Attr{}, st
+	}
+	a, e := s.getAttr(ctx, ino)
+	return a, nfsStatus(e)
+}
+
 func nfsNull(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
 	return true
 }
@@ -83,13 +94,9 @@ func nfsGetAttr(s *Server, ctx context.Context, req *request, args *proto.Reader
 	if args.Err() != nil {
 		return false
 	}
-	if st != proto.NFS3OK {
-		w.Uint32(st)
-		return true
-	}
-	a, e := s.getAttr(ctx, ino)
-	w.Uint32(nfsStatus(e))
-	if e == 0 {
+	a, st := s.handleAttr(ctx, ino, st)
+	w.Uint32(st)
+	if st == proto.NFS3OK {
 		fa := s.fattr(ino, &a)
 		fa.Encode(w)
 	}
@@ -107,14 +114,9 @@ func nfsSetAttr(s *Server, ctx context.Context, req *request, args *proto.Reader
 	if args.Err() != nil {
 		return false
 	}
+	a, st := s.handleAttr(ctx, ino, st)
 	if st != proto.NFS3OK {
 		w.Uint32(st)
-		s.putWcc(ctx, w, wcc{}, 0)
-		return true
-	}
-	a, e := s.getAttr(ctx, ino)
-	if e != 0 {
-		w.Uint32(nfsStatus(e))
 		s.putWcc(ctx, w, wcc{}, 0)
 		return true
 	}
@@ -124,6 +126,7 @@ func nfsSetAttr(s *Server, ctx context.Context, req *request, args *proto.Reader
 		s.putWcc(ctx, w, pre, ino)
 		return true
 	}
+	var e syscall.Errno
 	if r := setAttrRequest(&sa); r.Valid != 0 {
 		_, e = s.v.SetAttr(ctx, req.caller, ino, r)
 	}
@@ -211,14 +214,9 @@ func nfsAccess(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	if args.Err() != nil {
 		return false
 	}
+	a, st := s.handleAttr(ctx, ino, st)
 	if st != proto.NFS3OK {
 		w.Uint32(st)
-		w.Bool(false)
-		return true
-	}
-	a, e := s.getAttr(ctx, ino)
-	if e != 0 {
-		w.Uint32(nfsStatus(e))
 		w.Bool(false)
 		return true
 	}
@@ -251,21 +249,18 @@ func nfsReadlink(s *Server, ctx context.Context, req *request, args *proto.Reade
 	if args.Err() != nil {
 		return false
 	}
-	if st != proto.NFS3OK {
-		w.Uint32(st)
-		w.Bool(false)
-		return true
-	}
-	a, e := s.getAttr(ctx, ino)
-	if e == 0 && a.Type != base.TypeSymlink {
-		e = syscall.EINVAL
+	a, st := s.handleAttr(ctx, ino, st)
+	if st == proto.NFS3OK && a.Type != base.TypeSymlink {
+		st = proto.NFS3ErrInval
 	}
 	var target string
-	if e == 0 {
+	if st == proto.NFS3OK {
+		var e syscall.Errno
 		target, e = s.v.Readlink(ctx, ino)
+		st = nfsStatus(e)
 	}
-	w.Uint32(nfsStatus(e))
-	if e != 0 {
+	w.Uint32(st)
+	if st != proto.NFS3OK {
 		s.postOp(ctx, w, ino)
 		return true
 	}
@@ -304,20 +299,16 @@ func nfsRead(s *Server, ctx context.Context, req *request, args *proto.Reader, w
 	if args.Err() != nil {
 		return false
 	}
+	a, st := s.handleAttr(ctx, ino, st)
+	if st == proto.NFS3OK {
+		e := s.mayIO(ctx, req, ino, &a, false)
+		if e == 0 && off >= maxFileSize {
+			e = syscall.EINVAL
+		}
+		st = nfsStatus(e)
+	}
 	if st != proto.NFS3OK {
 		w.Uint32(st)
-		w.Bool(false)
-		return true
-	}
-	a, e := s.getAttr(ctx, ino)
-	if e == 0 {
-		e = s.mayIO(ctx, req, ino, &a, false)
-	}
-	if e == 0 && off >= maxFileSize {
-		e = syscall.EINVAL
-	}
-	if e != 0 {
-		w.Uint32(nfsStatus(e))
 		s.postOp(ctx, w, ino)
 		return true
 	}
@@ -358,22 +349,17 @@ func nfsWrite(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 	if args.Err() != nil || stable > proto.FileSync {
 		return false
 	}
+	if uint64(count) < uint64(len(data)) {
+		data = data[:count]
+	}
+	a, st := s.handleAttr(ctx, ino, st)
 	if st != proto.NFS3OK {
 		w.Uint32(st)
 		s.putWcc(ctx, w, wcc{}, 0)
 		return true
 	}
-	if uint64(count) < uint64(len(data)) {
-		data = data[:count]
-	}
-	a, e := s.getAttr(ctx, ino)
-	if e != 0 {
-		w.Uint32(nfsStatus(e))
-		s.putWcc(ctx, w, wcc{}, 0)
-		return true
-	}
 	pre := preOp(&a)
-	e = s.mayIO(ctx, req, ino, &a, true)
+	e := s.mayIO(ctx, req, ino, &a, true)
 	if e == 0 && off+uint64(len(data)) > maxFileSize {
 		e = syscall.EFBIG
 	}
@@ -408,18 +394,14 @@ func nfsCommit(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	if args.Err() != nil {
 		return false
 	}
+	a, st := s.handleAttr(ctx, ino, st)
 	if st != proto.NFS3OK {
 		w.Uint32(st)
 		s.putWcc(ctx, w, wcc{}, 0)
 		return true
 	}
-	a, e := s.getAttr(ctx, ino)
-	if e != 0 {
-		w.Uint32(nfsStatus(e))
-		s.putWcc(ctx, w, wcc{}, 0)
-		return true
-	}
 	pre := preOp(&a)
+	var e syscall.Errno
 	if f := s.files.peek(ino); f != nil {
 		// Commit the file's buffered writes and make them durable, then
 		// close the handle: other clients see the data at their next
@@ -454,20 +436,18 @@ func (s *Server) createResult(ctx context.Context, w *proto.Writer, e syscall.Er
 }
 
 // startDirOp checks a directory operation's handle and name and returns
-// the directory's attributes before it. A non-zero status has been
-// written with an empty wcc_data... unless the caller writes it.
-func (s *Server) startDirOp(ctx context.Context, d dirOp) (wcc, syscall.Errno, uint32) {
-	if d.st != proto.NFS3OK {
-		return wcc{}, 0, d.st
-	}
-	a, e := s.getAttr(ctx, d.dir)
-	if e != 0 {
-		return wcc{}, e, nfsStatus(e)
+// the directory's attributes before it (none if they cannot be read).
+// The status is NFS3OK or why the operation cannot go on; the caller
+// writes it.
+func (s *Server) startDirOp(ctx context.Context, d dirOp) (wcc, uint32) {
+	a, st := s.handleAttr(ctx, d.dir, d.st)
+	if st != proto.NFS3OK {
+		return wcc{}, st
 	}
 	if a.Type != base.TypeDir {
-		return preOp(&a), syscall.ENOTDIR, proto.NFS3ErrNotDir
+		return preOp(&a), proto.NFS3ErrNotDir
 	}
-	return preOp(&a), 0, nameStatus(d.name)
+	return preOp(&a), nameStatus(d.name)
 }
 
 // applyAttrs sets what a sattr3 asks for beyond the mode given at
@@ -508,7 +488,7 @@ func nfsCreate(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	if args.Err() != nil {
 		return false
 	}
-	pre, _, st := s.startDirOp(ctx, d)
+	pre, st := s.startDirOp(ctx, d)
 	if st != proto.NFS3OK {
 		w.Uint32(st)
 		s.putWcc(ctx, w, pre, d.dir)
@@ -576,7 +556,7 @@ func nfsSymlink(s *Server, ctx context.Context, req *request, args *proto.Reader
 		return false
 	}
 	if target == "" {
-		pre, _, st := s.startDirOp(ctx, d)
+		pre, st := s.startDirOp(ctx, d)
 		if st == proto.NFS3OK {
 			st = proto.NFS3ErrInval
 		}
@@ -616,7 +596,7 @@ func nfsMknod(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 		return false
 	}
 	if typ == 0 {
-		pre, _, st := s.startDirOp(ctx, d)
+		pre, st := s.startDirOp(ctx, d)
 		if st == proto.NFS3OK {
 			st = proto.NFS3ErrBadType
 		}
@@ -629,7 +609,7 @@ func nfsMknod(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 
 // mknod creates a directory, symlink or special file.
 func (s *Server) mknod(ctx context.Context, req *request, w *proto.Writer, d dirOp, typ base.FileType, sa proto.Sattr3, mode, rdev uint32, target string) bool {
-	pre, _, st := s.startDirOp(ctx, d)
+	pre, st := s.startDirOp(ctx, d)
 	if st != proto.NFS3OK {
 		w.Uint32(st)
 		s.putWcc(ctx, w, pre, d.dir)
@@ -656,7 +636,7 @@ func (s *Server) remove(ctx context.Context, req *request, args *proto.Reader, w
 	if args.Err() != nil {
 		return false
 	}
-	pre, _, st := s.startDirOp(ctx, d)
+	pre, st := s.startDirOp(ctx, d)
 	if st == proto.NFS3OK {
 		var e syscall.Errno
 		if dir {
@@ -683,8 +663,8 @@ func nfsRename(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	if args.Err() != nil {
 		return false
 	}
-	fpre, _, st := s.startDirOp(ctx, from)
-	tpre, _, tst := s.startDirOp(ctx, to)
+	fpre, st := s.startDirOp(ctx, from)
+	tpre, tst := s.startDirOp(ctx, to)
 	if st == proto.NFS3OK {
 		st = tst
 	}
@@ -703,7 +683,7 @@ func nfsLink(s *Server, ctx context.Context, req *request, args *proto.Reader, w
 	if args.Err() != nil {
 		return false
 	}
-	pre, _, st := s.startDirOp(ctx, d)
+	pre, st := s.startDirOp(ctx, d)
 	if fst != proto.NFS3OK {
 		st = fst
 		ino = 0
@@ -726,18 +706,15 @@ func nfsFSStat(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	if args.Err() != nil {
 		return false
 	}
-	if st != proto.NFS3OK {
-		w.Uint32(st)
-		w.Bool(false)
-		return true
-	}
-	a, e := s.getAttr(ctx, ino)
+	a, st := s.handleAttr(ctx, ino, st)
 	var fs meta.StatFS
-	if e == 0 {
+	if st == proto.NFS3OK {
+		var e syscall.Errno
 		fs, e = s.v.StatFS(ctx)
+		st = nfsStatus(e)
 	}
-	w.Uint32(nfsStatus(e))
-	if e != 0 {
+	w.Uint32(st)
+	if st != proto.NFS3OK {
 		s.postOp(ctx, w, ino)
 		return true
 	}
@@ -752,6 +729,25 @@ func nfsFSStat(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	return true
 }
 
+// attrProc serves a procedure whose argument is a file handle and whose
+// reply is a status, a post_op_attr and, on success, what body appends
+// (FSINFO, PATHCONF).
+func (s *Server) attrProc(ctx context.Context, args *proto.Reader, w *proto.Writer, body func()) bool {
+	ino, st := s.fileHandle(ctx, args)
+	if args.Err() != nil {
+		return false
+	}
+	a, st := s.handleAttr(ctx, ino, st)
+	w.Uint32(st)
+	if st != proto.NFS3OK {
+		w.Bool(false)
+		return true
+	}
+	s.putAttr(w, ino, &a)
+	body()
+	return true
+}
+
 // FSINFO properties.
 const (
 	fsfLink        = 0x01
@@ -761,59 +757,29 @@ const (
 )
 
 func nfsFSInfo(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(ctx, args)
-	if args.Err() != nil {
-		return false
-	}
-	if st != proto.NFS3OK {
-		w.Uint32(st)
-		w.Bool(false)
-		return true
-	}
-	a, e := s.getAttr(ctx, ino)
-	w.Uint32(nfsStatus(e))
-	if e != 0 {
-		w.Bool(false)
-		return true
-	}
-	s.putAttr(w, ino, &a)
-	io := uint32(s.opts.MaxIO)
-	w.Uint32(io)       // rtmax
-	w.Uint32(io)       // rtpref
-	w.Uint32(4096)     // rtmult
-	w.Uint32(io)       // wtmax
-	w.Uint32(io)       // wtpref
-	w.Uint32(4096)     // wtmult
-	w.Uint32(64 << 10) // dtpref
-	w.Uint64(maxFileSize)
-	w.Uint32(0) // time_delta: nanoseconds
-	w.Uint32(1)
-	w.Uint32(fsfLink | fsfSymlink | fsfHomogeneous | fsfCanSetTime)
-	return true
+	return s.attrProc(ctx, args, w, func() {
+		io := uint32(s.opts.MaxIO)
+		w.Uint32(io)       // rtmax
+		w.Uint32(io)       // rtpref
+		w.Uint32(4096)     // rtmult
+		w.Uint32(io)       // wtmax
+		w.Uint32(io)       // wtpref
+		w.Uint32(4096)     // wtmult
+		w.Uint32(64 << 10) // dtpref
+		w.Uint64(maxFileSize)
+		w.Uint32(0) // time_delta: nanoseconds
+		w.Uint32(1)
+		w.Uint32(fsfLink | fsfSymlink | fsfHomogeneous | fsfCanSetTime)
+	})
 }
 
 func nfsPathConf(s *Server, ctx context.Context, req *request, args *proto.Reader, w *proto.Writer) bool {
-	ino, st := s.fileHandle(ctx, args)
-	if args.Err() != nil {
-		return false
-	}
-	if st != proto.NFS3OK {
-		w.Uint32(st)
-		w.Bool(false)
-		return true
-	}
-	a, e := s.getAttr(ctx, ino)
-	w.Uint32(nfsStatus(e))
-	if e != 0 {
-		w.Bool(false)
-		return true
-	}
-	s.putAttr(w, ino, &a)
-	w.Uint32(65000)         // linkmax
-	w.Uint32(proto.MaxName) // name_max
-	w.Bool(true)            // no_trunc
-	w.Bool(true)            // chown_restricted
-	w.Bool(false)           // case_insensitive
-	w.Bool(true)            // case_preserving
-	return true
+	return s.attrProc(ctx, args, w, func() {
+		w.Uint32(65000)         // linkmax
+		w.Uint32(proto.MaxName) // name_max
+		w.Bool(true)            // no_trunc
+		w.Bool(true)            // chown_restricted
+		w.Bool(false)           // case_insensitive
+		w.Bool(true)            // case_preserving
+	})
 }
