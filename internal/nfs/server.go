@@ -111,6 +111,7 @@ type Server struct {
 	files *fileCache
 	dirs  *dirCache
 	mnt   *mountTable
+	order writeOrder // WRITEs in flight, served in offset order per file
 	// panics counts procedures that panicked (answered SYSTEM_ERR).
 	panics atomic.Int64
 
@@ -266,9 +267,16 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		reqs.Add(1)
+		t := s.order.register(rec) // in arrival order, before serving
 		go func() {
 			defer func() { <-sem; reqs.Done() }()
+			if t != nil {
+				t.wait()
+			}
 			reply := s.handleRecord(remote, allowed, rec)
+			if t != nil {
+				t.done()
+			}
 			if reply == nil {
 				c.Close() // nothing sensible to answer: drop the stream
 				return
