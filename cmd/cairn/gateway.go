@@ -2,9 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,7 +27,7 @@ func newGatewayNFSCommand() *cobra.Command {
 		listen                    string
 		logFile                   string
 		readOnly, debug           bool
-		cacheMem, bufferSize      string
+		mem                       memFlags
 		heartbeat, sessionTimeout time.Duration
 		export                    nfsExportFlags
 	)
@@ -66,28 +63,15 @@ Clients mount with the port given for both programs, e.g. on Linux:
   nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=20490&mountport=20490'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cm, err := parseSize(cacheMem)
+			vo := daemon.VolumeOptions{MetaURL: args[0], ReadOnly: readOnly}
+			if err := mem.apply(&vo); err != nil {
+				return err
+			}
+			log, closeLog, err := openLog(logFile, debug)
 			if err != nil {
-				return fmt.Errorf("--cache-mem: %w", err)
+				return err
 			}
-			bs, err := parseSize(bufferSize)
-			if err != nil {
-				return fmt.Errorf("--buffer-size: %w", err)
-			}
-			var logw io.Writer = os.Stderr
-			if logFile != "" {
-				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-				if err != nil {
-					return fmt.Errorf("--log: %w", err)
-				}
-				defer f.Close()
-				logw = f
-			}
-			level := slog.LevelInfo
-			if debug {
-				level = slog.LevelDebug
-			}
-			log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
+			defer closeLog()
 			out := cmd.OutOrStdout()
 			ex, err := export.export()
 			if err != nil {
@@ -95,7 +79,7 @@ Clients mount with the port given for both programs, e.g. on Linux:
 			}
 			return daemon.Gateway(cmd.Context(), daemon.GatewayOptions{
 				NFS:            nfs.Options{Export: ex},
-				Volume:         daemon.VolumeOptions{MetaURL: args[0], ReadOnly: readOnly, CacheMem: int64(cm), BufferLimit: int64(bs)},
+				Volume:         vo,
 				Listen:         listen,
 				Version:        version,
 				Logger:         log,
@@ -110,8 +94,7 @@ Clients mount with the port given for both programs, e.g. on Linux:
 	f.StringVar(&logFile, "log", "", "log file (default: stderr)")
 	f.BoolVar(&readOnly, "read-only", false, "refuse every modification (NFS3ERR_ROFS)")
 	f.BoolVar(&debug, "debug", false, "log every RPC call")
-	f.StringVar(&cacheMem, "cache-mem", "256M", "memory block cache size")
-	f.StringVar(&bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
+	mem.register(f)
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")
 	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long this gateway may miss heartbeats before other clients declare it dead")
 	export.register(f)

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
 	"os"
@@ -32,8 +30,7 @@ func newMountCommand() *cobra.Command {
 		allowOther                            bool
 		readOnly                              bool
 		debug                                 bool
-		cacheMem                              string
-		bufferSize                            string
+		mem                                   memFlags
 		attrTimeout, entryTimeout, negTimeout time.Duration
 		pprofAddr                             string
 		writeback                             bool
@@ -115,13 +112,9 @@ cairn gateway nfs does (see its help for the --nfs-* export options).`,
 					}
 				}
 			}
-			cm, err := parseSize(cacheMem)
-			if err != nil {
-				return fmt.Errorf("--cache-mem: %w", err)
-			}
-			bs, err := parseSize(bufferSize)
-			if err != nil {
-				return fmt.Errorf("--buffer-size: %w", err)
+			vo := daemon.VolumeOptions{MetaURL: metaURL, ReadOnly: readOnly}
+			if err := mem.apply(&vo); err != nil {
+				return err
 			}
 			cs, err := parseSize(cacheSize)
 			if err != nil {
@@ -138,20 +131,14 @@ cairn gateway nfs does (see its help for the --nfs-* export options).`,
 					return fmt.Errorf("--cache-dir: %w", err)
 				}
 			}
-			var logw io.Writer = os.Stderr
-			if logFile != "" && os.Getenv(readyFDEnv) == "" {
-				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-				if err != nil {
-					return fmt.Errorf("--log: %w", err)
-				}
-				defer f.Close()
-				logw = f
+			if os.Getenv(readyFDEnv) != "" {
+				logFile = "" // the parent sent our stderr to the log file
 			}
-			level := slog.LevelInfo
-			if debug {
-				level = slog.LevelDebug
+			log, closeLog, err := openLog(logFile, debug)
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
+			defer closeLog()
 			if pprofAddr != "" {
 				go func() {
 					if err := http.ListenAndServe(pprofAddr, nil); err != nil {
@@ -161,10 +148,7 @@ cairn gateway nfs does (see its help for the --nfs-* export options).`,
 			}
 			ready := readyReporter()
 			mo := daemon.MountOptions{
-				Volume: daemon.VolumeOptions{
-					MetaURL: metaURL, ReadOnly: readOnly, CacheMem: int64(cm), BufferLimit: int64(bs),
-					CacheDirs: cacheDirs, CacheSize: int64(cs), CacheFreeRatio: cacheFreeRatio, CacheWrites: cacheWrites,
-				},
+				Volume:      vo,
 				MetricsAddr: metricsAddr,
 				MountPoint:  abs,
 				Version:     version,
@@ -173,6 +157,8 @@ cairn gateway nfs does (see its help for the --nfs-* export options).`,
 				Snapshot:    snapshot,
 				NFSListen:   nfsListen,
 			}
+			mo.Volume.CacheDirs, mo.Volume.CacheSize = cacheDirs, int64(cs)
+			mo.Volume.CacheFreeRatio, mo.Volume.CacheWrites = cacheFreeRatio, cacheWrites
 			mo.NFS.Export = ex
 			mo.Fuse.AllowOther = allowOther
 			mo.Fuse.AttrTimeout = attrTimeout
@@ -197,13 +183,12 @@ cairn gateway nfs does (see its help for the --nfs-* export options).`,
 	f.BoolVar(&allowOther, "allow-other", false, "let other users access the mount (needed by multi-user tests)")
 	f.BoolVar(&readOnly, "read-only", false, "mount read-only")
 	f.BoolVar(&debug, "debug", false, "log every FUSE request")
-	f.StringVar(&cacheMem, "cache-mem", "256M", "memory block cache size")
+	mem.register(f)
 	f.StringSliceVar(&cacheDirs, "cache-dir", nil, "keep a disk cache of blocks in these directories (repeat or separate with commas); it survives restarts. Fill it with cairn warmup")
 	f.StringVar(&cacheSize, "cache-size", "10G", "disk cache size bound (all --cache-dir together)")
 	f.Float64Var(&cacheFreeRatio, "cache-free-ratio", 0.1, "stop caching and evict when a cache directory's file system has less than this fraction free (0: no floor)")
 	f.BoolVar(&cacheWrites, "cache-writes", false, "also put the blocks this client writes into the disk cache")
 	f.StringVar(&metricsAddr, "metrics", "", "serve statistics on this address: /metrics (Prometheus text format) and /stats (JSON), e.g. 127.0.0.1:9567")
-	f.StringVar(&bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
 	f.DurationVar(&attrTimeout, "attr-timeout", time.Second, "how long the kernel caches attributes")
 	f.DurationVar(&entryTimeout, "entry-timeout", time.Second, "how long the kernel caches names")
 	f.BoolVar(&writeback, "writeback", true, "let the kernel buffer small writes and send them in large requests (FUSE writeback cache); --writeback=false sends every write(2) to Cairn. Default off on shared volumes, where the kernel would keep stale file sizes")

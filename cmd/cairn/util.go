@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/cairnfs/cairn/internal/daemon"
 	"github.com/cairnfs/cairn/internal/kv"
 )
@@ -60,6 +62,51 @@ func runAdmin(ctx context.Context, metaURL string, req daemon.Request, w io.Writ
 	}
 	defer vol.Close()
 	return daemon.RunAdmin(ctx, vol, req, w)
+}
+
+// openLog returns the logger of a serving command: appending to file, or
+// to stderr when file is "", at debug level with debug, else info. Call
+// closeLog when done.
+func openLog(file string, debug bool) (log *slog.Logger, closeLog func(), err error) {
+	var w io.Writer = os.Stderr
+	closeLog = func() {}
+	if file != "" {
+		f, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--log: %w", err)
+		}
+		w, closeLog = f, func() { f.Close() }
+	}
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), closeLog, nil
+}
+
+// memFlags are the memory bounds of a command that serves a volume
+// (cairn mount, cairn gateway nfs).
+type memFlags struct {
+	cacheMem, bufferSize string
+}
+
+func (m *memFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&m.cacheMem, "cache-mem", "256M", "memory block cache size")
+	f.StringVar(&m.bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
+}
+
+// apply sets o.CacheMem and o.BufferLimit from the flags.
+func (m *memFlags) apply(o *daemon.VolumeOptions) error {
+	cm, err := parseSize(m.cacheMem)
+	if err != nil {
+		return fmt.Errorf("--cache-mem: %w", err)
+	}
+	bs, err := parseSize(m.bufferSize)
+	if err != nil {
+		return fmt.Errorf("--buffer-size: %w", err)
+	}
+	o.CacheMem, o.BufferLimit = int64(cm), int64(bs)
+	return nil
 }
 
 func stderrLogger(level slog.Level) *slog.Logger {
