@@ -54,15 +54,6 @@ type MountOptions struct {
 	Snapshot string
 }
 
-func (o *MountOptions) setDefaults() {
-	if o.Heartbeat <= 0 {
-		o.Heartbeat = 5 * time.Second
-	}
-	if o.SessionTimeout <= 0 {
-		o.SessionTimeout = DefaultSessionTimeout
-	}
-}
-
 // CheckMountPoint verifies that mp exists, is a directory and is not
 // already a mount point.
 func CheckMountPoint(mp string) (string, error) {
@@ -163,9 +154,8 @@ func Mount(ctx context.Context, o MountOptions) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	o.setDefaults()
-	if o.SessionTimeout < 2*o.Heartbeat {
-		return fmt.Errorf("session timeout %v must be at least twice the heartbeat interval %v", o.SessionTimeout, o.Heartbeat)
+	if err := checkSessionTimes(&o.Heartbeat, &o.SessionTimeout); err != nil {
+		return err
 	}
 	mp, err := CheckMountPoint(o.MountPoint)
 	if err != nil {
@@ -198,17 +188,11 @@ func Mount(ctx context.Context, o MountOptions) error {
 		fo.ReadOnly, fo.WritebackCache = true, false
 	}
 	host, _ := os.Hostname()
-	if _, err := vol.Meta.NewSession(ctx, meta.SessionInfo{
-		Host: host, Pid: os.Getpid(), MountPoint: mp, Version: o.Version, Started: time.Now(),
-		Timeout: o.SessionTimeout,
-	}); err != nil {
-		return fmt.Errorf("registering session: %w", err)
+	closeSession, err := openSession(ctx, vol.Meta, meta.SessionInfo{Host: host, MountPoint: mp, Version: o.Version, Timeout: o.SessionTimeout}, log)
+	if err != nil {
+		return err
 	}
-	defer func() {
-		if err := vol.Meta.CloseSession(context.Background()); err != nil {
-			log.Warn("closing session", "err", err)
-		}
-	}()
+	defer closeSession()
 	v := vfs.New(vol.Meta, vol.Chunks, vo)
 	if !o.Volume.ReadOnly && o.Snapshot == "" {
 		// Finish snapshot deletions a crash interrupted, in the
@@ -267,13 +251,8 @@ func Mount(ctx context.Context, o MountOptions) error {
 		o.Ready()
 	}
 
-	stopHB := make(chan struct{})
-	hbDone := make(chan struct{})
-	go func() {
-		defer close(hbDone)
-		keepSessionAlive(vol.Meta, o.Heartbeat, o.SessionTimeout, log, stopHB)
-	}()
-	defer func() { close(stopHB); <-hbDone }()
+	stopHB := startHeartbeats(vol.Meta, o.Heartbeat, o.SessionTimeout, log)
+	defer stopHB()
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -325,27 +304,4 @@ func snapshotMountHint(o MountOptions, err error) error {
 	}
 	return fmt.Errorf("%w; an embedded volume has one process at a time: while it is mounted, snapshot %q is at %s (bind-mount that directory to see it elsewhere)",
 		err, o.Snapshot, filepath.Join(where, vfs.SnapshotsDir, o.Snapshot))
-}
-
-// keepSessionAlive sends the session's heartbeats and, after each, declares
-// dead the sessions of other clients that missed theirs for longer than
-// timeout, until stop is closed.
-func keepSessionAlive(m *meta.Meta, every, timeout time.Duration, log *slog.Logger, stop <-chan struct{}) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout/2)
-		if err := m.Heartbeat(ctx); err != nil {
-			log.Error("heartbeat", "err", err)
-		}
-		if _, err := m.ExpireSessions(ctx, timeout); err != nil {
-			log.Warn("looking for dead sessions", "err", err)
-		}
-		cancel()
-	}
 }

@@ -42,13 +42,7 @@ func (o *GatewayOptions) Validate() error {
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 		return fmt.Errorf("--listen %q: want HOST:PORT: %w", o.Listen, err)
 	}
-	mo := MountOptions{Heartbeat: o.Heartbeat, SessionTimeout: o.SessionTimeout}
-	mo.setDefaults()
-	o.Heartbeat, o.SessionTimeout = mo.Heartbeat, mo.SessionTimeout
-	if o.SessionTimeout < 2*o.Heartbeat {
-		return fmt.Errorf("session timeout %v must be at least twice the heartbeat interval %v", o.SessionTimeout, o.Heartbeat)
-	}
-	return nil
+	return checkSessionTimes(&o.Heartbeat, &o.SessionTimeout)
 }
 
 // nfsGateway is an NFS server over a vfs, listening.
@@ -103,17 +97,11 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 	defer vol.Close()
 	host, _ := os.Hostname()
 	where := "nfs://" + o.Listen
-	if _, err := vol.Meta.NewSession(ctx, meta.SessionInfo{
-		Host: host, Pid: os.Getpid(), MountPoint: where, Version: o.Version, Started: time.Now(),
-		Timeout: o.SessionTimeout,
-	}); err != nil {
-		return fmt.Errorf("registering session: %w", err)
+	closeSession, err := openSession(ctx, vol.Meta, meta.SessionInfo{Host: host, MountPoint: where, Version: o.Version, Timeout: o.SessionTimeout}, log)
+	if err != nil {
+		return err
 	}
-	defer func() {
-		if err := vol.Meta.CloseSession(context.Background()); err != nil {
-			log.Warn("closing session", "err", err)
-		}
-	}()
+	defer closeSession()
 	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{Logger: log, ReadOnly: o.Volume.ReadOnly, AppendAtEOF: vol.Loc.Shared()})
 	g, err := startNFS(v, vol, o.Listen, o.NFS, log)
 	if err != nil {
@@ -132,13 +120,8 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 	if o.Ready != nil {
 		o.Ready(g.addr)
 	}
-	stopHB := make(chan struct{})
-	hbDone := make(chan struct{})
-	go func() {
-		defer close(hbDone)
-		keepSessionAlive(vol.Meta, o.Heartbeat, o.SessionTimeout, log, stopHB)
-	}()
-	defer func() { close(stopHB); <-hbDone }()
+	stopHB := startHeartbeats(vol.Meta, o.Heartbeat, o.SessionTimeout, log)
+	defer stopHB()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
