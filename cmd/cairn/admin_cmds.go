@@ -91,18 +91,7 @@ slices and the block objects that hold their content.`,
 				if err := syscall.Lstat(abs, &st); err != nil {
 					return fmt.Errorf("%s: %w", p, err)
 				}
-				src := ""
-				best := -1
-				for _, m := range mounts {
-					if m.FsType != "fuse.cairn" {
-						continue
-					}
-					if abs == m.MountPoint || strings.HasPrefix(abs, strings.TrimSuffix(m.MountPoint, "/")+"/") {
-						if len(m.MountPoint) > best {
-							best, src = len(m.MountPoint), m.Source
-						}
-					}
-				}
+				_, src := innermostMount(mounts, abs)
 				if src == "" {
 					return fmt.Errorf("%s is not inside a mounted Cairn volume", p)
 				}

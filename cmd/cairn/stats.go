@@ -30,6 +30,15 @@ func mountOf(path string) (mp, src string, err error) {
 	if err != nil {
 		return "", "", err
 	}
+	if mp, src = innermostMount(mounts, abs); mp == "" {
+		return "", "", fmt.Errorf("%s is not inside a mounted Cairn volume", path)
+	}
+	return mp, src, nil
+}
+
+// innermostMount returns the innermost of the Cairn mounts that holds the
+// absolute path abs, and its source ("" if none does).
+func innermostMount(mounts []daemon.MountInfo, abs string) (mp, src string) {
 	best := -1
 	for _, m := range mounts {
 		if m.FsType != "fuse.cairn" {
@@ -41,10 +50,7 @@ func mountOf(path string) (mp, src string, err error) {
 			}
 		}
 	}
-	if mp == "" {
-		return "", "", fmt.Errorf("%s is not inside a mounted Cairn volume", path)
-	}
-	return mp, src, nil
+	return mp, src
 }
 
 // callMount sends req to the process serving mount point mp: through the
