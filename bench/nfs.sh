@@ -217,7 +217,7 @@ table=$BENCH_OUT/nfs-$stamp.md
 	echo "host: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r), scratch on $(findmnt -n -o FSTYPE -T "$BENCH_TMP"), load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "cairn: $("$CAIRN" version 2>/dev/null | head -1), embedded (pebble, file data), one mount process serving FUSE and --nfs-listen; opts: ${CAIRN_MOUNT_OPTS:-default}"
 	if want ganesha; then echo "ganesha: $(dpkg-query -W -f='${Version}' nfs-ganesha 2>/dev/null), FSAL VFS on $(findmnt -n -o FSTYPE -T "$ROOT")"; fi
-	echo "seq: $SEQ_SIZE file, bs $SEQ_BS, write ends with fsync/COMMIT, page cache dropped before reads; NFS: Go client, $NFS_WINDOW READ/WRITE calls in flight;" \
+	echo "seq: $SEQ_SIZE file, bs $SEQ_BS, write ends with fsync/COMMIT, page cache dropped before reads; NFS: Go client, $NFS_WINDOW READ/WRITE calls in flight on one connection;" \
 		"meta: $META_FILES files, $META_PROCS workers"
 	echo
 	python3 "$HERE/nfstable.py" "${reports[@]}"

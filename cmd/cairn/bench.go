@@ -113,7 +113,7 @@ server does not export). A sequential op is one read/write call or RPC of
 	f.StringVar(&path, "path", "", "benchmark this directory (a mounted file system) through system calls")
 	f.StringVar(&nfsAddr, "nfs", "", "benchmark this NFSv3 server, HOST:PORT[/EXPORT] (export default /)")
 	f.IntVar(&nfsMountPort, "nfs-mount-port", 0, "port of the server's MOUNT program (default: the NFS port)")
-	f.IntVar(&nfsWindow, "nfs-window", 4, "READ/WRITE calls kept in flight by sequential workloads over NFS, one connection each")
+	f.IntVar(&nfsWindow, "nfs-window", 4, "READ/WRITE calls kept in flight by sequential workloads over NFS, pipelined on one connection")
 	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.AllWorkloads, ",")+" (default all)")
 	f.StringVar(&blockSizes, "bs", "8K,32K,128K", "block sizes of the sequential workloads")
 	f.StringVar(&fileSize, "size", "256M", "file size of the sequential workloads")

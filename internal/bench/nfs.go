@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
@@ -21,7 +20,7 @@ type NFSOptions struct {
 	// Export is the path given to MNT (default "/").
 	Export string
 	// Window is how many READ or WRITE calls a sequential workload keeps
-	// in flight, each on a connection of its own, as a kernel client's
+	// in flight, pipelined on its one connection, as a kernel client's
 	// read-ahead and write-behind would (default 1: one call at a time).
 	Window int
 }
@@ -65,7 +64,7 @@ func (t *NFSTarget) Describe() string {
 		s += " (mount " + t.o.MountAddr + ")"
 	}
 	if t.o.Window > 1 {
-		s += fmt.Sprintf(", %d calls in flight", t.o.Window)
+		s += fmt.Sprintf(", %d calls in flight on one connection", t.o.Window)
 	}
 	return s
 }
@@ -196,220 +195,159 @@ func (c *nfsConn) open(path string, create bool) ([]byte, uint64, error) {
 	return fh, a.Size, nil
 }
 
-// slots are the connections a file's calls run on: this conn's own and
-// Window-1 more, dialed per file.
-func (c *nfsConn) slots() ([]*nfsclient.Client, error) {
-	cs := []*nfsclient.Client{c.c}
-	for len(cs) < c.t.o.Window {
-		x, err := nfsclient.Dial(c.t.o.Addr)
-		if err != nil {
-			closeExtra(cs)
-			return nil, err
-		}
-		cs = append(cs, x)
-	}
-	return cs, nil
-}
-
-func closeExtra(cs []*nfsclient.Client) {
-	for _, x := range cs[1:] {
-		x.Close()
-	}
-}
-
-// call is one READ or WRITE in flight.
-type call struct {
-	c    *nfsclient.Client
-	buf  []byte
-	n    int
-	eof  bool
-	err  error
-	lat  time.Duration
-	done chan struct{}
-}
-
 func (c *nfsConn) OpenWrite(path string) (Writer, error) {
 	fh, _, err := c.open(path, true)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := c.slots()
-	if err != nil {
-		return nil, err
-	}
-	w := &nfsWriter{main: c.c, cs: cs, fh: fh, free: make(chan *call, len(cs))}
-	for _, x := range cs {
-		w.free <- &call{c: x, done: make(chan struct{})}
-	}
-	return w, nil
+	return &nfsWriter{c: c.c, fh: fh, window: c.t.o.Window}, nil
 }
 
-// nfsWriter sends UNSTABLE WRITEs, up to len(cs) at once.
+// nfsWriter sends UNSTABLE WRITEs in offset order on the conn's one
+// connection, up to window of them unanswered, as a kernel client's
+// write-behind pipelines them.
 type nfsWriter struct {
-	main *nfsclient.Client
-	cs   []*nfsclient.Client
-	fh   []byte
-	off  uint64
-	free chan *call
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	err  error
-	lats []time.Duration
+	c        *nfsclient.Client
+	fh       []byte
+	window   int
+	off      uint64
+	inflight []sentWrite // in send order
+	err      error
+	lats     []time.Duration
 }
 
 func (w *nfsWriter) Write(p []byte) error {
-	k := <-w.free
-	if err := w.failed(); err != nil {
-		w.free <- k
+	for w.err == nil && len(w.inflight) >= w.window {
+		w.reap()
+	}
+	if w.err != nil {
+		return w.err
+	}
+	k, err := w.c.SendWrite(w.fh, w.off, p, proto.Unstable)
+	if err != nil {
+		w.err = err
 		return err
 	}
-	k.buf = append(k.buf[:0], p...)
-	off := w.off
 	w.off += uint64(len(p))
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		t0 := time.Now()
-		res, err := k.c.Write(w.fh, off, k.buf, proto.Unstable)
-		lat := time.Since(t0)
-		if err == nil && int(res.Count) != len(k.buf) {
-			err = fmt.Errorf("short write: %d of %d bytes", res.Count, len(k.buf))
-		}
-		w.mu.Lock()
-		w.lats = append(w.lats, lat)
-		if err != nil && w.err == nil {
-			w.err = err
-		}
-		w.mu.Unlock()
-		w.free <- k
-	}()
+	w.inflight = append(w.inflight, sentWrite{k, uint32(len(p))})
 	return nil
 }
 
-func (w *nfsWriter) failed() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// reap takes the replies that have arrived, whatever their order, or
+// waits for the oldest if none has.
+func (w *nfsWriter) reap() {
+	keep := w.inflight[:0]
+	for _, k := range w.inflight {
+		select {
+		case <-k.Done():
+			w.take(k)
+		default:
+			keep = append(keep, k)
+		}
+	}
+	if len(keep) == len(w.inflight) && len(keep) > 0 {
+		w.take(keep[0])
+		keep = keep[1:]
+	}
+	w.inflight = keep
+}
+
+// sentWrite is a WRITE in flight and its length.
+type sentWrite struct {
+	*nfsclient.WriteCall
+	n uint32
+}
+
+func (w *nfsWriter) take(k sentWrite) {
+	res, err := k.Wait()
+	w.lats = append(w.lats, k.RoundTrip())
+	if err == nil && res.Count != k.n {
+		err = fmt.Errorf("short write: %d of %d bytes", res.Count, k.n)
+	}
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+// drain waits for every WRITE in flight.
+func (w *nfsWriter) drain() error {
+	for len(w.inflight) > 0 {
+		w.reap()
+	}
 	return w.err
 }
 
-// Sync waits for the calls in flight and sends COMMIT.
+// Sync waits for the WRITEs in flight and sends COMMIT.
 func (w *nfsWriter) Sync() error {
-	w.wg.Wait()
-	if err := w.failed(); err != nil {
+	if err := w.drain(); err != nil {
 		return err
 	}
-	_, err := w.main.Commit(w.fh)
+	_, err := w.c.Commit(w.fh)
 	return err
 }
 
-func (w *nfsWriter) Close() error {
-	w.wg.Wait()
-	closeExtra(w.cs)
-	return w.failed()
-}
+func (w *nfsWriter) Close() error { return w.drain() }
 
-// Latencies are the WRITE round trips (not the time Write waited for a
-// free slot).
-func (w *nfsWriter) Latencies() []time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.lats
-}
+// Latencies are the WRITE round trips, send to reply (not the time Write
+// waited for room in the window).
+func (w *nfsWriter) Latencies() []time.Duration { return w.lats }
 
 func (c *nfsConn) OpenRead(path string) (Reader, error) {
 	fh, size, err := c.open(path, false)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := c.slots()
-	if err != nil {
-		return nil, err
-	}
-	return &nfsReader{cs: cs, fh: fh, size: size}, nil
+	return &nfsReader{c: c.c, fh: fh, size: size, window: c.t.o.Window}, nil
 }
 
-// nfsReader keeps up to len(cs) READs in flight ahead of the reader,
-// never past the size the file had when opened.
+// nfsReader keeps up to window READs in flight ahead of the reader on the
+// conn's one connection, sent in offset order, never past the size the
+// file had when opened (the first READ is always sent, so a file that
+// grew still ends with an eof).
 type nfsReader struct {
-	cs    []*nfsclient.Client
-	fh    []byte
-	size  uint64
-	next  uint64 // offset of the next READ to send
-	queue []*call
-	eof   bool
-	lats  []time.Duration
+	c      *nfsclient.Client
+	fh     []byte
+	size   uint64
+	window int
+	next   uint64 // offset of the next READ to send
+	queue  []*nfsclient.ReadCall
+	eof    bool
+	lats   []time.Duration
 }
 
 func (r *nfsReader) Read(p []byte) (int, error) {
-	if len(r.cs) == 1 {
-		if r.eof {
-			return 0, io.EOF
-		}
-		t0 := time.Now()
-		data, eof, err := r.cs[0].Read(r.fh, r.next, uint32(len(p)))
-		r.lats = append(r.lats, time.Since(t0))
+	if r.eof {
+		return 0, io.EOF
+	}
+	for len(r.queue) < r.window && (r.next < r.size || len(r.queue) == 0) {
+		k, err := r.c.SendRead(r.fh, r.next, uint32(len(p)))
 		if err != nil {
 			return 0, err
 		}
-		r.next += uint64(len(data))
-		r.eof = eof || len(data) == 0
-		if len(data) == 0 {
-			return 0, io.EOF
-		}
-		return copy(p, data), nil
-	}
-	// Keep the window full. Calls go round the connections in order, so
-	// a connection's next call is sent only after its previous one was
-	// taken off the queue below.
-	for len(r.queue) < len(r.cs) && r.next < r.size {
-		r.sendOn(len(p))
-	}
-	if len(r.queue) == 0 {
-		return 0, io.EOF
+		r.next += uint64(len(p))
+		r.queue = append(r.queue, k)
 	}
 	k := r.queue[0]
-	<-k.done
 	r.queue = r.queue[1:]
-	r.lats = append(r.lats, k.lat)
-	if k.err != nil {
-		return 0, k.err
+	data, eof, err := k.Wait()
+	r.lats = append(r.lats, k.RoundTrip())
+	if err != nil {
+		return 0, err
 	}
-	if k.n == 0 {
+	if len(data) == 0 || (eof && len(r.queue) == 0) {
+		r.eof = true
+	}
+	if len(data) == 0 {
 		return 0, io.EOF
 	}
-	return copy(p, k.buf), nil
-}
-
-// sendOn sends the next READ on the connection no queued call uses.
-func (r *nfsReader) sendOn(count int) {
-	busy := make(map[*nfsclient.Client]bool, len(r.queue))
-	for _, k := range r.queue {
-		busy[k.c] = true
-	}
-	for _, c := range r.cs {
-		if !busy[c] {
-			k := &call{c: c, done: make(chan struct{})}
-			off := r.next
-			r.next += uint64(count)
-			r.queue = append(r.queue, k)
-			go func() {
-				defer close(k.done)
-				t0 := time.Now()
-				data, eof, err := k.c.Read(r.fh, off, uint32(count))
-				k.lat = time.Since(t0)
-				k.buf, k.n, k.eof, k.err = data, len(data), eof, err
-			}()
-			return
-		}
-	}
+	return copy(p, data), nil
 }
 
 func (r *nfsReader) Close() error {
 	for _, k := range r.queue {
-		<-k.done
+		_, _, _ = k.Wait()
 	}
 	r.queue = nil
-	closeExtra(r.cs)
 	return nil
 }
 

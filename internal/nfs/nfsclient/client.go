@@ -1,30 +1,51 @@
 // Package nfsclient is a small NFSv3 client over ONC RPC on TCP, enough to
-// drive Cairn's NFS gateway from tests and tools: one call at a time on
-// one connection, AUTH_SYS credentials. It is not a general-purpose
+// drive Cairn's NFS gateway from tests and tools: one connection, calls
+// pipelined on it, AUTH_SYS credentials. It is not a general-purpose
 // client: no retransmission, no portmapper, no caching.
 package nfsclient
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/nfs/proto"
 )
 
-// Client is one connection to a gateway. Safe for concurrent use (calls
-// are serialised).
+// ErrClosed is returned by calls made after Close, and (wrapped) by calls
+// pending when the client was closed or the connection broke.
+var ErrClosed = errors.New("nfsclient: connection closed")
+
+// maxReply bounds a reply record.
+const maxReply = 4 << 20
+
+// Client is one connection to a gateway. Safe for concurrent use: calls
+// are pipelined on the connection. Each call's record is written whole
+// under a send lock, so calls are sent in the order they reach it (and
+// calls sent from one goroutine, in that goroutine's order); one reader
+// goroutine hands each reply to its call by xid, in whatever order the
+// server answers.
 type Client struct {
-	mu   sync.Mutex
 	conn net.Conn
-	xid  uint32
+
+	sendMu sync.Mutex // serialises sends; guards xid and Auth
+	xid    uint32
 	// Auth is the credential sent with every call (default: AUTH_SYS
-	// uid 0, gid 0).
+	// uid 0, gid 0). Set it with SetUser once calls may be running.
 	Auth proto.Auth
-	// Timeout bounds each call (default 30 s).
+	// Timeout bounds each call from its send to its reply (default 30 s;
+	// zero or less: no bound). A call that times out is abandoned: its
+	// late reply is dropped.
 	Timeout time.Duration
+
+	mu      sync.Mutex // guards pending and err
+	pending map[uint32]*Pending
+	err     error         // why the connection is unusable; set once
+	done    chan struct{} // closed when the reader has returned
 }
 
 // Dial connects to addr (host:port of the gateway).
@@ -33,8 +54,15 @@ func Dial(addr string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{conn: conn, xid: uint32(time.Now().UnixNano()), Timeout: 30 * time.Second}
+	c := &Client{
+		conn:    conn,
+		xid:     uint32(time.Now().UnixNano()),
+		Timeout: 30 * time.Second,
+		pending: make(map[uint32]*Pending),
+		done:    make(chan struct{}),
+	}
 	c.SetUser(0, 0)
+	go c.readReplies()
 	return c, nil
 }
 
@@ -42,13 +70,60 @@ func Dial(addr string) (*Client, error) {
 func (c *Client) SetUser(uid, gid uint32, gids ...uint32) {
 	var w proto.Writer
 	proto.AuthSysParams{Machine: "nfsclient", Uid: uid, Gid: gid, Gids: gids}.Encode(&w)
-	c.mu.Lock()
+	c.sendMu.Lock()
 	c.Auth = proto.Auth{Flavor: proto.AuthSys, Body: w.B}
-	c.mu.Unlock()
+	c.sendMu.Unlock()
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connection and waits for the reader to stop; calls
+// still waiting for a reply fail with ErrClosed.
+func (c *Client) Close() error {
+	c.fail(ErrClosed)
+	err := c.conn.Close()
+	<-c.done
+	return err
+}
+
+// fail records why the connection cannot be used (the first reason
+// wins), fails the pending calls and closes the connection.
+func (c *Client) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	err = c.err
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	for _, p := range pending {
+		p.finish(nil, err)
+	}
+	_ = c.conn.Close()
+}
+
+// readReplies hands each reply record to the call with its xid; replies
+// to abandoned calls are dropped. It returns when the connection fails.
+func (c *Client) readReplies() {
+	defer close(c.done)
+	br := bufio.NewReaderSize(c.conn, 64<<10)
+	for {
+		rec, err := proto.ReadRecord(br, maxReply)
+		if err != nil {
+			c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
+			return
+		}
+		now := time.Now()
+		xid := proto.NewReader(rec).Uint32()
+		c.mu.Lock()
+		p := c.pending[xid]
+		delete(c.pending, xid)
+		c.mu.Unlock()
+		if p != nil {
+			p.recv = now
+			p.finish(rec, nil)
+		}
+	}
+}
 
 // RPCError is a call the server did not accept (or denied).
 type RPCError struct {
@@ -63,14 +138,89 @@ func (e *RPCError) Error() string {
 	return fmt.Sprintf("rpc: call not accepted (accept_stat %d)", e.Stat)
 }
 
-// Call sends one call and returns the procedure's results.
-func (c *Client) Call(prog, vers, proc uint32, args []byte) ([]byte, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// Pending is a call that was sent; Wait takes its reply.
+type Pending struct {
+	c    *Client
+	xid  uint32
+	sent time.Time
+	recv time.Time // set by the reader before done is closed
+	rec  []byte
+	err  error
+	done chan struct{}
+}
+
+func (p *Pending) finish(rec []byte, err error) {
+	p.rec, p.err = rec, err
+	close(p.done)
+}
+
+// Done is closed when the reply has arrived or the call has failed
+// (Wait then returns at once).
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// RoundTrip is the time from just before the call was sent to the
+// arrival of its reply (zero if no reply arrived). Valid after Wait.
+func (p *Pending) RoundTrip() time.Duration {
+	if p.recv.IsZero() {
+		return 0
+	}
+	return p.recv.Sub(p.sent)
+}
+
+// Wait waits for the reply (or the client's Timeout since the send, or
+// Close) and returns the procedure's results. Call it once per Pending.
+func (p *Pending) Wait() ([]byte, error) {
+	if d := p.c.Timeout; d > 0 {
+		t := time.NewTimer(d - time.Since(p.sent))
+		select {
+		case <-p.done:
+			t.Stop()
+		case <-t.C:
+			p.c.mu.Lock()
+			_, mine := p.c.pending[p.xid]
+			delete(p.c.pending, p.xid)
+			p.c.mu.Unlock()
+			if mine {
+				return nil, fmt.Errorf("rpc: xid %d: no reply in %v: %w", p.xid, d, os.ErrDeadlineExceeded)
+			}
+			<-p.done // delivered or failed meanwhile
+		}
+	} else {
+		<-p.done
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	r := proto.NewReader(p.rec)
+	r.Uint32() // xid
+	if r.Uint32() != proto.MsgReply {
+		return nil, errors.New("rpc: not a reply")
+	}
+	if r.Uint32() == proto.MsgDenied {
+		return nil, &RPCError{Denied: true, Stat: r.Uint32()}
+	}
+	r.Uint32()
+	r.Opaque(proto.MaxAuthBody)
+	if st := r.Uint32(); st != proto.Success {
+		return nil, &RPCError{Stat: st}
+	}
+	if r.Err() != nil {
+		return nil, r.Err()
+	}
+	return r.Rest(), nil
+}
+
+// Send sends one call and returns without waiting for the reply. The
+// record is written before Send returns, so calls sent one after the
+// other from one goroutine reach the server in that order. args are not
+// kept.
+func (c *Client) Send(prog, vers, proc uint32, args []byte) (*Pending, error) {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
 	c.xid++
-	xid := c.xid
+	p := &Pending{c: c, xid: c.xid, done: make(chan struct{})}
 	w := proto.Writer{B: make([]byte, 4, 128+len(args))}
-	w.Uint32(xid)
+	w.Uint32(p.xid)
 	w.Uint32(proto.MsgCall)
 	w.Uint32(proto.RPCVersion)
 	w.Uint32(prog)
@@ -81,35 +231,37 @@ func (c *Client) Call(prog, vers, proc uint32, args []byte) ([]byte, error) {
 	w.Uint32(proto.AuthNone)
 	w.Opaque(nil)
 	w.B = append(w.B, args...)
-	_ = c.conn.SetDeadline(time.Now().Add(c.Timeout))
-	if _, err := c.conn.Write(proto.AppendRecordMark(w.B)); err != nil {
+
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
 		return nil, err
 	}
-	for {
-		rec, err := proto.ReadRecord(c.conn, 4<<20)
-		if err != nil {
-			return nil, err
-		}
-		r := proto.NewReader(rec)
-		if r.Uint32() != xid {
-			continue // a reply to an abandoned call
-		}
-		if r.Uint32() != proto.MsgReply {
-			return nil, errors.New("rpc: not a reply")
-		}
-		if r.Uint32() == proto.MsgDenied {
-			return nil, &RPCError{Denied: true, Stat: r.Uint32()}
-		}
-		r.Uint32()
-		r.Opaque(proto.MaxAuthBody)
-		if st := r.Uint32(); st != proto.Success {
-			return nil, &RPCError{Stat: st}
-		}
-		if r.Err() != nil {
-			return nil, r.Err()
-		}
-		return r.Rest(), nil
+	c.pending[p.xid] = p // before the write: the reply may beat Write's return
+	c.mu.Unlock()
+
+	p.sent = time.Now()
+	var deadline time.Time // none
+	if c.Timeout > 0 {
+		deadline = p.sent.Add(c.Timeout)
 	}
+	_ = c.conn.SetWriteDeadline(deadline)
+	if _, err := c.conn.Write(proto.AppendRecordMark(w.B)); err != nil {
+		// A record cut short breaks the stream for every call.
+		c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
+		return nil, err
+	}
+	return p, nil
+}
+
+// Call sends one call and returns the procedure's results.
+func (c *Client) Call(prog, vers, proc uint32, args []byte) ([]byte, error) {
+	p, err := c.Send(prog, vers, proc, args)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait()
 }
 
 // MountStatusError is a mountstat3 other than MNT3_OK.

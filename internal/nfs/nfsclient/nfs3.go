@@ -15,6 +15,12 @@ func (e StatusError) Error() string { return fmt.Sprintf("nfs status %d", uint32
 // status, or the status as a StatusError.
 func (c *Client) call(proc uint32, args *proto.Writer) (*proto.Reader, error) {
 	res, err := c.Call(proto.ProgNFS, proto.NFSVersion, proc, args.B)
+	return status(res, err)
+}
+
+// status reads the nfsstat3 that starts the results res of a call that
+// returned err.
+func status(res []byte, err error) (*proto.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -165,18 +171,40 @@ func (c *Client) Readlink(fh []byte) (string, error) {
 
 // Read reads up to count bytes at off.
 func (c *Client) Read(fh []byte, off uint64, count uint32) (data []byte, eof bool, err error) {
+	k, err := c.SendRead(fh, off, count)
+	if err != nil {
+		return nil, false, err
+	}
+	return k.Wait()
+}
+
+// ReadCall is a READ that was sent; Wait takes its reply.
+type ReadCall struct{ *Pending }
+
+// SendRead sends a READ of up to count bytes at off without waiting for
+// the reply.
+func (c *Client) SendRead(fh []byte, off uint64, count uint32) (*ReadCall, error) {
 	var w proto.Writer
 	w.Opaque(fh)
 	w.Uint64(off)
 	w.Uint32(count)
-	r, err := c.call(proto.NFSProcRead, &w)
+	p, err := c.Send(proto.ProgNFS, proto.NFSVersion, proto.NFSProcRead, w.B)
+	if err != nil {
+		return nil, err
+	}
+	return &ReadCall{p}, nil
+}
+
+// Wait returns the data read and whether it ends the file.
+func (k *ReadCall) Wait() (data []byte, eof bool, err error) {
+	r, err := status(k.Pending.Wait())
 	if err != nil {
 		return nil, false, err
 	}
 	proto.DecodePostOpAttr(r)
 	r.Uint32()
 	eof = r.Bool()
-	data = append([]byte(nil), r.Opaque(1<<30)...)
+	data = r.Opaque(1 << 30) // aliases the reply record, which is k's alone
 	return data, eof, r.Err()
 }
 
@@ -189,13 +217,35 @@ type WriteResult struct {
 
 // Write writes data at off with the stable_how stable.
 func (c *Client) Write(fh []byte, off uint64, data []byte, stable uint32) (WriteResult, error) {
+	k, err := c.SendWrite(fh, off, data, stable)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	return k.Wait()
+}
+
+// WriteCall is a WRITE that was sent; Wait takes its reply.
+type WriteCall struct{ *Pending }
+
+// SendWrite sends a WRITE of data at off without waiting for the reply;
+// data is not kept.
+func (c *Client) SendWrite(fh []byte, off uint64, data []byte, stable uint32) (*WriteCall, error) {
 	var w proto.Writer
 	w.Opaque(fh)
 	w.Uint64(off)
 	w.Uint32(uint32(len(data)))
 	w.Uint32(stable)
 	w.Opaque(data)
-	r, err := c.call(proto.NFSProcWrite, &w)
+	p, err := c.Send(proto.ProgNFS, proto.NFSVersion, proto.NFSProcWrite, w.B)
+	if err != nil {
+		return nil, err
+	}
+	return &WriteCall{p}, nil
+}
+
+// Wait returns what the server answered.
+func (k *WriteCall) Wait() (WriteResult, error) {
+	r, err := status(k.Pending.Wait())
 	if err != nil {
 		return WriteResult{}, err
 	}
