@@ -247,10 +247,6 @@ func (m *Meta) CompactChunk(ctx context.Context, ino base.Ino, index uint32, old
 // release queues the slices of dropped for deletion unless still
 // referenced by keep or by any version of the chunk left in the store.
 func (o *op) release(ino base.Ino, index uint32, dropped, keep []base.Slice) error {
-	used := make(map[uint64]bool)
-	for _, s := range keep {
-		used[s.ID] = true
-	}
 	// The live version is keep (the caller just wrote or deleted it); only
 	// versions of older epochs, which snapshots retain, can still refer to
 	// dropped slices. Reading just those avoids stepping over every
@@ -265,25 +261,11 @@ func (o *op) release(ino base.Ino, index uint32, dropped, keep []base.Slice) err
 			return err
 		}
 	}
-	for _, v := range vs {
-		if len(v.value) > 0 && v.value[0] == tagLive {
-			ss, err := decodeSlices(v.value[1:])
-			if err != nil {
-				return fmt.Errorf("chunk %d of inode %d: %w", index, ino, err)
-			}
-			for _, s := range ss {
-				used[s.ID] = true
-			}
-		}
+	kept, err := sliceLists(chunkKey(ino, index), vs)
+	if err != nil {
+		return err
 	}
-	for _, s := range dropped {
-		if s.ID == 0 || used[s.ID] {
-			continue
-		}
-		used[s.ID] = true
-		o.Set(pendingKey(s.ID), u32(nil, s.Size))
-		o.deletesQueued = true
-	}
+	o.freeSlices(dropped, append(kept, keep)...)
 	return nil
 }
 

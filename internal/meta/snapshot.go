@@ -19,6 +19,7 @@ package meta
 // the job to be resumed (ResumeSnapshotJobs, also run by gc).
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -146,18 +147,8 @@ func listSnapshots(r kv.Reader) ([]Snapshot, error) {
 	if err == nil {
 		err = derr
 	}
-	slices.SortFunc(out, func(a, b Snapshot) int { return cmpU64(a.Epoch, b.Epoch) })
+	slices.SortFunc(out, func(a, b Snapshot) int { return cmp.Compare(a.Epoch, b.Epoch) })
 	return out, err
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Snapshots lists the snapshots, oldest first.

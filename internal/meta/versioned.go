@@ -433,31 +433,49 @@ func (t *wtx) pruneOlder(logical []byte, vs []version, payload []byte) (olderVis
 // releaseVersions queues for deletion the slices of the deleted chunk
 // versions victims that no version in kept references.
 func (t *wtx) releaseVersions(logical []byte, victims, kept []version) error {
-	used := make(map[uint64]bool)
-	for _, v := range kept {
-		ss, err := versionSlices(logical, v)
-		if err != nil {
-			return err
-		}
-		for _, s := range ss {
-			used[s.ID] = true
-		}
+	keptLists, err := sliceLists(logical, kept)
+	if err != nil {
+		return err
 	}
-	for _, v := range victims {
-		ss, err := versionSlices(logical, v)
-		if err != nil {
-			return err
-		}
-		for _, s := range ss {
-			if s.ID == 0 || used[s.ID] {
-				continue
-			}
-			used[s.ID] = true
-			t.Set(pendingKey(s.ID), u32(nil, s.Size))
-			t.deletesQueued = true
-		}
+	victimLists, err := sliceLists(logical, victims)
+	if err != nil {
+		return err
 	}
+	t.freeSlices(slices.Concat(victimLists...), keptLists...)
 	return nil
+}
+
+// sliceLists decodes the slice lists of chunk versions (tombstones give
+// none).
+func sliceLists(logical []byte, vs []version) ([][]base.Slice, error) {
+	out := make([][]base.Slice, 0, len(vs))
+	for _, v := range vs {
+		ss, err := versionSlices(logical, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ss)
+	}
+	return out, nil
+}
+
+// freeSlices queues for deletion each slice of dropped that no list in
+// kept references (zero slices hold no data).
+func (t *wtx) freeSlices(dropped []base.Slice, kept ...[]base.Slice) {
+	used := make(map[uint64]bool)
+	for _, ss := range kept {
+		for _, s := range ss {
+			used[s.ID] = true
+		}
+	}
+	for _, s := range dropped {
+		if s.ID == 0 || used[s.ID] {
+			continue
+		}
+		used[s.ID] = true
+		t.Set(pendingKey(s.ID), u32(nil, s.Size))
+		t.deletesQueued = true
+	}
 }
 
 // versionSlices decodes the slice list of a chunk version (none for a

@@ -43,11 +43,10 @@ type turn struct {
 	off uint64
 }
 
-// writeArgs returns the file handle and offset of rec if it is an NFSv3
-// WRITE call.
-func writeArgs(rec []byte) (string, uint64, bool) {
-	call, err := proto.ParseCall(rec)
-	if err != nil || !call.Valid || call.Prog != proto.ProgNFS || call.Vers != proto.NFSVersion || call.Proc != proto.NFSProcWrite {
+// writeArgs returns the file handle and offset of call if it is an NFSv3
+// WRITE.
+func writeArgs(call proto.Call) (string, uint64, bool) {
+	if !call.Valid || call.Prog != proto.ProgNFS || call.Vers != proto.NFSVersion || call.Proc != proto.NFSProcWrite {
 		return "", 0, false
 	}
 	r := proto.NewReader(call.Args)
@@ -59,10 +58,10 @@ func writeArgs(rec []byte) (string, uint64, bool) {
 	return string(fh), off, true
 }
 
-// register records rec if it is a WRITE and returns its turn (nil
+// register records call if it is a WRITE and returns its turn (nil
 // otherwise). Called by a connection's reader, before the handler starts.
-func (o *writeOrder) register(rec []byte) *turn {
-	key, off, ok := writeArgs(rec)
+func (o *writeOrder) register(call proto.Call) *turn {
+	key, off, ok := writeArgs(call)
 	if !ok {
 		return nil
 	}

@@ -9,16 +9,25 @@ import (
 	"github.com/cairnfs/cairn/internal/nfs/proto"
 )
 
-// writeRecord builds the record (without its mark, as the reader hands
-// it on) of a WRITE call of fh at off.
-func writeRecord(fh []byte, off uint64) []byte {
+// writeCall builds a decoded WRITE call of fh at off, as the reader
+// hands it on.
+func writeCall(t *testing.T, fh []byte, off uint64) proto.Call {
 	w := &proto.Writer{}
 	w.Opaque(fh)
 	w.Uint64(off)
 	w.Uint32(1)
 	w.Uint32(proto.Unstable)
 	w.Opaque([]byte{0})
-	return callRecord(1, proto.RPCVersion, proto.ProgNFS, proto.NFSVersion, proto.NFSProcWrite, proto.AuthNone, w.B)[4:]
+	return mustCall(t, callRecord(1, proto.RPCVersion, proto.ProgNFS, proto.NFSVersion, proto.NFSProcWrite, proto.AuthNone, w.B)[4:])
+}
+
+func mustCall(t *testing.T, rec []byte) proto.Call {
+	t.Helper()
+	call, err := proto.ParseCall(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return call
 }
 
 // TestWriteOrder: handlers of registered WRITEs of one file are served
@@ -28,10 +37,10 @@ func TestWriteOrder(t *testing.T) {
 	var o writeOrder
 	var turns []*turn
 	for _, off := range []uint64{0, 100, 200, 300} {
-		turns = append(turns, o.register(writeRecord([]byte("fileA"), off)))
+		turns = append(turns, o.register(writeCall(t, []byte("fileA"), off)))
 	}
-	other := o.register(writeRecord([]byte("fileB"), 500))
-	if o.register(callRecord(1, proto.RPCVersion, proto.ProgNFS, proto.NFSVersion, proto.NFSProcGetAttr, proto.AuthNone, nil)[4:]) != nil {
+	other := o.register(writeCall(t, []byte("fileB"), 500))
+	if o.register(mustCall(t, callRecord(1, proto.RPCVersion, proto.ProgNFS, proto.NFSVersion, proto.NFSProcGetAttr, proto.AuthNone, nil)[4:])) != nil {
 		t.Fatal("a GETATTR was registered as a write")
 	}
 	other.wait() // another file: no wait

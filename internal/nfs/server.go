@@ -267,13 +267,22 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		reqs.Add(1)
-		t := s.order.register(rec) // in arrival order, before serving
+		call, perr := proto.ParseCall(rec)
+		var t *turn
+		if perr == nil {
+			t = s.order.register(call) // in arrival order, before serving
+		}
 		go func() {
 			defer func() { <-sem; reqs.Done() }()
 			if t != nil {
 				t.wait()
 			}
-			reply := s.handleRecord(remote, allowed, rec)
+			var reply []byte
+			if perr == nil {
+				reply = s.handleCall(remote, allowed, call)
+			} else {
+				s.log.Debug("nfs: undecodable record", "remote", remote, "err", perr)
+			}
 			if t != nil {
 				t.done()
 			}
@@ -304,12 +313,18 @@ type request struct {
 // handleRecord serves one record from a client at remote, which the
 // export allows or not, and returns the framed reply, or nil when the
 // record is not a call that can be answered.
-func (s *Server) handleRecord(remote string, allowed bool, rec []byte) (reply []byte) {
+func (s *Server) handleRecord(remote string, allowed bool, rec []byte) []byte {
 	call, err := proto.ParseCall(rec)
 	if err != nil {
 		s.log.Debug("nfs: undecodable record", "remote", remote, "err", err)
 		return nil
 	}
+	return s.handleCall(remote, allowed, call)
+}
+
+// handleCall serves one decoded call and returns the framed reply, or nil
+// when it cannot be answered.
+func (s *Server) handleCall(remote string, allowed bool, call proto.Call) (reply []byte) {
 	defer func() {
 		// A bug in a procedure must not take the gateway down: answer
 		// SYSTEM_ERR and log it.
