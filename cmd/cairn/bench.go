@@ -15,7 +15,7 @@ import (
 
 func newBenchCommand() *cobra.Command {
 	var (
-		path, nfsAddr, workloads, blockSizes, fileSize string
+		path, nfsAddr, workloads, blockSizes, fileSize, nfsTransfer string
 		nfsMountPort, nfsWindow, files, procs, pid     int
 		metricsURL                                     string
 		asJSON, dropCaches                             bool
@@ -31,8 +31,12 @@ directory of its own) against a target:
                  directory...), through plain system calls;
   --nfs ADDR     an NFSv3 server, through Cairn's Go NFS client (no kernel
                  client): CREATE, LOOKUP (stat), REMOVE, UNSTABLE WRITEs
-                 then COMMIT, READ. MOUNT is asked on --nfs-mount-port when
-                 the server serves it on another port (Ganesha, knfsd).
+                 then COMMIT, READ. Like the Linux client, it gathers
+                 sequential writes and reads into calls of the server's
+                 preferred size (FSINFO, at most 1 MiB; --nfs-transfer),
+                 --nfs-window of them in flight. MOUNT is asked on
+                 --nfs-mount-port when the server serves it on another
+                 port (Ganesha, knfsd).
 
 Everything happens in a new directory under the target, removed at the end.
 For every workload it prints the five figures of the classic NFSv3/v4 study:
@@ -40,8 +44,9 @@ client CPU µs per op (this process, getrusage), server CPU µs per op
 (/proc/PID/stat of --server-pid; n/a without it), ops/s (and MB/s), mean and
 p99 latency, and backend operations per op, read from a Cairn server's
 --metrics endpoint (--server-metrics; n/a without it, or for counters the
-server does not export). A sequential op is one read/write call or RPC of
---bs bytes; the seq-write time includes the final fsync or COMMIT.`,
+server does not export). A sequential op is one read or write call of --bs
+bytes by the application (one RPC with --nfs-transfer call); the seq-write
+time includes the final fsync or COMMIT.`,
 		Example: `  cairn bench --path /mnt/cairn --server-pid $(pgrep -o -f 'cairn mount') --server-metrics http://127.0.0.1:9567/metrics
   cairn bench --nfs 127.0.0.1:20490 --server-pid 4242 --json
   cairn bench --nfs 127.0.0.1:20491/srv/export --nfs-mount-port 20492 --bs 128K --size 64M --files 500
@@ -89,6 +94,17 @@ server does not export). A sequential op is one read/write call or RPC of
 					return fmt.Errorf("--nfs %q: want HOST:PORT[/EXPORT]: %w", nfsAddr, err)
 				}
 				no := bench.NFSOptions{Addr: addr, Export: export, Window: nfsWindow}
+				switch nfsTransfer {
+				case "server":
+				case "call":
+					no.Transfer = bench.PerCall
+				default:
+					n, err := parseSize(nfsTransfer)
+					if err != nil || n < 512 {
+						return fmt.Errorf("--nfs-transfer %q: want server, call, or a size of at least 512 bytes", nfsTransfer)
+					}
+					no.Transfer = int(n)
+				}
 				if nfsMountPort != 0 {
 					no.MountAddr = net.JoinHostPort(host, strconv.Itoa(nfsMountPort))
 				}
@@ -113,6 +129,7 @@ server does not export). A sequential op is one read/write call or RPC of
 	f.StringVar(&path, "path", "", "benchmark this directory (a mounted file system) through system calls")
 	f.StringVar(&nfsAddr, "nfs", "", "benchmark this NFSv3 server, HOST:PORT[/EXPORT] (export default /)")
 	f.IntVar(&nfsMountPort, "nfs-mount-port", 0, "port of the server's MOUNT program (default: the NFS port)")
+	f.StringVar(&nfsTransfer, "nfs-transfer", "server", "size of sequential READs and WRITEs over NFS: server (its preferred size, at most 1 MiB, as the Linux client; reads and writes are gathered into calls of that size), call (one call per read or write, of the block size), or a size")
 	f.IntVar(&nfsWindow, "nfs-window", 4, "READ/WRITE calls kept in flight by sequential workloads over NFS, pipelined on one connection")
 	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.AllWorkloads, ",")+" (default all)")
 	f.StringVar(&blockSizes, "bs", "8K,32K,128K", "block sizes of the sequential workloads")

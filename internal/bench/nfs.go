@@ -23,7 +23,20 @@ type NFSOptions struct {
 	// in flight, pipelined on its one connection, as a kernel client's
 	// read-ahead and write-behind would (default 1: one call at a time).
 	Window int
+	// Transfer is the size of the READ and WRITE calls of sequential
+	// workloads. 0 (the default) does what the Linux client does at
+	// mount: the server's preferred sizes from FSINFO (rtpref, wtpref),
+	// at most its maxima and 1 MiB; the application's reads and writes
+	// are then gathered into calls of that size (write-behind, flushed
+	// by fsync/COMMIT and close) and served from calls of that size
+	// (read-ahead). A positive value asks that size instead (still at
+	// most the server's maxima). PerCall sends one call per application
+	// read or write, of the application's size.
+	Transfer int
 }
+
+// PerCall as NFSOptions.Transfer: one READ or WRITE per application call.
+const PerCall = -1
 
 // ParseNFSAddr splits "HOST:PORT[/export]" into the address and the
 // export path (default "/").
@@ -36,8 +49,9 @@ func ParseNFSAddr(s string) (addr, export string) {
 
 // NFSTarget is an NFSv3 server driven through nfsclient.
 type NFSTarget struct {
-	o    NFSOptions
-	root []byte
+	o            NFSOptions
+	root         []byte
+	rsize, wsize int // 0: per call
 }
 
 // DialNFS mounts the export (MNT) and returns the target.
@@ -55,7 +69,47 @@ func DialNFS(o NFSOptions) (*NFSTarget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s:%s: %w", o.MountAddr, o.Export, err)
 	}
-	return &NFSTarget{o: o, root: root}, nil
+	t := &NFSTarget{o: o, root: root}
+	if o.Transfer != PerCall {
+		if o.Transfer < 0 {
+			return nil, fmt.Errorf("nfs transfer size %d: want a size, 0 (the server's) or PerCall", o.Transfer)
+		}
+		if err := t.negotiate(); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// maxTransfer is the largest call the client sends, as the Linux client.
+const maxTransfer = 1 << 20
+
+// negotiate sets the transfer sizes from the server's FSINFO.
+func (t *NFSTarget) negotiate() error {
+	c, err := nfsclient.Dial(t.o.Addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fi, err := c.FSInfo(t.root)
+	if err != nil {
+		return fmt.Errorf("fsinfo %s: %w", t.o.Addr, err)
+	}
+	size := func(pref, max uint32) int {
+		n := int(pref)
+		if t.o.Transfer > 0 {
+			n = t.o.Transfer
+		}
+		if max > 0 {
+			n = min(n, int(max))
+		}
+		return min(n, maxTransfer)
+	}
+	t.rsize, t.wsize = size(fi.RTPref, fi.RTMax), size(fi.WTPref, fi.WTMax)
+	if t.rsize < 512 || t.wsize < 512 {
+		return fmt.Errorf("fsinfo %s: transfer sizes read %d, write %d are too small", t.o.Addr, t.rsize, t.wsize)
+	}
+	return nil
 }
 
 func (t *NFSTarget) Describe() string {
@@ -65,6 +119,11 @@ func (t *NFSTarget) Describe() string {
 	}
 	if t.o.Window > 1 {
 		s += fmt.Sprintf(", %d calls in flight on one connection", t.o.Window)
+	}
+	if t.rsize > 0 {
+		s += fmt.Sprintf(", rsize %d wsize %d", t.rsize, t.wsize)
+	} else {
+		s += ", one call per read or write"
 	}
 	return s
 }
@@ -200,23 +259,53 @@ func (c *nfsConn) OpenWrite(path string) (Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nfsWriter{c: c.c, fh: fh, window: c.t.o.Window}, nil
+	w := &nfsWriter{c: c.c, fh: fh, window: c.t.o.Window}
+	if c.t.wsize > 0 {
+		w.buf = make([]byte, 0, c.t.wsize)
+	}
+	return w, nil
 }
 
 // nfsWriter sends UNSTABLE WRITEs in offset order on the conn's one
 // connection, up to window of them unanswered, as a kernel client's
-// write-behind pipelines them.
+// write-behind pipelines them. With a transfer size (buf not nil) it
+// gathers the application's writes into WRITEs of that size.
 type nfsWriter struct {
 	c        *nfsclient.Client
 	fh       []byte
 	window   int
-	off      uint64
+	buf      []byte      // gathered, not yet sent (nil: one WRITE per Write)
+	off      uint64      // of the next WRITE
 	inflight []sentWrite // in send order
+	calls    int         // WRITEs sent
 	err      error
 	lats     []time.Duration
 }
 
 func (w *nfsWriter) Write(p []byte) error {
+	if w.buf == nil {
+		return w.send(p)
+	}
+	for len(p) > 0 && w.err == nil {
+		n := copy(w.buf[len(w.buf):cap(w.buf)], p)
+		w.buf, p = w.buf[:len(w.buf)+n], p[n:]
+		if len(w.buf) == cap(w.buf) {
+			w.flush()
+		}
+	}
+	return w.err
+}
+
+// flush sends what is gathered.
+func (w *nfsWriter) flush() {
+	if len(w.buf) > 0 && w.err == nil {
+		_ = w.send(w.buf) // SendWrite does not keep the data
+		w.buf = w.buf[:0]
+	}
+}
+
+// send sends one WRITE of p at the next offset.
+func (w *nfsWriter) send(p []byte) error {
 	for w.err == nil && len(w.inflight) >= w.window {
 		w.reap()
 	}
@@ -229,6 +318,7 @@ func (w *nfsWriter) Write(p []byte) error {
 		return err
 	}
 	w.off += uint64(len(p))
+	w.calls++
 	w.inflight = append(w.inflight, sentWrite{k, uint32(len(p))})
 	return nil
 }
@@ -269,8 +359,9 @@ func (w *nfsWriter) take(k sentWrite) {
 	}
 }
 
-// drain waits for every WRITE in flight.
+// drain sends what is gathered and waits for every WRITE in flight.
 func (w *nfsWriter) drain() error {
+	w.flush()
 	for len(w.inflight) > 0 {
 		w.reap()
 	}
@@ -289,42 +380,77 @@ func (w *nfsWriter) Sync() error {
 func (w *nfsWriter) Close() error { return w.drain() }
 
 // Latencies are the WRITE round trips, send to reply (not the time Write
-// waited for room in the window).
-func (w *nfsWriter) Latencies() []time.Duration { return w.lats }
+// waited for room in the window), when each Write is one WRITE; when
+// writes are gathered, none (the runner times each Write, as it times a
+// write(2) the kernel's page cache absorbs).
+func (w *nfsWriter) Latencies() []time.Duration {
+	if w.buf != nil {
+		return nil
+	}
+	return w.lats
+}
 
 func (c *nfsConn) OpenRead(path string) (Reader, error) {
 	fh, size, err := c.open(path, false)
 	if err != nil {
 		return nil, err
 	}
-	return &nfsReader{c: c.c, fh: fh, size: size, window: c.t.o.Window}, nil
+	return &nfsReader{c: c.c, fh: fh, size: size, window: c.t.o.Window, rsize: c.t.rsize}, nil
 }
 
 // nfsReader keeps up to window READs in flight ahead of the reader on the
 // conn's one connection, sent in offset order, never past the size the
 // file had when opened (the first READ is always sent, so a file that
-// grew still ends with an eof).
+// grew still ends with an eof). READs are of rsize bytes, or of the
+// application's read size when rsize is 0; the application's reads are
+// served from the data of the oldest.
 type nfsReader struct {
 	c      *nfsclient.Client
 	fh     []byte
 	size   uint64
 	window int
+	rsize  int
 	next   uint64 // offset of the next READ to send
 	queue  []*nfsclient.ReadCall
+	calls  int    // READs sent
+	cur    []byte // data of the last READ taken, not yet read
+	last   bool   // cur ends the file
 	eof    bool
 	lats   []time.Duration
 }
 
 func (r *nfsReader) Read(p []byte) (int, error) {
-	if r.eof {
-		return 0, io.EOF
-	}
-	for len(r.queue) < r.window && (r.next < r.size || len(r.queue) == 0) {
-		k, err := r.c.SendRead(r.fh, r.next, uint32(len(p)))
-		if err != nil {
+	if len(r.cur) == 0 {
+		if r.eof || r.last {
+			r.eof = true
+			return 0, io.EOF
+		}
+		if err := r.take(len(p)); err != nil {
 			return 0, err
 		}
-		r.next += uint64(len(p))
+		if len(r.cur) == 0 {
+			r.eof = true
+			return 0, io.EOF
+		}
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+// take fills the window and waits for the oldest READ.
+func (r *nfsReader) take(want int) error {
+	size := r.rsize
+	if size == 0 {
+		size = want
+	}
+	for len(r.queue) < r.window && (r.next < r.size || len(r.queue) == 0) {
+		k, err := r.c.SendRead(r.fh, r.next, uint32(size))
+		if err != nil {
+			return err
+		}
+		r.next += uint64(size)
+		r.calls++
 		r.queue = append(r.queue, k)
 	}
 	k := r.queue[0]
@@ -332,15 +458,10 @@ func (r *nfsReader) Read(p []byte) (int, error) {
 	data, eof, err := k.Wait()
 	r.lats = append(r.lats, k.RoundTrip())
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if len(data) == 0 || (eof && len(r.queue) == 0) {
-		r.eof = true
-	}
-	if len(data) == 0 {
-		return 0, io.EOF
-	}
-	return copy(p, data), nil
+	r.cur, r.last = data, eof && len(r.queue) == 0
+	return nil
 }
 
 func (r *nfsReader) Close() error {
@@ -351,7 +472,14 @@ func (r *nfsReader) Close() error {
 	return nil
 }
 
-func (r *nfsReader) Latencies() []time.Duration { return r.lats }
+// Latencies are the READ round trips when each Read is one READ; none
+// when READs are of rsize (the runner then times each Read).
+func (r *nfsReader) Latencies() []time.Duration {
+	if r.rsize > 0 {
+		return nil
+	}
+	return r.lats
+}
 
 // latencyReporter is a Writer or Reader that times its own calls (those
 // that keep several in flight); the runner then uses these latencies

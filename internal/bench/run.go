@@ -280,7 +280,9 @@ func pattern(b []byte) {
 // timed itself.
 func timedLats(own []time.Duration, x any) []time.Duration {
 	if lr, ok := x.(latencyReporter); ok {
-		return lr.Latencies()
+		if l := lr.Latencies(); l != nil {
+			return l
+		}
 	}
 	return own
 }

@@ -417,3 +417,29 @@ func (c *Client) FSStat(fh []byte) (total, avail uint64, err error) {
 	avail = r.Uint64()
 	return total, avail, r.Err()
 }
+
+// FSInfo is the part of FSINFO's answer a client sizes its calls by.
+type FSInfo struct {
+	RTMax, RTPref, RTMult uint32
+	WTMax, WTPref, WTMult uint32
+	DTPref                uint32
+	MaxFileSize           uint64
+}
+
+// FSInfo asks the server's transfer sizes (fh: any handle of the file
+// system, usually the root).
+func (c *Client) FSInfo(fh []byte) (FSInfo, error) {
+	var w proto.Writer
+	w.Opaque(fh)
+	r, err := c.call(proto.NFSProcFSInfo, &w)
+	if err != nil {
+		return FSInfo{}, err
+	}
+	proto.DecodePostOpAttr(r)
+	var i FSInfo
+	i.RTMax, i.RTPref, i.RTMult = r.Uint32(), r.Uint32(), r.Uint32()
+	i.WTMax, i.WTPref, i.WTMult = r.Uint32(), r.Uint32(), r.Uint32()
+	i.DTPref = r.Uint32()
+	i.MaxFileSize = r.Uint64()
+	return i, r.Err()
+}
