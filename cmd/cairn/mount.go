@@ -42,6 +42,7 @@ func newMountCommand() *cobra.Command {
 		cacheFreeRatio                        float64
 		cacheWrites                           bool
 		metricsAddr                           string
+		objectLatency                         time.Duration
 		nfsExport                             nfsExportFlags
 	)
 	cmd := &cobra.Command{
@@ -62,7 +63,11 @@ read-only. An embedded volume is held by one process: while it is mounted,
 use its .snapshots directory instead (or bind-mount a snapshot from there).
 
 With --nfs-listen ADDR the process also serves the volume over NFSv3, as
-cairn gateway nfs does (see its help for the --nfs-* export options).`,
+cairn gateway nfs does (see its help for the --nfs-* export options).
+
+--object-latency DURATION is for benchmarks and fault tests only: every
+request to the data store waits that long first, so that a local directory
+answers like a remote object store (bench/cache-study.sh uses it).`,
 		Example: `  cairn mount -d pebble:///var/lib/cairn/meta /mnt/cairn
   cairn mount -o allow_other --cache-mem 1G pebble:///var/lib/cairn/meta /mnt/cairn
   AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… cairn mount -d 'postgres://cairn@db1/vol1' /mnt/vol1
@@ -95,6 +100,9 @@ cairn gateway nfs does (see its help for the --nfs-* export options).`,
 					}
 				}
 			}
+			if objectLatency < 0 {
+				return fmt.Errorf("--object-latency %s: want zero or more", objectLatency)
+			}
 			if background {
 				return daemonize(cmd, logFile, abs)
 			}
@@ -112,7 +120,7 @@ cairn gateway nfs does (see its help for the --nfs-* export options).`,
 					}
 				}
 			}
-			vo := daemon.VolumeOptions{MetaURL: metaURL, ReadOnly: readOnly}
+			vo := daemon.VolumeOptions{MetaURL: metaURL, ReadOnly: readOnly, ObjectLatency: objectLatency}
 			if err := mem.apply(&vo); err != nil {
 				return err
 			}
@@ -188,7 +196,8 @@ cairn gateway nfs does (see its help for the --nfs-* export options).`,
 	f.StringVar(&cacheSize, "cache-size", "10G", "disk cache size bound (all --cache-dir together)")
 	f.Float64Var(&cacheFreeRatio, "cache-free-ratio", 0.1, "stop caching and evict when a cache directory's file system has less than this fraction free (0: no floor)")
 	f.BoolVar(&cacheWrites, "cache-writes", false, "also put the blocks this client writes into the disk cache")
-	f.StringVar(&metricsAddr, "metrics", "", "serve statistics on this address: /metrics (Prometheus text format) and /stats (JSON), e.g. 127.0.0.1:9567")
+	f.DurationVar(&objectLatency, "object-latency", 0, "FOR BENCHMARKS AND FAULT TESTS: delay every data store request by this much (e.g. 10ms), so a local store answers like a remote one")
+	metricsFlag(f, &metricsAddr)
 	f.DurationVar(&attrTimeout, "attr-timeout", time.Second, "how long the kernel caches attributes")
 	f.DurationVar(&entryTimeout, "entry-timeout", time.Second, "how long the kernel caches names")
 	f.BoolVar(&writeback, "writeback", true, "let the kernel buffer small writes and send them in large requests (FUSE writeback cache); --writeback=false sends every write(2) to Cairn. Default off on shared volumes, where the kernel would keep stale file sizes")

@@ -26,6 +26,7 @@ import (
 	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/object/counted"
+	"github.com/cairnfs/cairn/internal/object/faulty"
 	"github.com/cairnfs/cairn/internal/object/local"
 	"github.com/cairnfs/cairn/internal/object/s3"
 )
@@ -273,6 +274,13 @@ type VolumeOptions struct {
 	CacheFreeRatio float64
 	// CacheWrites also puts uploaded blocks into the disk cache.
 	CacheWrites bool
+	// ObjectLatency, when positive, delays every request to the data
+	// store (get, range get, put, head, delete, list; not sync) by this
+	// much before it is sent, so that a local store answers like a remote
+	// one. For benchmarks and fault tests only (cairn mount
+	// --object-latency); the delay is counted in the object request
+	// latency of Stats. Default 0: none.
+	ObjectLatency time.Duration
 }
 
 // Volume is an open volume: metadata client, data store and chunk layer.
@@ -296,6 +304,9 @@ type Volume struct {
 func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ObjectLatency < 0 {
+		return nil, fmt.Errorf("object latency %s: want zero or more", o.ObjectLatency)
 	}
 	loc, err := ParseMetaURL(o.MetaURL)
 	if err != nil {
@@ -327,6 +338,12 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	objs, err := OpenObjects(ctx, v.Settings.DataURL, false, o.Logger)
 	if err != nil {
 		return nil, err
+	}
+	if o.ObjectLatency > 0 {
+		f := faulty.New(objs, 1)
+		f.Inject(faulty.Rule{Ops: faulty.OpAll &^ faulty.OpSync, Latency: o.ObjectLatency})
+		objs = f
+		o.Logger.Warn("every data store request is delayed (--object-latency: benchmarks and fault tests only)", "latency", o.ObjectLatency)
 	}
 	v.objStats = counted.New(objs)
 	v.Objects = v.objStats

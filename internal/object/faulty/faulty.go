@@ -1,7 +1,9 @@
 // Package faulty wraps an object.Store and injects faults for tests:
 // errors, latency, lost acknowledgements and corrupted reads, chosen by
-// rules matched on operation and key prefix. It is meant for tests only and
-// must not be used by the daemon.
+// rules matched on operation and key prefix. It is meant for tests; the
+// daemon uses it for one thing only, the latency of cairn mount
+// --object-latency (benchmarks and fault tests: a local store made to
+// answer like a remote one).
 //
 // A Store without rules behaves exactly like the store it wraps. Random
 // choices come from a source seeded by New, so a failing test can be
@@ -17,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -29,6 +32,7 @@ import (
 var (
 	_ object.Store  = (*Store)(nil)
 	_ object.Syncer = (*Store)(nil)
+	_ io.Closer     = (*Store)(nil)
 )
 
 // ErrInjected is a convenient error for Rule.Err.
@@ -127,7 +131,7 @@ func (f *Fault) Remove() {
 //
 // Store always implements object.Syncer. If the inner store does too, Sync
 // is passed on; otherwise the inner Put is durable already and Sync only
-// applies OpSync rules.
+// applies OpSync rules. Close and AllowsNesting are passed on undisturbed.
 type Store struct {
 	inner object.Store
 
@@ -312,4 +316,18 @@ func (s *Store) Sync(ctx context.Context) error {
 		err = sy.Sync(ctx)
 	}
 	return e.after(err)
+}
+
+// Close closes the inner store if it is an io.Closer; no rule applies.
+func (s *Store) Close() error {
+	if c, ok := s.inner.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// AllowsNesting forwards the inner store's answer (see object.Store).
+func (s *Store) AllowsNesting() bool {
+	n, ok := s.inner.(interface{ AllowsNesting() bool })
+	return ok && n.AllowsNesting()
 }
