@@ -16,9 +16,9 @@ import (
 func newBenchCommand() *cobra.Command {
 	var (
 		path, nfsAddr, workloads, blockSizes, fileSize, nfsTransfer string
-		nfsMountPort, nfsWindow, files, procs, pid     int
-		metricsURL                                     string
-		asJSON, dropCaches                             bool
+		nfsMountPort, nfsWindow, files, procs, pid                  int
+		metricsURL                                                  string
+		asJSON, dropCaches                                          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench (--path DIR | --nfs HOST:PORT[/EXPORT]) [options]",
@@ -42,13 +42,14 @@ Everything happens in a new directory under the target, removed at the end.
 For every workload it prints the five figures of the classic NFSv3/v4 study:
 client CPU µs per op (this process, getrusage), server CPU µs per op
 (/proc/PID/stat of --server-pid; n/a without it), ops/s (and MB/s), mean and
-p99 latency, and backend operations per op, read from a Cairn server's
---metrics endpoint (--server-metrics; n/a without it, or for counters the
-server does not export). A sequential op is one read or write call of --bs
+p99 latency, and backend operations per op (metadata transactions and object
+store requests), read from a Cairn server's --metrics endpoint
+(--server-metrics; n/a without it, or for counters the server does not
+export). A sequential op is one read or write call of --bs
 bytes by the application (one RPC with --nfs-transfer call); the seq-write
 time includes the final fsync or COMMIT.`,
 		Example: `  cairn bench --path /mnt/cairn --server-pid $(pgrep -o -f 'cairn mount') --server-metrics http://127.0.0.1:9567/metrics
-  cairn bench --nfs 127.0.0.1:20490 --server-pid 4242 --json
+  cairn bench --nfs 127.0.0.1:20490 --server-pid 4242 --server-metrics http://127.0.0.1:9567/metrics --json
   cairn bench --nfs 127.0.0.1:20491/srv/export --nfs-mount-port 20492 --bs 128K --size 64M --files 500
   cairn bench --path /tmp/x --workloads create,stat,unlink --files 10000 --procs 8`,
 		Args: cobra.NoArgs,
@@ -137,7 +138,7 @@ time includes the final fsync or COMMIT.`,
 	f.IntVar(&files, "files", 2000, "files created, stat'ed and unlinked, in all")
 	f.IntVar(&procs, "procs", 4, "parallel workers of the metadata workloads")
 	f.IntVar(&pid, "server-pid", 0, "server process whose CPU time is measured (/proc/PID/stat)")
-	f.StringVar(&metricsURL, "server-metrics", "", "Prometheus endpoint of a Cairn server (cairn mount --metrics ADDR: http://ADDR/metrics)")
+	f.StringVar(&metricsURL, "server-metrics", "", "Prometheus endpoint of a Cairn server (cairn mount or cairn gateway nfs --metrics ADDR: http://ADDR/metrics)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a markdown table")
 	f.BoolVar(&dropCaches, "drop-caches", false, "sync and drop the kernel page cache before each seq-read (root)")
 	return cmd

@@ -30,6 +30,7 @@ func newGatewayNFSCommand() *cobra.Command {
 		mem                       memFlags
 		heartbeat, sessionTimeout time.Duration
 		export                    nfsExportFlags
+		metricsAddr               string
 	)
 	cmd := &cobra.Command{
 		Use:   "nfs [options] META-URL",
@@ -54,12 +55,16 @@ fail over between gateways. An embedded volume (pebble://) is held by one
 process: to serve it while it is mounted, use cairn mount --nfs-listen
 instead.
 
+With --metrics ADDR it serves the volume's counters as cairn mount --metrics
+does, with the gateway's calls per NFS procedure among them
+(cairn_nfs_calls_total, cairn_nfs_call_seconds).
+
 Clients mount with the port given for both programs, e.g. on Linux:
   mount -t nfs -o vers=3,proto=tcp,port=PORT,mountport=PORT,nolock HOST:/ /mnt`,
 		Example: `  cairn gateway nfs --listen 0.0.0.0:2049 'postgres://cairn@db1/vol1'
   cairn gateway nfs --listen 0.0.0.0:2049 --nfs-allow 10.1.0.0/16,192.168.7.12 --nfs-squash root 'postgres://cairn@db1/vol1'
   cairn gateway nfs --listen 0.0.0.0:2049 --nfs-export-ro --nfs-squash all --nfs-anon-uid 1500 --nfs-anon-gid 1500 'postgres://cairn@db1/vol1'
-  cairn gateway nfs --listen 127.0.0.1:20490 pebble:///var/lib/cairn/meta
+  cairn gateway nfs --listen 127.0.0.1:20490 --metrics 127.0.0.1:9567 pebble:///var/lib/cairn/meta
   nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=20490&mountport=20490'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -85,6 +90,7 @@ Clients mount with the port given for both programs, e.g. on Linux:
 				Logger:         log,
 				Heartbeat:      heartbeat,
 				SessionTimeout: sessionTimeout,
+				MetricsAddr:    metricsAddr,
 				Ready:          func(addr string) { fmt.Fprintf(out, "serving NFSv3 on %s\n", addr) },
 			})
 		},
@@ -97,6 +103,7 @@ Clients mount with the port given for both programs, e.g. on Linux:
 	mem.register(f)
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")
 	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long this gateway may miss heartbeats before other clients declare it dead")
+	metricsFlag(f, &metricsAddr)
 	export.register(f)
 	return cmd
 }

@@ -106,7 +106,26 @@ type IntervalStats struct {
 	ObjectInMB float64            `json:"object_in_mb_s"`    // received (gets)
 	ObjectOut  float64            `json:"object_out_mb_s"`   // sent (puts)
 	ReadMBps   float64            `json:"read_mb_s"`         // returned to readers
-	Totals     daemon.Stats       `json:"totals"`            // cumulative since mount
+	Meta       MetaRates          `json:"meta"`
+	Totals     daemon.Stats       `json:"totals"` // cumulative since mount
+}
+
+// MetaRates are the metadata engine's figures over an interval: its
+// transactions (all kinds and outcomes) and their retries per second, and
+// their mean latency.
+type MetaRates struct {
+	TxPerSec      float64 `json:"tx_s"`
+	RetriesPerSec float64 `json:"retries_s"`
+	MeanUs        float64 `json:"mean_us"`
+}
+
+func metaRates(cur, prev daemon.Stats, secs float64) MetaRates {
+	c, p := cur.Meta.Total(), prev.Meta.Total()
+	return MetaRates{
+		TxPerSec:      float64(c.Transactions-p.Transactions) / secs,
+		RetriesPerSec: float64(c.Retries-p.Retries) / secs,
+		MeanUs:        float64(c.Latency.Sub(p.Latency).Mean()) / 1e3,
+	}
 }
 
 func tierRates(cur, prev daemon.TierStats, secs float64) TierRates {
@@ -128,6 +147,7 @@ func interval(cur, prev daemon.Stats) IntervalStats {
 		Time: cur.Time, Seconds: secs, Memory: tierRates(cur.Memory, prev.Memory, secs),
 		ObjectReqs: map[string]float64{}, Totals: cur,
 		ReadMBps: float64(cur.Chunk.BytesRead-prev.Chunk.BytesRead) / 1e6 / secs,
+		Meta:     metaRates(cur, prev, secs),
 	}
 	if cur.Disk != nil && prev.Disk != nil {
 		r := tierRates(*cur.Disk, *prev.Disk, secs)
@@ -146,7 +166,7 @@ func interval(cur, prev daemon.Stats) IntervalStats {
 	return is
 }
 
-const statsHeader = "time     |  memory hit  miss  ratio   MB/s |    disk hit  miss  ratio   MB/s  p99ms |  object get  rget   put   del  list  in MB/s out MB/s"
+const statsHeader = "time     |  memory hit  miss  ratio   MB/s |    disk hit  miss  ratio   MB/s  p99ms |  object get  rget   put   del  list  in MB/s out MB/s |  meta tx/s retry/s  mean ms"
 
 func (is IntervalStats) line() string {
 	tier := func(r *TierRates) string {
@@ -160,9 +180,11 @@ func (is IntervalStats) line() string {
 		p99 = fmt.Sprintf("%6.2f", is.Disk.P99Us/1000)
 	}
 	o := is.ObjectReqs
-	return fmt.Sprintf("%s | %s | %s %s | %10.0f %5.0f %5.0f %5.0f %5.0f %8.1f %8.1f",
+	m := is.Meta
+	return fmt.Sprintf("%s | %s | %s %s | %10.0f %5.0f %5.0f %5.0f %5.0f %8.1f %8.1f | %10.0f %7.0f %8.3f",
 		is.Time.Format("15:04:05"), tier(&is.Memory), tier(is.Disk), p99,
-		o["get"], o["range_get"], o["put"], o["delete"], o["list"], is.ObjectInMB, is.ObjectOut)
+		o["get"], o["range_get"], o["put"], o["delete"], o["list"], is.ObjectInMB, is.ObjectOut,
+		m.TxPerSec, m.RetriesPerSec, m.MeanUs/1000)
 }
 
 func newStatsCommand() *cobra.Command {
@@ -173,15 +195,19 @@ func newStatsCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "stats [--count N] [--interval D] [--json] MOUNTPOINT",
-		Short: "Show live cache and object-store statistics of a mount, like iostat",
+		Short: "Show live cache, object-store and metadata statistics of a mount, like iostat",
 		Long: `Print, once per interval, what the mount at MOUNTPOINT did in that interval:
 for the memory and the disk cache tiers, lookups that hit and missed, the
 hit ratio and the MB/s they served (and the disk tier's p99 hit latency);
-for the object store, requests per second by kind and MB/s in and out.
+for the object store, requests per second by kind and MB/s in and out; for
+the metadata engine, transactions per second (read-only views and updates
+together), the retries of conflicting ones per second, and their mean
+latency in milliseconds.
 
 --json prints one JSON object per interval instead, with the same figures
 and the mount's cumulative counters ("totals"). The same counters are
-served in the Prometheus text format by 'cairn mount --metrics ADDR'.`,
+served in the Prometheus text format by 'cairn mount --metrics ADDR' (and
+'cairn gateway nfs --metrics ADDR').`,
 		Example: "  cairn stats /mnt/cairn\n  cairn stats --count 5 --interval 2s --json /mnt/cairn",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -84,6 +84,12 @@ func openLog(file string, debug bool) (log *slog.Logger, closeLog func(), err er
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), closeLog, nil
 }
 
+// metricsFlag registers --metrics of a command that serves a volume
+// (cairn mount, cairn gateway nfs).
+func metricsFlag(f *pflag.FlagSet, addr *string) {
+	f.StringVar(addr, "metrics", "", "serve statistics on this address: /metrics (Prometheus text format) and /stats (JSON), e.g. 127.0.0.1:9567")
+}
+
 // memFlags are the memory bounds of a command that serves a volume
 // (cairn mount, cairn gateway nfs).
 type memFlags struct {

@@ -167,13 +167,11 @@ func Mount(ctx context.Context, o MountOptions) error {
 		return snapshotMountHint(o, err)
 	}
 	defer vol.Close()
-	if o.MetricsAddr != "" {
-		ms, err := ServeMetrics(o.MetricsAddr, vol, log)
-		if err != nil {
-			return err
-		}
-		defer ms.Close()
+	stopMetrics, err := serveMetrics(o.MetricsAddr, vol, log)
+	if err != nil {
+		return err
 	}
+	defer stopMetrics()
 	vo := vfs.Options{Logger: log, ReadOnly: o.Volume.ReadOnly, AppendAtEOF: vol.Loc.Shared()}
 	fo := o.Fuse
 	if o.Snapshot != "" {

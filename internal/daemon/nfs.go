@@ -8,11 +8,14 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/metrics"
 	"github.com/cairnfs/cairn/internal/nfs"
+	"github.com/cairnfs/cairn/internal/nfs/proto"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
 
@@ -21,7 +24,9 @@ type GatewayOptions struct {
 	Volume VolumeOptions
 	// Listen is the TCP address NFSv3 and MOUNTv3 are served on.
 	Listen string
-	// NFS tunes the gateway; VolumeUUID and Logger are filled in.
+	// NFS tunes the gateway; VolumeUUID and Logger are filled in, and
+	// OnCall counts the calls in the volume's Stats (after calling the
+	// given OnCall, if any).
 	NFS nfs.Options
 	// Version is recorded in the session.
 	Version string
@@ -32,6 +37,9 @@ type GatewayOptions struct {
 	// Heartbeat and SessionTimeout are as in MountOptions.
 	Heartbeat      time.Duration
 	SessionTimeout time.Duration
+	// MetricsAddr is as in MountOptions: if set, the volume's counters
+	// (the gateway's calls among them) are served on this TCP address.
+	MetricsAddr string
 }
 
 // Validate checks the options that need no volume.
@@ -56,6 +64,14 @@ type nfsGateway struct {
 func startNFS(v *vfs.VFS, vol *Volume, addr string, o nfs.Options, log *slog.Logger) (*nfsGateway, error) {
 	o.VolumeUUID = vol.Settings.UUID
 	o.Logger = log
+	vol.nfsStats.on.Store(true)
+	given := o.OnCall
+	o.OnCall = func(prog, proc uint32, d time.Duration) {
+		if given != nil {
+			given(prog, proc, d)
+		}
+		vol.nfsStats.observe(prog, proc, d)
+	}
 	srv, err := nfs.New(v, o)
 	if err != nil {
 		return nil, err
@@ -95,6 +111,11 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 		return err
 	}
 	defer vol.Close()
+	stopMetrics, err := serveMetrics(o.MetricsAddr, vol, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	host, _ := os.Hostname()
 	where := "nfs://" + o.Listen
 	closeSession, err := openSession(ctx, vol.Meta, meta.SessionInfo{Host: host, MountPoint: where, Version: o.Version, Timeout: o.SessionTimeout}, log)
@@ -139,4 +160,67 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 	}
 	log.Info("clean shutdown", "addr", g.addr)
 	return nil
+}
+
+// NFS and MOUNT procedure names, by number, for counters.
+var (
+	nfsProcNames = [...]string{
+		proto.NFSProcNull: "null", proto.NFSProcGetAttr: "getattr", proto.NFSProcSetAttr: "setattr",
+		proto.NFSProcLookup: "lookup", proto.NFSProcAccess: "access", proto.NFSProcReadlink: "readlink",
+		proto.NFSProcRead: "read", proto.NFSProcWrite: "write", proto.NFSProcCreate: "create",
+		proto.NFSProcMkdir: "mkdir", proto.NFSProcSymlink: "symlink", proto.NFSProcMknod: "mknod",
+		proto.NFSProcRemove: "remove", proto.NFSProcRmdir: "rmdir", proto.NFSProcRename: "rename",
+		proto.NFSProcLink: "link", proto.NFSProcReadDir: "readdir", proto.NFSProcReadDirPlus: "readdirplus",
+		proto.NFSProcFSStat: "fsstat", proto.NFSProcFSInfo: "fsinfo", proto.NFSProcPathConf: "pathconf",
+		proto.NFSProcCommit: "commit",
+	}
+	mountProcNames = [...]string{
+		proto.MountProcNull: "null", proto.MountProcMnt: "mnt", proto.MountProcDump: "dump",
+		proto.MountProcUmnt: "umnt", proto.MountProcUmntAll: "umntall", proto.MountProcExport: "export",
+	}
+)
+
+// nfsCounters count an NFS gateway's calls per procedure (nfs.Options
+// OnCall). The zero value is ready; it is safe for concurrent use.
+type nfsCounters struct {
+	on    atomic.Bool // a gateway serves the volume
+	nfs   [len(nfsProcNames)]metrics.Histogram
+	mount [len(mountProcNames)]metrics.Histogram
+}
+
+func (c *nfsCounters) observe(prog, proc uint32, d time.Duration) {
+	switch {
+	case prog == proto.ProgNFS && proc < uint32(len(c.nfs)):
+		c.nfs[proc].Observe(d)
+	case prog == proto.ProgMount && proc < uint32(len(c.mount)):
+		c.mount[proc].Observe(d)
+	}
+}
+
+// NFSProcStats are the calls of one procedure: Prog is "nfs" or "mount",
+// Proc the procedure's name ("write", "mnt"); Latency.Count is the number
+// of calls.
+type NFSProcStats struct {
+	Prog    string                    `json:"prog"`
+	Proc    string                    `json:"proc"`
+	Latency metrics.HistogramSnapshot `json:"latency"`
+}
+
+// stats lists the procedures called at least once, NFS first, by number;
+// nil if no gateway serves the volume.
+func (c *nfsCounters) stats() []NFSProcStats {
+	if !c.on.Load() {
+		return nil
+	}
+	out := []NFSProcStats{}
+	add := func(prog string, names []string, hs []metrics.Histogram) {
+		for i := range hs {
+			if h := hs[i].Snapshot(); h.Count > 0 {
+				out = append(out, NFSProcStats{Prog: prog, Proc: names[i], Latency: h})
+			}
+		}
+	}
+	add("nfs", nfsProcNames[:], c.nfs[:])
+	add("mount", mountProcNames[:], c.mount[:])
+	return out
 }

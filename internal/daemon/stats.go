@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	kvcounted "github.com/cairnfs/cairn/internal/kv/counted"
 	"github.com/cairnfs/cairn/internal/metrics"
 	"github.com/cairnfs/cairn/internal/object/counted"
 )
@@ -35,6 +36,8 @@ type Stats struct {
 	Disk   *TierStats                   `json:"disk,omitempty"` // nil without a disk cache
 	Object map[string]counted.KindStats `json:"object"`         // by request kind
 	Chunk  ChunkStats                   `json:"chunk"`
+	Meta   kvcounted.Stats              `json:"meta"`          // metadata engine transactions
+	NFS    []NFSProcStats               `json:"nfs,omitempty"` // procedures called, if an NFS gateway runs
 }
 
 // TierStats are the counters of one cache tier. Hits and misses count
@@ -76,6 +79,8 @@ func (v *Volume) Stats() Stats {
 			Evictions: ms.Evictions, Bytes: ms.Bytes, Items: ms.Items,
 		},
 		Object: v.objStats.Stats(),
+		Meta:   v.kvStats.Stats(),
+		NFS:    v.nfsStats.stats(),
 		Chunk: ChunkStats{
 			BytesRead: cs.BytesRead, BytesWritten: cs.BytesWritten, Prefetches: cs.Prefetches,
 			ChecksumErrors: cs.ChecksumErrors, Buffered: cs.Buffered,
@@ -143,12 +148,37 @@ func WritePrometheus(w io.Writer, s Stats) error {
 	for _, k := range kinds {
 		p.Histogram("cairn_object_request_seconds", "Latency of object store requests.", s.Object[k.String()].Latency, "kind", k.String())
 	}
+	writeMetaPrometheus(p, s.Meta)
+	for _, c := range s.NFS {
+		p.Counter("cairn_nfs_calls_total", "Calls served by the NFS gateway, by program and procedure (those called at least once).", float64(c.Latency.Count), "prog", c.Prog, "proc", c.Proc)
+	}
+	for _, c := range s.NFS {
+		p.Histogram("cairn_nfs_call_seconds", "Time the NFS gateway took to serve a call (after any wait for the write order).", c.Latency, "prog", c.Prog, "proc", c.Proc)
+	}
 	p.Counter("cairn_read_bytes_total", "Bytes returned to readers by the data path.", float64(s.Chunk.BytesRead))
 	p.Counter("cairn_written_bytes_total", "Bytes uploaded in blocks.", float64(s.Chunk.BytesWritten))
 	p.Counter("cairn_prefetches_total", "Blocks fetched by read-ahead.", float64(s.Chunk.Prefetches))
 	p.Counter("cairn_checksum_errors_total", "Blocks from the object store that failed verification.", float64(s.Chunk.ChecksumErrors))
 	p.Gauge("cairn_write_buffer_bytes", "Bytes buffered in writers, not yet uploaded.", float64(s.Chunk.Buffered))
 	return p.Err()
+}
+
+// writeMetaPrometheus writes the metadata engine's counters.
+func writeMetaPrometheus(p *metrics.PromWriter, m kvcounted.Stats) {
+	kinds := kvcounted.Kinds()
+	for _, k := range kinds {
+		for _, o := range kvcounted.Outcomes() {
+			p.Counter("cairn_meta_transactions_total", "Metadata engine transactions, by kind and outcome (ok, aborted by the caller, conflict after retries, failed).",
+				float64(m.Kinds[k.String()].Outcomes[o.String()]), "kind", k.String(), "outcome", o.String())
+		}
+	}
+	for _, k := range kinds {
+		p.Counter("cairn_meta_retries_total", "Metadata transactions re-run after a conflict (or a connection lost before the commit).", float64(m.Kinds[k.String()].Retries), "kind", k.String())
+	}
+	for _, k := range kinds {
+		p.Histogram("cairn_meta_transaction_seconds", "Latency of metadata engine transactions, retries included.", m.Kinds[k.String()].Latency, "kind", k.String())
+	}
+	p.Histogram("cairn_meta_sync_seconds", "Latency of metadata engine syncs (making committed transactions durable).", m.Sync)
 }
 
 // MetricsServer serves /metrics (Prometheus text format) and /stats
@@ -183,6 +213,20 @@ func ServeMetrics(addr string, v *Volume, log *slog.Logger) (*MetricsServer, err
 		}
 	}()
 	return m, nil
+}
+
+// serveMetrics serves the volume's counters on addr, if it is set, and
+// returns the function that stops serving them.
+func serveMetrics(addr string, v *Volume, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ms, err := ServeMetrics(addr, v, log)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("serving metrics", "addr", ms.Addr())
+	return func() { _ = ms.Close() }, nil
 }
 
 // Addr returns the address it listens on.

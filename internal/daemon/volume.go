@@ -21,6 +21,7 @@ import (
 	"github.com/cairnfs/cairn/internal/cache"
 	"github.com/cairnfs/cairn/internal/chunk"
 	"github.com/cairnfs/cairn/internal/kv"
+	kvcounted "github.com/cairnfs/cairn/internal/kv/counted"
 	"github.com/cairnfs/cairn/internal/kv/pebble"
 	"github.com/cairnfs/cairn/internal/kv/postgres"
 	"github.com/cairnfs/cairn/internal/meta"
@@ -286,14 +287,16 @@ type VolumeOptions struct {
 // Volume is an open volume: metadata client, data store and chunk layer.
 type Volume struct {
 	Loc      MetaLocation
-	Store    kv.Store
+	Store    kv.Store // counted: transactions by kind, see Stats
 	Meta     *meta.Meta
 	Objects  object.Store // counted: requests by kind, see Stats
 	Chunks   *chunk.Store
 	Settings meta.Settings
 	Log      *slog.Logger
 
+	kvStats  *kvcounted.Store
 	objStats *counted.Store
+	nfsStats nfsCounters // the NFS gateway's calls, if it serves one
 	memCache *cache.Memory
 	disk     *cache.Disk // nil without CacheDirs
 	started  time.Time
@@ -321,7 +324,9 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err != nil {
 		return nil, describeLocked(loc, err)
 	}
-	v := &Volume{Loc: loc, Store: store, Log: o.Logger}
+	kvStats := kvcounted.New(store)
+	store = kvStats // every transaction of this process is counted
+	v := &Volume{Loc: loc, Store: store, Log: o.Logger, kvStats: kvStats}
 	ok := false
 	defer func() {
 		if !ok {

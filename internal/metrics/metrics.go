@@ -80,6 +80,20 @@ func (s HistogramSnapshot) Sub(prev HistogramSnapshot) HistogramSnapshot {
 	return out
 }
 
+// Add returns s plus o (the observations of both).
+func (s HistogramSnapshot) Add(o HistogramSnapshot) HistogramSnapshot {
+	out := HistogramSnapshot{Count: s.Count + o.Count, SumNs: s.SumNs + o.SumNs, Buckets: make([]int64, max(len(s.Buckets), len(o.Buckets)))}
+	for i := range out.Buckets {
+		if i < len(s.Buckets) {
+			out.Buckets[i] += s.Buckets[i]
+		}
+		if i < len(o.Buckets) {
+			out.Buckets[i] += o.Buckets[i]
+		}
+	}
+	return out
+}
+
 // Mean returns the mean duration, or 0 without observations.
 func (s HistogramSnapshot) Mean() time.Duration {
 	if s.Count <= 0 {

@@ -50,6 +50,11 @@ type Options struct {
 	// networks, squashing (default: read-write, every client, no
 	// squashing).
 	Export Export
+	// OnCall, if set, is called after every call of an NFS or MOUNT
+	// procedure the server has (refused ones included) with how long
+	// serving it took, for counters; it must be quick and safe for
+	// concurrent use.
+	OnCall func(prog, proc uint32, d time.Duration)
 }
 
 func (o *Options) setDefaults() {
@@ -376,6 +381,10 @@ func (s *Server) handleCall(remote string, allowed bool, call proto.Call) (reply
 		return proto.AppendRecordMark(proto.NewReply(call.Xid, proto.ProcUnavail).B)
 	}
 	s.log.Debug("nfs: call", "remote", remote, "prog", call.Prog, "proc", call.Proc, "uid", req.caller.Uid)
+	if s.opts.OnCall != nil {
+		start := time.Now()
+		defer func() { s.opts.OnCall(call.Prog, call.Proc, time.Since(start)) }()
+	}
 	w := proto.NewReply(call.Xid, proto.Success)
 	if st := s.opts.Export.refusal(allowed, call.Prog, call.Proc); st != proto.NFS3OK {
 		if !allowed {
