@@ -197,7 +197,7 @@ answers like a remote object store (bench/cache-study.sh uses it).`,
 	f.Float64Var(&cacheFreeRatio, "cache-free-ratio", 0.1, "stop caching and evict when a cache directory's file system has less than this fraction free (0: no floor)")
 	f.BoolVar(&cacheWrites, "cache-writes", false, "also put the blocks this client writes into the disk cache")
 	f.DurationVar(&objectLatency, "object-latency", 0, "FOR BENCHMARKS AND FAULT TESTS: delay every data store request by this much (e.g. 10ms), so a local store answers like a remote one")
-	f.StringVar(&metricsAddr, "metrics", "", "serve statistics on this address: /metrics (Prometheus text format) and /stats (JSON), e.g. 127.0.0.1:9567")
+	metricsFlag(f, &metricsAddr)
 	f.DurationVar(&attrTimeout, "attr-timeout", time.Second, "how long the kernel caches attributes")
 	f.DurationVar(&entryTimeout, "entry-timeout", time.Second, "how long the kernel caches names")
 	f.BoolVar(&writeback, "writeback", true, "let the kernel buffer small writes and send them in large requests (FUSE writeback cache); --writeback=false sends every write(2) to Cairn. Default off on shared volumes, where the kernel would keep stale file sizes")
