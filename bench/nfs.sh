@@ -6,7 +6,9 @@
 #   bench/nfs.sh                                   # all three targets
 #   SEQ_SIZE=256M META_FILES=2000 bench/nfs.sh     # the run in docs/performance.md
 #   TARGETS="fuse cairn-nfs" bench/nfs.sh          # without Ganesha
-#   TARGETS="fuse cairn-nfs cairn-nfs-1 ganesha"   # also Cairn NFS with one call in flight
+#   TARGETS="fuse cairn-nfs cairn-nfs-1 cairn-nfs-call ganesha"
+#        # also Cairn NFS with one call in flight, and with one call per
+#        # application read/write (no gathering into NFS_TRANSFER-sized calls)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,6 +21,7 @@ SEQ_BS=${SEQ_BS:-8K,32K,128K}
 META_FILES=${META_FILES:-2000}
 META_PROCS=${META_PROCS:-4}
 NFS_WINDOW=${NFS_WINDOW:-4}        # READ/WRITE calls in flight over NFS
+NFS_TRANSFER=${NFS_TRANSFER:-server} # their size: the server's preferred (as Linux), call, or a size
 CAIRN_MOUNT_OPTS=${CAIRN_MOUNT_OPTS:-}
 
 log() { printf '[nfs-bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -32,12 +35,12 @@ die() {
 command -v python3 >/dev/null || die "python3 not installed"
 for t in $TARGETS; do
 	case $t in
-	fuse | cairn-nfs | cairn-nfs-1) ;;
+	fuse | cairn-nfs | cairn-nfs-1 | cairn-nfs-call) ;;
 	ganesha)
 		command -v ganesha.nfsd >/dev/null || die "ganesha.nfsd not installed (scripts/install-test-deps.sh: nfs-ganesha, nfs-ganesha-vfs)"
 		command -v rpcbind >/dev/null || die "rpcbind not installed (a dependency of nfs-ganesha)"
 		;;
-	*) die "unknown target $t (use fuse, cairn-nfs, cairn-nfs-1, ganesha)" ;;
+	*) die "unknown target $t (use fuse, cairn-nfs, cairn-nfs-1, cairn-nfs-call, ganesha)" ;;
 	esac
 done
 
@@ -129,7 +132,7 @@ start=$SECONDS
 log "targets: $TARGETS; scratch $ROOT; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # --- Cairn: one embedded volume, mounted with FUSE and served over NFS by the same process
-if want fuse || want cairn-nfs || want cairn-nfs-1; then
+if want fuse || want cairn-nfs || want cairn-nfs-1 || want cairn-nfs-call; then
 	d=$ROOT/cairn
 	mkdir -p "$d/mnt"
 	"$CAIRN" format --data "file://$d/data" "pebble://$d/meta" nfsbench >"$d/format.log" 2>&1 ||
@@ -148,10 +151,13 @@ if want fuse || want cairn-nfs || want cairn-nfs-1; then
 	metrics=(--server-pid "$CAIRN_PID" --server-metrics "http://127.0.0.1:$METRICS_PORT/metrics")
 	if want fuse; then bench fuse --path "$d/mnt" "${metrics[@]}"; fi
 	if want cairn-nfs; then
-		bench cairn-nfs --nfs "127.0.0.1:$CAIRN_NFS_PORT/" --nfs-window "$NFS_WINDOW" "${metrics[@]}"
+		bench cairn-nfs --nfs "127.0.0.1:$CAIRN_NFS_PORT/" --nfs-window "$NFS_WINDOW" --nfs-transfer "$NFS_TRANSFER" "${metrics[@]}"
 	fi
-	if want cairn-nfs-1; then # one call at a time: WRITEs arrive in order
-		bench cairn-nfs-1 --nfs "127.0.0.1:$CAIRN_NFS_PORT/" --nfs-window 1 "${metrics[@]}"
+	if want cairn-nfs-1; then # one call at a time
+		bench cairn-nfs-1 --nfs "127.0.0.1:$CAIRN_NFS_PORT/" --nfs-window 1 --nfs-transfer "$NFS_TRANSFER" "${metrics[@]}"
+	fi
+	if want cairn-nfs-call; then # one call per application read or write
+		bench cairn-nfs-call --nfs "127.0.0.1:$CAIRN_NFS_PORT/" --nfs-window "$NFS_WINDOW" --nfs-transfer call "${metrics[@]}"
 	fi
 fi
 
@@ -207,7 +213,7 @@ CONF
 		die "ganesha did not start (log above)"
 	fi
 	bench ganesha --nfs "127.0.0.1:$GANESHA_NFS_PORT$g/export" --nfs-mount-port "$GANESHA_MNT_PORT" \
-		--nfs-window "$NFS_WINDOW" --server-pid "$GANESHA_PID"
+		--nfs-window "$NFS_WINDOW" --nfs-transfer "$NFS_TRANSFER" --server-pid "$GANESHA_PID"
 fi
 
 table=$BENCH_OUT/nfs-$stamp.md
@@ -217,7 +223,7 @@ table=$BENCH_OUT/nfs-$stamp.md
 	echo "host: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r), scratch on $(findmnt -n -o FSTYPE -T "$BENCH_TMP"), load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "cairn: $("$CAIRN" version 2>/dev/null | head -1), embedded (pebble, file data), one mount process serving FUSE and --nfs-listen; opts: ${CAIRN_MOUNT_OPTS:-default}"
 	if want ganesha; then echo "ganesha: $(dpkg-query -W -f='${Version}' nfs-ganesha 2>/dev/null), FSAL VFS on $(findmnt -n -o FSTYPE -T "$ROOT")"; fi
-	echo "seq: $SEQ_SIZE file, bs $SEQ_BS, write ends with fsync/COMMIT, page cache dropped before reads; NFS: Go client, $NFS_WINDOW READ/WRITE calls in flight on one connection;" \
+	echo "seq: $SEQ_SIZE file, bs $SEQ_BS, write ends with fsync/COMMIT, page cache dropped before reads; NFS: Go client, $NFS_WINDOW READ/WRITE calls in flight on one connection, transfer size $NFS_TRANSFER;" \
 		"meta: $META_FILES files, $META_PROCS workers"
 	echo
 	python3 "$HERE/nfstable.py" "${reports[@]}"

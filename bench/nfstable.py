@@ -14,6 +14,7 @@ import json
 import sys
 
 TITLES = {"fuse": "Cairn FUSE", "cairn-nfs": "Cairn NFS", "cairn-nfs-1": "Cairn NFS, 1 in flight",
+          "cairn-nfs-call": "Cairn NFS, 1 call per I/O",
           "ganesha": "Ganesha NFS"}
 
 

@@ -218,9 +218,16 @@ func Firsts(r Reader, ranges []Range) ([]Pair, error) {
 	if f, ok := r.(FirstReader); ok {
 		return f.Firsts(ranges)
 	}
+	return FirstsWith(ranges, func(start, end []byte) (Pair, error) { return first(r, start, end) })
+}
+
+// FirstsWith is Firsts through first, which returns the first pair of
+// [start, end) (owned by the caller), for an engine whose FirstReader
+// makes each read cheaper rather than all of them one round trip.
+func FirstsWith(ranges []Range, first func(start, end []byte) (Pair, error)) ([]Pair, error) {
 	out := make([]Pair, len(ranges))
 	for i, rg := range ranges {
-		p, err := first(r, rg.Start, rg.End)
+		p, err := first(rg.Start, rg.End)
 		if err != nil {
 			return nil, err
 		}
@@ -228,7 +235,7 @@ func Firsts(r Reader, ranges []Range) ([]Pair, error) {
 		if rg.Follow != nil {
 			f := Pair{}
 			if start, end, ok := rg.Follow.Bounds(p.Value); ok && p.Key != nil {
-				if f, err = first(r, start, end); err != nil {
+				if f, err = first(start, end); err != nil {
 					return nil, err
 				}
 			}

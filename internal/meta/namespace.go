@@ -303,13 +303,29 @@ func (o *op) childEntry(c *Caller, parent base.Ino, name string) (*base.Attr, ba
 // last link goes, the inode is destroyed, or kept as an orphan while it is
 // open (OpenFile) in this client or held by any session.
 func (m *Meta) Unlink(ctx context.Context, c *Caller, parent base.Ino, name string) error {
+	_, err := m.UnlinkChange(ctx, c, parent, name)
+	return err
+}
+
+// DirChange is what a change of a directory's entries did, as seen inside
+// its transaction: the directory's attributes before and after, and the
+// inode the name named. NFS replies carry them (weak cache consistency)
+// without reading them again.
+type DirChange struct {
+	Before, After base.Attr
+	Ino           base.Ino
+}
+
+// UnlinkChange is Unlink, and tells what it did to parent.
+func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, name string) (DirChange, error) {
 	if name == "." || name == ".." {
-		return fmt.Errorf("unlink %q: %w", name, base.ErrIsDir)
+		return DirChange{}, fmt.Errorf("unlink %q: %w", name, base.ErrIsDir)
 	}
 	if err := validName(name); err != nil {
-		return err
+		return DirChange{}, err
 	}
-	return m.mutate(ctx, func(o *op) error {
+	var ch DirChange
+	err := m.mutate(ctx, func(o *op) error {
 		if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name)); err != nil {
 			return err
 		}
@@ -317,6 +333,7 @@ func (m *Meta) Unlink(ctx context.Context, c *Caller, parent base.Ino, name stri
 		if err != nil {
 			return err
 		}
+		ch.Before, ch.Ino = *p, ino
 		if err := o.prefetchInode(ino); err != nil {
 			return err
 		}
@@ -334,8 +351,13 @@ func (m *Meta) Unlink(ctx context.Context, c *Caller, parent base.Ino, name stri
 			return err
 		}
 		o.touchDir(parent, p)
+		ch.After = *p
 		return o.dropLink(ino, a)
 	})
+	if err != nil {
+		return DirChange{}, err
+	}
+	return ch, nil
 }
 
 // Rmdir removes the empty directory name from parent. Errors: ErrNotEmpty

@@ -578,6 +578,19 @@ func newest(r kv.Reader, logical []byte, epoch uint64) (version, bool, error) {
 	return v, found, err
 }
 
+// newestTop is newest(t, logical, latestEpoch), from what a prefetch read
+// when it can.
+func (t *wtx) newestTop(logical []byte) (version, bool, error) {
+	if p, ok := t.pre[string(logical)]; ok {
+		if p.key == nil {
+			return version{}, false, nil
+		}
+		_, e, _ := splitVersion(p.key)
+		return version{e, p.value}, true, nil
+	}
+	return newest(t, logical, latestEpoch)
+}
+
 // vset writes payload as the version of logical at the live epoch.
 func (t *wtx) vset(logical, payload []byte) error {
 	if err := t.loadEpochs(); err != nil {
@@ -619,7 +632,7 @@ func (t *wtx) vdel(logical []byte) error {
 	if err := t.loadEpochs(); err != nil {
 		return err
 	}
-	top, ok, err := newest(t, logical, latestEpoch)
+	top, ok, err := t.newestTop(logical)
 	if err != nil || !ok {
 		return err
 	}

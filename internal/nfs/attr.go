@@ -107,6 +107,17 @@ func preOp(a *base.Attr) wcc {
 
 // putWcc appends wcc_data: the attributes before, and after (read now).
 func (s *Server) putWcc(ctx context.Context, w *proto.Writer, pre wcc, ino base.Ino) {
+	putPreOp(w, pre)
+	s.postOp(ctx, w, ino)
+}
+
+// putWccAttrs is putWcc with the post-operation attributes known.
+func (s *Server) putWccAttrs(w *proto.Writer, pre wcc, ino base.Ino, post *base.Attr) {
+	putPreOp(w, pre)
+	s.putAttr(w, ino, post)
+}
+
+func putPreOp(w *proto.Writer, pre wcc) {
 	w.Bool(pre.ok)
 	if pre.ok {
 		w.Uint64(pre.size)
@@ -115,7 +126,6 @@ func (s *Server) putWcc(ctx context.Context, w *proto.Writer, pre wcc, ino base.
 			w.Uint32(t.Nsec)
 		}
 	}
-	s.postOp(ctx, w, ino)
 }
 
 // getAttr reads the attributes of the inode a handle names: an inode

@@ -636,24 +636,47 @@ func (s *Server) remove(ctx context.Context, req *request, args *proto.Reader, w
 	if args.Err() != nil {
 		return false
 	}
+	if !dir && d.st == proto.NFS3OK && nameStatus(d.name) == proto.NFS3OK {
+		return s.unlink(ctx, req, d, w)
+	}
 	pre, st := s.startDirOp(ctx, d)
 	if st == proto.NFS3OK {
 		var e syscall.Errno
 		if dir {
 			e = s.v.Rmdir(ctx, req.caller, d.dir, d.name)
 		} else {
-			ino, _, le := s.v.Lookup(ctx, req.caller, d.dir, d.name)
 			e = s.v.Unlink(ctx, req.caller, d.dir, d.name)
-			if e == 0 && le == 0 {
-				// Drop the gateway's hold on the file, so the last
-				// link's removal frees it.
-				s.files.release(ctx, ino)
-			}
 		}
 		st = nfsStatus(e)
 	}
 	w.Uint32(st)
 	s.putWcc(ctx, w, pre, d.dir)
+	return true
+}
+
+// unlink serves REMOVE in one metadata transaction, which also gives the
+// directory's attributes before and after for the reply. Only a failure
+// reads them again (and tells a stale directory from a missing name).
+func (s *Server) unlink(ctx context.Context, req *request, d dirOp, w *proto.Writer) bool {
+	ch, e := s.v.UnlinkChange(ctx, req.caller, d.dir, d.name)
+	if e != 0 {
+		a, st := s.handleAttr(ctx, d.dir, d.st)
+		switch {
+		case st != proto.NFS3OK:
+		case a.Type != base.TypeDir:
+			st = proto.NFS3ErrNotDir
+		default:
+			st = nfsStatus(e)
+		}
+		w.Uint32(st)
+		s.putWcc(ctx, w, wcc{}, d.dir)
+		return true
+	}
+	// Drop the gateway's hold on the file, so the last link's removal
+	// frees it.
+	s.files.release(ctx, ch.Ino)
+	w.Uint32(proto.NFS3OK)
+	s.putWccAttrs(w, preOp(&ch.Before), d.dir, &ch.After)
 	return true
 }
 

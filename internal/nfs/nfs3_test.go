@@ -8,6 +8,7 @@ import (
 	"sort"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/meta"
@@ -424,5 +425,101 @@ func TestBadHandles(t *testing.T) {
 		if _, err := c.Write(tc.fh, 0, []byte("x"), 0); status(err) != tc.want {
 			t.Errorf("write of a %s handle: %v, want status %d", tc.name, err, tc.want)
 		}
+	}
+}
+
+// removeWcc sends REMOVE and decodes its status and wcc_data.
+func removeWcc(t *testing.T, c *nfsclient.Client, dir []byte, name string) (st uint32, preOK bool, preSize uint64, preMtime proto.Time, post proto.Fattr3, postOK bool) {
+	t.Helper()
+	var w proto.Writer
+	w.Opaque(dir)
+	w.String(name)
+	res, err := c.Call(proto.ProgNFS, proto.NFSVersion, proto.NFSProcRemove, w.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := proto.NewReader(res)
+	st = r.Uint32()
+	if preOK = r.Bool(); preOK {
+		preSize = r.Uint64()
+		preMtime = proto.Time{Sec: r.Uint32(), Nsec: r.Uint32()}
+		r.Uint64() // ctime
+	}
+	post, postOK = proto.DecodePostOpAttr(r)
+	if r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	return
+}
+
+// TestRemoveWcc checks REMOVE's weak cache consistency data (the
+// directory before and after, from the transaction that removed the
+// entry) and its errors.
+func TestRemoveWcc(t *testing.T) {
+	e := newEnv(t)
+	c, root := e.client(t)
+	dir, err := c.Mkdir(root, "d", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := c.Create(dir, "f", proto.CreateGuarded, proto.Sattr3{}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.GetAttr(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // the removal's mtime differs
+	st, preOK, preSize, preMtime, post, postOK := removeWcc(t, c, dir, "f")
+	if st != proto.NFS3OK || !preOK || !postOK {
+		t.Fatalf("remove: status %d, pre %v, post %v", st, preOK, postOK)
+	}
+	if preSize != before.Size || preMtime != before.Mtime {
+		t.Errorf("pre-op size %d mtime %v, want %d %v", preSize, preMtime, before.Size, before.Mtime)
+	}
+	after, err := c.GetAttr(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if post != after {
+		t.Errorf("post-op attributes %+v, GETATTR after %+v", post, after)
+	}
+	if after.Mtime == before.Mtime {
+		t.Errorf("directory mtime unchanged by the removal")
+	}
+	if _, err := c.GetAttr(file); status(err) != proto.NFS3ErrStale {
+		t.Errorf("removed file: %v, want stale", err)
+	}
+
+	g, err := c.Create(dir, "g", proto.CreateGuarded, proto.Sattr3{}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		dir      []byte
+		entry    string
+		want     uint32
+		wantPost bool
+	}{
+		{"missing name", dir, "f", proto.NFS3ErrNoEnt, true},
+		{"a file as the directory", g, "x", proto.NFS3ErrNotDir, true},
+		{"a directory", root, "d", proto.NFS3ErrIsDir, true},
+		{"a bad name", dir, "a/b", proto.NFS3ErrInval, true},
+	} {
+		st, _, _, _, _, postOK := removeWcc(t, c, tc.dir, tc.entry)
+		if st != tc.want || postOK != tc.wantPost {
+			t.Errorf("%s: status %d post %v, want %d %v", tc.name, st, postOK, tc.want, tc.wantPost)
+		}
+	}
+	if err := c.Remove(dir, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rmdir(root, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, _, _, _, _ := removeWcc(t, c, dir, "g"); st != proto.NFS3ErrStale {
+		t.Errorf("remove in a removed directory: status %d, want stale", st)
 	}
 }

@@ -120,13 +120,22 @@ func (v *VFS) Link(ctx context.Context, c *meta.Caller, ino, parent base.Ino, na
 
 // Unlink removes a non-directory entry.
 func (v *VFS) Unlink(ctx context.Context, c *meta.Caller, parent base.Ino, name string) syscall.Errno {
+	_, e := v.UnlinkChange(ctx, c, parent, name)
+	return e
+}
+
+// UnlinkChange is Unlink, and tells what it did to parent (its
+// attributes before and after, in the same transaction) and which inode
+// the name named.
+func (v *VFS) UnlinkChange(ctx context.Context, c *meta.Caller, parent base.Ino, name string) (meta.DirChange, syscall.Errno) {
 	if _, e := v.writable(parent); e != 0 {
-		return e
+		return meta.DirChange{}, e
 	}
 	if v.reserved(parent, name) {
-		return syscall.EROFS
+		return meta.DirChange{}, syscall.EROFS
 	}
-	return v.errno("unlink", v.m.Unlink(ctx, c, parent, name))
+	ch, err := v.m.UnlinkChange(ctx, c, parent, name)
+	return ch, v.errno("unlink", err)
 }
 
 // Rmdir removes an empty directory.

@@ -20,8 +20,14 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultCacheSize    = 64 << 20
-	DefaultMemTableSize = 64 << 20
+	DefaultCacheSize = 64 << 20
+	// DefaultMemTableSize is 16 MiB: every read seeks the memtable's skip
+	// list, and a smaller one stays in the CPU's caches. Over NFS (40,000
+	// files, 4 workers), 16 MiB against 64 MiB cut the gateway's CPU per
+	// unlink from 165 to 115 µs (unlink 5,750-6,350 -> 7,700 ops/s) and
+	// raised creates by about 10%; 4 and 8 MiB measured the same as 16
+	// within the noise, with more flushes.
+	DefaultMemTableSize = 16 << 20
 )
 
 // Options configures Open. The zero value is valid and means the defaults.
@@ -393,6 +399,44 @@ func (r *reader) Scan(start, end []byte, reverse bool, fn func(key, value []byte
 	}
 	return it.Error()
 }
+
+// Firsts implements kv.FirstReader with one iterator, given new bounds
+// for each range: metadata transactions read several single keys or
+// first versions at once, and re-bounding an iterator costs far less
+// than building one per range.
+func (r *reader) Firsts(ranges []kv.Range) (out []kv.Pair, err error) {
+	var it *pebble.Iterator
+	defer func() {
+		if it != nil {
+			if cerr := it.Close(); err == nil {
+				err = cerr
+			}
+		}
+	}()
+	return kv.FirstsWith(ranges, func(start, end []byte) (kv.Pair, error) {
+		if end != nil && string(end) <= string(start) {
+			return kv.Pair{}, nil
+		}
+		if it == nil {
+			var err error
+			if it, err = r.r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end}); err != nil {
+				return kv.Pair{}, err
+			}
+		} else {
+			it.SetBounds(start, end)
+		}
+		hide := (end == nil || string(end) > reservedPrefix) && string(start) < reservedEnd
+		for ok := it.First(); ok; ok = it.Next() {
+			if hide && isReserved(it.Key()) {
+				continue
+			}
+			return kv.Pair{Key: append([]byte{}, it.Key()...), Value: append([]byte{}, it.Value()...)}, nil
+		}
+		return kv.Pair{}, it.Error()
+	})
+}
+
+var _ kv.FirstReader = (*reader)(nil)
 
 // txn reads and writes through an indexed batch, so it sees its own writes.
 type txn struct {
