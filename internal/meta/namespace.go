@@ -14,8 +14,15 @@ import (
 // parent. "." returns parent itself and ".." its parent (the root's ".." is
 // the root).
 func (m *Meta) Lookup(ctx context.Context, c *Caller, parent base.Ino, name string) (base.Ino, base.Attr, error) {
+	ino, a, _, err := m.LookupDir(ctx, c, parent, name)
+	return ino, a, err
+}
+
+// LookupDir is Lookup, and also returns the attributes of parent, read in
+// the same view (an NFS LOOKUP reply carries both).
+func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name string) (base.Ino, base.Attr, base.Attr, error) {
 	var ino base.Ino
-	var a base.Attr
+	var a, p base.Attr
 	err := m.looseView(ctx, func(rd kv.Reader) error {
 		// The parent, the entry and its inode in one round trip where the
 		// store can.
@@ -26,13 +33,16 @@ func (m *Meta) Lookup(ctx context.Context, c *Caller, parent base.Ino, name stri
 			}
 		}
 		var err error
-		ino, a, err = lookupAt(r, c, parent, name, latestEpoch)
+		if ino, a, err = lookupAt(r, c, parent, name, latestEpoch); err != nil {
+			return err
+		}
+		p, err = getAttr(r, parent) // prefetched
 		return err
 	})
 	if err != nil {
-		return 0, base.Attr{}, err
+		return 0, base.Attr{}, base.Attr{}, err
 	}
-	return ino, a, nil
+	return ino, a, p, nil
 }
 
 // lookupAt is Lookup as of epoch.

@@ -186,7 +186,11 @@ func nfsLookup(s *Server, ctx context.Context, req *request, args *proto.Reader,
 		s.postOp(ctx, w, d.dir)
 		return true
 	}
-	ino, a, e := s.v.Lookup(ctx, req.caller, d.dir, d.name)
+	// The entry and the directory's attributes in one metadata read.
+	ino, a, dir, e := s.v.LookupDir(ctx, req.caller, d.dir, d.name)
+	if e == 0 && dir.Nlink == 0 {
+		e = syscall.ESTALE // a removed directory still held open
+	}
 	if e == syscall.ENOENT {
 		// The name is missing, or the directory itself is gone.
 		if _, ge := s.getAttr(ctx, d.dir); ge != 0 {
@@ -203,6 +207,8 @@ func nfsLookup(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	if e == 0 {
 		w.Opaque(fh)
 		s.putAttr(w, ino, &a)
+		s.putAttr(w, d.dir, &dir)
+		return true
 	}
 	s.postOp(ctx, w, d.dir)
 	return true

@@ -523,3 +523,56 @@ func TestRemoveWcc(t *testing.T) {
 		t.Errorf("remove in a removed directory: status %d, want stale", st)
 	}
 }
+
+// TestLookupDirAttr checks that LOOKUP answers the directory's attributes
+// (read with the entry) as GETATTR does, found or not.
+func TestLookupDirAttr(t *testing.T) {
+	e := newEnv(t)
+	c, root := e.client(t)
+	dir, err := c.Mkdir(root, "d", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := c.Create(dir, "f", proto.CreateGuarded, proto.Sattr3{}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDir, err := c.GetAttr(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFile, err := c.GetAttr(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		want uint32
+	}{{"f", proto.NFS3OK}, {"missing", proto.NFS3ErrNoEnt}} {
+		var w proto.Writer
+		w.Opaque(dir)
+		w.String(tc.name)
+		res, err := c.Call(proto.ProgNFS, proto.NFSVersion, proto.NFSProcLookup, w.B)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := proto.NewReader(res)
+		if st := r.Uint32(); st != tc.want {
+			t.Fatalf("lookup %s: status %d, want %d", tc.name, st, tc.want)
+		}
+		if tc.want == proto.NFS3OK {
+			if fh := r.Opaque(proto.MaxFHSize); !bytes.Equal(fh, file) {
+				t.Errorf("lookup %s: another handle", tc.name)
+			}
+			if a, ok := proto.DecodePostOpAttr(r); !ok || a != wantFile {
+				t.Errorf("lookup %s: object attributes %+v, GETATTR %+v", tc.name, a, wantFile)
+			}
+		}
+		if a, ok := proto.DecodePostOpAttr(r); !ok || a != wantDir {
+			t.Errorf("lookup %s: directory attributes %v %+v, GETATTR %+v", tc.name, ok, a, wantDir)
+		}
+		if r.Err() != nil {
+			t.Fatal(r.Err())
+		}
+	}
+}

@@ -38,6 +38,38 @@ func (v *VFS) Lookup(ctx context.Context, c *meta.Caller, parent base.Ino, name 
 	return ino, a, 0
 }
 
+// dirLookuper is a tree that reads an entry and its directory together.
+type dirLookuper interface {
+	LookupDir(ctx context.Context, c *meta.Caller, parent base.Ino, name string) (base.Ino, base.Attr, base.Attr, error)
+}
+
+// LookupDir is Lookup, and also returns the attributes of parent (as
+// GetAttr would), read in one view where the tree can.
+func (v *VFS) LookupDir(ctx context.Context, c *meta.Caller, parent base.Ino, name string) (base.Ino, base.Attr, base.Attr, syscall.Errno) {
+	t, real, e := v.resolve(parent)
+	if e != 0 {
+		return 0, base.Attr{}, base.Attr{}, e
+	}
+	if dl, ok := t.r.(dirLookuper); ok && !v.reserved(parent, name) && name != "." && name != ".." {
+		ino, a, d, err := dl.LookupDir(ctx, c, real, name)
+		if err != nil {
+			return 0, base.Attr{}, base.Attr{}, v.errno("lookup", err)
+		}
+		t.outAttr(ino, &a)
+		ino = t.outIno(ino)
+		v.overlay(ino, &a)
+		t.outAttr(real, &d)
+		v.overlay(parent, &d)
+		return ino, a, d, 0
+	}
+	ino, a, e := v.Lookup(ctx, c, parent, name)
+	if e != 0 {
+		return 0, base.Attr{}, base.Attr{}, e
+	}
+	d, e := v.GetAttr(ctx, parent)
+	return ino, a, d, e
+}
+
 // GetAttr returns the attributes of ino, including this process's buffered
 // writes.
 func (v *VFS) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Errno) {
