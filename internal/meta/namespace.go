@@ -324,6 +324,9 @@ func (m *Meta) Unlink(ctx context.Context, c *Caller, parent base.Ino, name stri
 type DirChange struct {
 	Before, After base.Attr
 	Ino           base.Ino
+	// Gone is set when the change destroyed Ino (its last link went and
+	// no one held it open). Inode numbers are never reused.
+	Gone bool
 }
 
 // UnlinkChange is Unlink, and tells what it did to parent.
@@ -362,7 +365,11 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 		}
 		o.touchDir(parent, p)
 		ch.After = *p
-		return o.dropLink(ino, a)
+		if err := o.dropLink(ino, a); err != nil {
+			return err
+		}
+		ch.Gone = o.attrs[ino] == nil // destroy forgets it
+		return nil
 	})
 	if err != nil {
 		return DirChange{}, err

@@ -92,6 +92,9 @@ func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req met
 	if _, e := v.writable(ino); e != 0 {
 		return base.Attr{}, e
 	}
+	if v.gone.has(ino) {
+		return base.Attr{}, syscall.ENOENT // see goneSet
+	}
 	f := v.holdFile(ino)
 	if f != nil {
 		defer func() { _ = v.unref(ctx, f, false) }()
@@ -167,6 +170,9 @@ func (v *VFS) UnlinkChange(ctx context.Context, c *meta.Caller, parent base.Ino,
 		return meta.DirChange{}, syscall.EROFS
 	}
 	ch, err := v.m.UnlinkChange(ctx, c, parent, name)
+	if err == nil && ch.Gone {
+		v.gone.add(ch.Ino)
+	}
 	return ch, v.errno("unlink", err)
 }
 

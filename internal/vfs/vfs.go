@@ -89,6 +89,7 @@ type VFS struct {
 	closeOnce  sync.Once
 
 	noCap sync.Map // base.Ino → time.Time: security.capability known absent
+	gone  goneSet  // inodes this VFS's unlinks destroyed
 
 	lockMu     sync.Mutex
 	lockOwners map[lockRef]bool // POSIX lock owners that took a lock here
@@ -438,4 +439,45 @@ func (v *VFS) flushLoop() {
 
 func isStaleCompaction(err error) bool {
 	return errors.Is(err, meta.ErrCompactionStale)
+}
+
+// goneSet remembers the last goneMax inodes this VFS destroyed by
+// unlinking them. With the writeback cache, the kernel writes a file's
+// cached mtime back (SETATTR) when it evicts the inode, which for an
+// unlinked file comes after the UNLINK: answering those from memory saves
+// a metadata transaction (a server round trip in shared mode) per
+// removed file. Inode numbers are never reused, so an entry cannot go
+// stale; forgetting one only costs that transaction again.
+type goneSet struct {
+	mu   sync.Mutex
+	set  map[base.Ino]struct{}
+	ring []base.Ino
+	next int
+}
+
+const goneMax = 4096
+
+func (g *goneSet) add(ino base.Ino) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.set == nil {
+		g.set = make(map[base.Ino]struct{}, goneMax)
+		g.ring = make([]base.Ino, goneMax)
+	}
+	if _, ok := g.set[ino]; ok {
+		return
+	}
+	if old := g.ring[g.next]; old != 0 {
+		delete(g.set, old)
+	}
+	g.ring[g.next] = ino
+	g.next = (g.next + 1) % goneMax
+	g.set[ino] = struct{}{}
+}
+
+func (g *goneSet) has(ino base.Ino) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.set[ino]
+	return ok
 }

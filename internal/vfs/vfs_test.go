@@ -11,6 +11,7 @@ import (
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/cache"
 	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/kv/counted"
 	"github.com/cairnfs/cairn/internal/kv/memkv"
 	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/object"
@@ -27,6 +28,7 @@ type env struct {
 	cs    *chunk.Store
 	obj   *mem.Store
 	store *memkv.Store
+	kv    *counted.Store // store, counted: what meta uses
 }
 
 func newEnv(t *testing.T) *env {
@@ -42,7 +44,8 @@ func newEnvWith(t *testing.T, opts Options) *env {
 	if err := meta.Format(ctx, store, meta.Settings{Name: "t", BlockSize: 64 << 10}, false); err != nil {
 		t.Fatal(err)
 	}
-	m, err := meta.Open(ctx, store, meta.Options{CompactThreshold: 16})
+	cstore := counted.New(store)
+	m, err := meta.Open(ctx, cstore, meta.Options{CompactThreshold: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +68,7 @@ func newEnvWith(t *testing.T, opts Options) *env {
 			t.Errorf("check after test: %v %v", err, problems)
 		}
 	})
-	return &env{v: v, m: m, cs: cs, obj: obj, store: store}
+	return &env{v: v, m: m, cs: cs, obj: obj, store: store, kv: cstore}
 }
 
 func (e *env) create(t *testing.T, name string) (base.Ino, uint64) {
@@ -288,5 +291,41 @@ func TestErrnoMapping(t *testing.T) {
 		if got := Errno(err); got != want {
 			t.Errorf("Errno(%v) = %v, want %v", err, got, want)
 		}
+	}
+}
+
+// TestSetAttrAfterUnlink checks that a SETATTR of a file this VFS's unlink
+// destroyed (the kernel's writeback of a cached mtime at eviction) is
+// ENOENT without a metadata transaction, and that a file unlinked while
+// open is not taken for gone.
+func TestSetAttrAfterUnlink(t *testing.T) {
+	e := newEnv(t)
+	updates := func() int64 { return e.kv.Stats().Kinds[counted.Update.String()].Transactions }
+	mtime := meta.SetAttrRequest{Valid: meta.SetMtime, Mtime: 5}
+
+	ino, fh := e.create(t, "closed")
+	if en := e.v.Release(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+	if en := e.v.Unlink(ctx, root, base.RootIno, "closed"); en != 0 {
+		t.Fatal(en)
+	}
+	before := updates()
+	if _, en := e.v.SetAttr(ctx, root, ino, mtime); en != syscall.ENOENT {
+		t.Fatalf("setattr of a destroyed file: %v, want ENOENT", en)
+	}
+	if n := updates() - before; n != 0 {
+		t.Errorf("setattr of a destroyed file ran %d metadata updates, want 0", n)
+	}
+
+	open, ofh := e.create(t, "open")
+	if en := e.v.Unlink(ctx, root, base.RootIno, "open"); en != 0 {
+		t.Fatal(en)
+	}
+	if a, en := e.v.SetAttr(ctx, root, open, mtime); en != 0 || a.Mtime != 5 {
+		t.Fatalf("setattr of an unlinked open file: %v, mtime %d", en, a.Mtime)
+	}
+	if en := e.v.Release(ctx, ofh); en != 0 {
+		t.Fatal(en)
 	}
 }
