@@ -576,3 +576,41 @@ func TestLookupDirAttr(t *testing.T) {
 		}
 	}
 }
+
+// TestReadHoleAfterData reads a file with a hole after reading another
+// file's data: READ fills recycled reply buffers in place, and the hole
+// must still read as zeros, never as the other file's bytes.
+func TestReadHoleAfterData(t *testing.T) {
+	e := newEnv(t)
+	c, root := e.client(t)
+	full, err := c.Create(root, "full", proto.CreateGuarded, proto.Sattr3{}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte{0xab}, 256<<10)
+	if _, err := c.Write(full, 0, data, proto.FileSync); err != nil {
+		t.Fatal(err)
+	}
+	sparse, err := c.Create(root, "sparse", proto.CreateGuarded, proto.Sattr3{}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(sparse, 200<<10, []byte{1}, proto.FileSync); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 8; i++ {
+		got, _, err := c.Read(full, 0, 256<<10)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read full: %d bytes, %v", len(got), err)
+		}
+		got, eof, err := c.Read(sparse, 0, 256<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, 200<<10+1)
+		want[200<<10] = 1
+		if !eof || !bytes.Equal(got, want) {
+			t.Fatalf("read sparse: %d bytes, eof %v, equal %v", len(got), eof, bytes.Equal(got, want))
+		}
+	}
+}

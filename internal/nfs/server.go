@@ -304,6 +304,7 @@ func (s *Server) serveConn(c net.Conn) {
 				s.log.Debug("nfs: writing reply", "remote", remote, "err", err)
 				c.Close()
 			}
+			proto.Recycle(reply)
 		}()
 	}
 }

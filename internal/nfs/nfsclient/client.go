@@ -215,11 +215,17 @@ func (p *Pending) Wait() ([]byte, error) {
 // other from one goroutine reach the server in that order. args are not
 // kept.
 func (c *Client) Send(prog, vers, proc uint32, args []byte) (*Pending, error) {
+	return c.send(prog, vers, proc, len(args), func(w *proto.Writer) { w.B = append(w.B, args...) })
+}
+
+// send is Send with the arguments appended by args (about size bytes)
+// straight into the record, which large WRITEs need not copy twice.
+func (c *Client) send(prog, vers, proc uint32, size int, args func(w *proto.Writer)) (*Pending, error) {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	c.xid++
 	p := &Pending{c: c, xid: c.xid, done: make(chan struct{})}
-	w := proto.Writer{B: make([]byte, 4, 128+len(args))}
+	w := proto.Writer{B: make([]byte, 4, 128+size)}
 	w.Uint32(p.xid)
 	w.Uint32(proto.MsgCall)
 	w.Uint32(proto.RPCVersion)
@@ -230,7 +236,7 @@ func (c *Client) Send(prog, vers, proc uint32, args []byte) (*Pending, error) {
 	w.Opaque(c.Auth.Body)
 	w.Uint32(proto.AuthNone)
 	w.Opaque(nil)
-	w.B = append(w.B, args...)
+	args(&w)
 
 	c.mu.Lock()
 	if c.err != nil {

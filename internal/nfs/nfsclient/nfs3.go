@@ -230,13 +230,13 @@ type WriteCall struct{ *Pending }
 // SendWrite sends a WRITE of data at off without waiting for the reply;
 // data is not kept.
 func (c *Client) SendWrite(fh []byte, off uint64, data []byte, stable uint32) (*WriteCall, error) {
-	var w proto.Writer
-	w.Opaque(fh)
-	w.Uint64(off)
-	w.Uint32(uint32(len(data)))
-	w.Uint32(stable)
-	w.Opaque(data)
-	p, err := c.Send(proto.ProgNFS, proto.NFSVersion, proto.NFSProcWrite, w.B)
+	p, err := c.send(proto.ProgNFS, proto.NFSVersion, proto.NFSProcWrite, len(fh)+len(data)+32, func(w *proto.Writer) {
+		w.Opaque(fh)
+		w.Uint64(off)
+		w.Uint32(uint32(len(data)))
+		w.Uint32(stable)
+		w.Opaque(data)
+	})
 	if err != nil {
 		return nil, err
 	}

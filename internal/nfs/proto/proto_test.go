@@ -87,3 +87,36 @@ func FuzzDecode(f *testing.F) {
 		DecodeFattr3(r)
 	})
 }
+
+// TestOpaqueSpace fills opaque data in place, in small and pooled
+// buffers, and decodes it back with its padding.
+func TestOpaqueSpace(t *testing.T) {
+	for _, tc := range []struct{ room, filled int }{{0, 0}, {10, 7}, {10, 10}, {100 << 10, 5}, {1 << 20, 1<<20 - 1}} {
+		for round := 0; round < 2; round++ { // the second round reuses a pooled buffer
+			w := Writer{B: []byte{9, 9, 9, 9}}
+			room := w.OpaqueSpace(tc.room)
+			if len(room) != tc.room {
+				t.Fatalf("room %d, want %d", len(room), tc.room)
+			}
+			for i := range room[:tc.filled] {
+				room[i] = byte(i)
+			}
+			w.OpaqueDone(room, tc.filled)
+			w.Uint32(0xdeadbeef)
+			if len(w.B)%4 != 0 {
+				t.Fatalf("room %d filled %d: %d bytes, not padded", tc.room, tc.filled, len(w.B))
+			}
+			r := NewReader(w.B[4:])
+			got := r.Opaque(1 << 21)
+			if len(got) != tc.filled || r.Uint32() != 0xdeadbeef || r.Err() != nil {
+				t.Fatalf("room %d filled %d: decoded %d bytes, err %v", tc.room, tc.filled, len(got), r.Err())
+			}
+			for i, b := range got {
+				if b != byte(i) {
+					t.Fatalf("byte %d = %d", i, b)
+				}
+			}
+			Recycle(w.B)
+		}
+	}
+}

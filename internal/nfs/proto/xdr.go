@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // ErrShort is returned when a message ends before its fields do.
@@ -171,6 +172,57 @@ func (w *Writer) Fixed(p []byte) {
 func (w *Writer) Opaque(p []byte) {
 	w.Uint32(uint32(len(p)))
 	w.Fixed(p)
+}
+
+// OpaqueSpace appends the length and room for up to n bytes of opaque
+// data, and returns that room for the caller to fill (it holds whatever
+// the buffer held before, not zeros); OpaqueDone then sets how many bytes
+// were filled. Large replies (READ) fill it in place instead of copying
+// their data in, in a buffer from the pool (Recycle) when it must grow.
+func (w *Writer) OpaqueSpace(n int) []byte {
+	w.Uint32(uint32(n))
+	at := len(w.B)
+	if need := at + n + 3; need > cap(w.B) {
+		var b []byte
+		if need >= poolMin {
+			b = getBuffer(need)
+		} else {
+			b = make([]byte, 0, need)
+		}
+		w.B = append(b, w.B...)
+	}
+	w.B = w.B[:at+n]
+	return w.B[at:]
+}
+
+// OpaqueDone ends data OpaqueSpace made room for, of which the first
+// filled bytes hold data: it sets the length and pads.
+func (w *Writer) OpaqueDone(room []byte, filled int) {
+	end := len(w.B) - len(room) // start of the data
+	binary.BigEndian.PutUint32(w.B[end-4:end], uint32(filled))
+	w.B = w.B[:end+filled]
+	w.B = append(w.B, make([]byte, pad(filled))...)
+}
+
+// poolMin is the smallest buffer OpaqueSpace takes from the pool.
+const poolMin = 64 << 10
+
+var buffers sync.Pool // of *[]byte, cap at least poolMin
+
+func getBuffer(n int) []byte {
+	if p, ok := buffers.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, max(n, 1<<20+4096))
+}
+
+// Recycle gives a reply buffer back to the pool once it has been sent
+// (and is not used any more); small ones are left to the collector.
+func Recycle(b []byte) {
+	if cap(b) >= poolMin {
+		b = b[:0]
+		buffers.Put(&b)
+	}
 }
 
 // String appends a string.
