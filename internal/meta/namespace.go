@@ -339,7 +339,7 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 	}
 	var ch DirChange
 	err := m.mutate(ctx, func(o *op) error {
-		if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name)); err != nil {
+		if err := o.prefetchUnlink(parent, name); err != nil {
 			return err
 		}
 		p, ino, typ, err := o.childEntry(c, parent, name)

@@ -213,3 +213,36 @@ func TestSharedSnapshotFence(t *testing.T) {
 		ok(t, m.CloseSession(ctx))
 	}
 }
+
+// TestSharedUnlinkFollows unlinks on PostgreSQL, where the entry's inode,
+// its holds, xattrs and chunks are read through kv.Follow in the first
+// round trip: a file with an xattr and data is destroyed and its slices
+// queued; a file another client holds open is kept until its close.
+func TestSharedUnlinkFollows(t *testing.T) {
+	ms := pgClients(t, 2)
+	a, b := ms[0], ms[1]
+	f := create(t, a, root, base.RootIno, "data")
+	ok(t, a.SetXattr(ctx, root, f, "user.k", []byte("v"), 0))
+	s := newSlice(t, a, 0, 100)
+	_, err := a.WriteSlice(ctx, f, 3, s, 1000)
+	ok(t, err)
+	ok(t, a.Unlink(ctx, root, base.RootIno, "data"))
+	if _, err := b.GetAttr(ctx, f); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("unlinked file with data: %v", err)
+	}
+	pd := must[[]base.Slice](t)(a.PendingDeletes(ctx))
+	if len(pd) != 1 || pd[0].ID != s.ID {
+		t.Fatalf("pending deletes %v, want slice %d", pd, s.ID)
+	}
+
+	h := create(t, a, root, base.RootIno, "held")
+	must[base.Attr](t)(b.OpenFile(ctx, h))
+	ok(t, a.Unlink(ctx, root, base.RootIno, "held"))
+	if at, err := a.GetAttr(ctx, h); err != nil || at.Nlink != 0 {
+		t.Fatalf("held file after unlink: %+v, %v", at, err)
+	}
+	ok(t, b.CloseFile(ctx, h))
+	if _, err := a.GetAttr(ctx, h); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("held file after its last close: %v", err)
+	}
+}
