@@ -310,12 +310,17 @@ func TestSetAttrAfterUnlink(t *testing.T) {
 	if en := e.v.Unlink(ctx, root, base.RootIno, "closed"); en != 0 {
 		t.Fatal(en)
 	}
+	// Background loops (slice deletion) may update meanwhile: count over
+	// many calls, each of which would otherwise be an update.
+	const calls = 50
 	before := updates()
-	if _, en := e.v.SetAttr(ctx, root, ino, mtime); en != syscall.ENOENT {
-		t.Fatalf("setattr of a destroyed file: %v, want ENOENT", en)
+	for i := 0; i < calls; i++ {
+		if _, en := e.v.SetAttr(ctx, root, ino, mtime); en != syscall.ENOENT {
+			t.Fatalf("setattr of a destroyed file: %v, want ENOENT", en)
+		}
 	}
-	if n := updates() - before; n != 0 {
-		t.Errorf("setattr of a destroyed file ran %d metadata updates, want 0", n)
+	if n := updates() - before; n >= calls/2 {
+		t.Errorf("%d setattrs of a destroyed file ran %d metadata updates, want none of their own", calls, n)
 	}
 
 	open, ofh := e.create(t, "open")
