@@ -64,7 +64,9 @@ func (s *Store) CompactRange(ctx context.Context, slices []base.Slice, lo, hi ui
 			errs[i] = err
 			return
 		}
-		errs[i] = s.putBlock(ctx, BlockKey(newID, i, blen), buf)
+		// The range is being rewritten by small writes: it is hot, and
+		// the new block replaces what readers had cached of it.
+		errs[i] = s.putBlock(ctx, BlockKey(newID, i, blen), buf, true)
 	})
 	for _, err := range errs {
 		if err != nil {

@@ -35,20 +35,24 @@
 // turns it into EIO) and an error log line — never wrong data.
 //
 // Reads fetch and verify whole blocks (at most BlockSize, 4 MiB by default)
-// and cache the verified data. Partial reads of only the needed segments
-// plus their CRC entries were considered and rejected for now: they need two
-// ranged requests per block (data and table), which on an object store
-// costs more in latency than transferring the rest of a 4 MiB block, they
-// defeat the block cache, and sequential read-ahead works in whole blocks
-// anyway. Verifying a whole 4 MiB block costs about 0.16 ms (CRC-32C runs
-// at ~25 GB/s with hardware support), far below one object-store round
-// trip. The format allows adding partial reads later without a change on
-// disk.
+// and cache the verified data, except small reads of blocks that no tier
+// holds whole: those read only the 64 KiB segments they need plus their
+// CRC entries (two ranged requests, sent together) and cache the verified
+// segments under their own keys. Verifying a whole 4 MiB block costs about
+// 0.16 ms (CRC-32C runs at ~25 GB/s with hardware support), far below one
+// object-store round trip.
 //
 // Below the BlockCache an optional DiskCache (Options.DiskCache) is asked
 // on a miss, inside the single-flight fetch, and given every block fetched
 // from the object store (and, with Options.CacheWrites, every block
-// uploaded). Store.Warm fills it without touching the BlockCache.
+// uploaded). A small read that had to go to the object store also starts
+// a bounded, deduplicated background fetch of its whole block into the
+// disk tier, stored as segments (Options.DiskFills), so random reads fill
+// the disk tier too and a later small read there reads one 64 KiB file.
+// Store.Warm fills it with whole blocks without touching the BlockCache.
+// Blocks shorter than BlockSize (small writes) and blocks written by
+// compaction go into the BlockCache when uploaded: they are read back
+// soon, and would otherwise cost an object get each.
 //
 // Concurrent reads of one block share one fetch (single-flight); the blocks
 // one ReadChunk spans are fetched in parallel (Options.ReadConcurrency). A

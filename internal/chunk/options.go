@@ -15,6 +15,7 @@ const (
 	DefaultReadAhead         = 2
 	DefaultReadConcurrency   = 8
 	DefaultMaxChunkSlices    = 32
+	DefaultDiskFills         = 4
 
 	// MinBlockSize is the smallest block size accepted.
 	MinBlockSize = 4 << 10
@@ -50,6 +51,14 @@ type Options struct {
 	// DiskCache is the second cache tier, below the BlockCache and above
 	// the object store (see DiskCache). Default nil: none.
 	DiskCache DiskCache
+	// DiskFills bounds the whole-block fetches into DiskCache that run in
+	// the background after partial reads (see Store.ReadChunk): when a
+	// small read of a block in neither cache tier fetches only a few
+	// segments, the whole block is also fetched into the disk tier, unless
+	// this many such fetches are running already. Default 4; negative
+	// disables them (small random reads then never fill the disk tier).
+	// Without a DiskCache it has no effect.
+	DiskFills int
 	// CacheWrites also puts the blocks this Store uploads into DiskCache
 	// (cache-on-write), so that data written here is read back locally.
 	// Default false.
@@ -85,6 +94,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ReadAhead == 0 {
 		o.ReadAhead = DefaultReadAhead
+	}
+	if o.DiskFills == 0 {
+		o.DiskFills = DefaultDiskFills
 	}
 	if o.MaxChunkSlices == 0 {
 		o.MaxChunkSlices = DefaultMaxChunkSlices

@@ -152,10 +152,12 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 		}
 		owner[i] = b
 	}
-	// A block that is not cached and of which the read needs only a small
-	// part is read partially: just the 64 KiB segments covering the part,
-	// with their CRC entries (random reads would otherwise move whole
-	// blocks for a few KiB each).
+	// A block that is not cached whole and of which the read needs only a
+	// small part is read partially: just the 64 KiB segments covering the
+	// part, from the memory or disk tier or with their CRC entries from the
+	// object store (random reads would otherwise move whole blocks for a
+	// few KiB each); a partial read that went to the object store also
+	// schedules a background fill of the disk tier (fillDisk).
 	need := make(map[*blk]int, len(blocks))
 	for i, pt := range parts {
 		need[owner[i]] += pt.n
@@ -163,18 +165,23 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 	partial := make(map[*blk]bool)
 	for _, b := range blocks {
 		if allowPartial && b.length > 2*SegmentSize && need[b] <= b.length/8 {
+			if d, ok := s.cacheGet(b.key, b.length); ok {
+				s.st.cacheHits.Add(1)
+				b.data = d // one lookup of the memory tier, not two
+				continue
+			}
 			s.sfMu.Lock()
 			fetching := s.inflight[b.key] != nil
 			s.sfMu.Unlock()
-			onDisk := s.disk != nil && s.disk.Has(b.key)
-			if _, ok := s.cacheGet(b.key, b.length); !ok && !fetching && !onDisk {
+			onDisk := s.disk != nil && s.disk.Has(b.key) // whole: read it whole
+			if !fetching && !onDisk {
 				partial[b] = true
 			}
 		}
 	}
 	parallel(len(blocks), s.opts.ReadConcurrency, func(i int) {
 		b := blocks[i]
-		if partial[b] {
+		if partial[b] || b.data != nil {
 			return
 		}
 		b.data, b.err = s.getBlock(ctx, b.key, b.length)
@@ -187,8 +194,12 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 	for i, pt := range parts {
 		b := owner[i]
 		if partial[b] {
-			if err := s.readRange(ctx, b.key, b.length, pt.boff, p[pt.dst:pt.dst+pt.n]); err != nil {
+			fetched, err := s.readRange(ctx, b.key, b.length, pt.boff, p[pt.dst:pt.dst+pt.n])
+			if err != nil {
 				return err
+			}
+			if fetched {
+				s.fillDisk(b.key, b.length, pt.boff/SegmentSize)
 			}
 			continue
 		}
@@ -201,69 +212,29 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 func segKey(key string, seg int) string { return key + "#" + strconv.Itoa(seg) }
 
 // readRange fills dst with bytes [boff, boff+len(dst)) of a block of length
-// bytes, reading and verifying only the segments that cover them (from the
-// cache when it has them, else with two ranged reads: the segments' data
-// and their CRC entries). A mismatch wraps base.ErrChecksum.
-func (s *Store) readRange(ctx context.Context, key string, length, boff int, dst []byte) error {
+// bytes, reading and verifying only the segments that cover them: from the
+// memory tier, else from the disk tier (which holds the segments of blocks
+// filled by fillDisk, each verified by the disk cache), else with two
+// concurrent ranged reads from the object store (the segments' data and
+// their CRC entries). It reports whether it went to the object store. A
+// mismatch wraps base.ErrChecksum.
+func (s *Store) readRange(ctx context.Context, key string, length, boff int, dst []byte) (fetched bool, err error) {
 	segA, segB := boff/SegmentSize, (boff+len(dst)-1)/SegmentSize
-	segs := make([][]byte, segB-segA+1)
-	missing := false
-	for i := range segs {
-		if s.cache == nil {
-			missing = true
-			break
-		}
-		d, ok := s.cache.Get(segKey(key, segA+i))
-		if !ok {
-			missing = true
-			break
-		}
-		segs[i] = d
-	}
-	if missing {
-		s.st.cacheMisses.Add(1)
-		start := segA * SegmentSize
-		end := min((segB+1)*SegmentSize, length)
-		s.st.objectGets.Add(2)
-		data, err := s.obj.Get(ctx, key, int64(start), int64(end-start))
-		if err == nil && len(data) != end-start {
-			err = fmt.Errorf("chunk: block %s: short read of %d bytes at %d, want %d: %w", key, len(data), start, end-start, base.ErrChecksum)
-		}
-		var crcs []byte
-		if err == nil {
-			crcs, err = s.obj.Get(ctx, key, int64(length+4*segA), int64(4*len(segs)))
-			if err == nil && len(crcs) != 4*len(segs) {
-				err = fmt.Errorf("chunk: block %s: short CRC table: %w", key, base.ErrChecksum)
-			}
-		}
-		if err != nil {
-			if errors.Is(err, object.ErrNotFound) {
-				s.log.Error("block object missing", "key", key, "store", s.obj.String())
-				return fmt.Errorf("chunk: block %s missing: %w: %w", key, base.ErrIO, err)
-			}
-			if errors.Is(err, base.ErrChecksum) {
-				s.st.checksumErrors.Add(1)
-				s.log.Error("block checksum mismatch", "key", key, "err", err)
-			}
-			return err
-		}
-		s.st.bytesFetched.Add(int64(len(data) + len(crcs)))
-		for i := range segs {
-			seg := data[i*SegmentSize : min((i+1)*SegmentSize, len(data))]
-			want := binary.BigEndian.Uint32(crcs[4*i:])
-			if got := crc32.Checksum(seg, castagnoli); got != want {
-				s.st.checksumErrors.Add(1)
-				err := fmt.Errorf("chunk: block %s segment %d: crc %08x, stored %08x: %w", key, segA+i, got, want, base.ErrChecksum)
-				s.log.Error("block checksum mismatch", "key", key, "err", err)
-				return err
-			}
-			segs[i] = seg
-			if s.cache != nil {
-				s.cache.Put(segKey(key, segA+i), seg)
-			}
-		}
-	} else {
+	segs, tier := s.localSegments(key, length, segA, segB)
+	switch tier {
+	case tierMemory:
 		s.st.cacheHits.Add(1)
+	case tierDisk:
+		s.st.cacheMisses.Add(1)
+		s.st.diskHits.Add(1)
+	default:
+		s.st.cacheMisses.Add(1)
+		if s.disk != nil {
+			s.st.diskMisses.Add(1)
+		}
+		if err := s.fetchSegments(ctx, key, length, segA, segs); err != nil {
+			return true, err
+		}
 	}
 	off := boff - segA*SegmentSize
 	for _, seg := range segs {
@@ -276,6 +247,100 @@ func (s *Store) readRange(ctx context.Context, key string, length, boff int, dst
 		off = 0
 		if len(dst) == 0 {
 			break
+		}
+	}
+	return tier == tierObject, nil
+}
+
+// Where localSegments found a range of segments.
+const (
+	tierMemory = iota // every segment in the memory tier
+	tierDisk          // every segment in memory or on disk, some on disk
+	tierObject        // not all: the range must be fetched
+)
+
+// localSegments looks for segments [segA, segB] of a block of length bytes
+// in the memory tier, then the disk tier; segments found on disk are put
+// into the memory tier. It returns them (all, unless the tier is
+// tierObject) and where they were found.
+func (s *Store) localSegments(key string, length, segA, segB int) ([][]byte, int) {
+	segs := make([][]byte, segB-segA+1)
+	tier := tierMemory
+	for i := range segs {
+		sk := segKey(key, segA+i)
+		want := min(SegmentSize, length-(segA+i)*SegmentSize)
+		if s.cache != nil {
+			if d, ok := s.cache.Get(sk); ok && len(d) == want {
+				segs[i] = d
+				continue
+			}
+		}
+		if s.disk == nil {
+			return segs, tierObject
+		}
+		d, ok := s.disk.Get(sk)
+		if !ok || len(d) != want {
+			return segs, tierObject
+		}
+		segs[i], tier = d, tierDisk
+		if s.cache != nil {
+			s.cache.Put(sk, d)
+		}
+	}
+	return segs, tier
+}
+
+// fetchSegments reads segments segA.. (len(segs) of them) of a block of
+// length bytes from the object store, verifies them against their CRC
+// entries, puts them into the memory tier and stores them in segs.
+func (s *Store) fetchSegments(ctx context.Context, key string, length, segA int, segs [][]byte) error {
+	start := segA * SegmentSize
+	end := min((segA+len(segs))*SegmentSize, length)
+	s.st.objectGets.Add(2)
+	// The two requests are independent: sent together, a miss costs one
+	// round trip to a remote store instead of two.
+	var crcs []byte
+	var crcErr error
+	crcDone := make(chan struct{})
+	go func() {
+		defer close(crcDone)
+		crcs, crcErr = s.obj.Get(ctx, key, int64(length+4*segA), int64(4*len(segs)))
+		if crcErr == nil && len(crcs) != 4*len(segs) {
+			crcErr = fmt.Errorf("chunk: block %s: short CRC table: %w", key, base.ErrChecksum)
+		}
+	}()
+	data, err := s.obj.Get(ctx, key, int64(start), int64(end-start))
+	if err == nil && len(data) != end-start {
+		err = fmt.Errorf("chunk: block %s: short read of %d bytes at %d, want %d: %w", key, len(data), start, end-start, base.ErrChecksum)
+	}
+	<-crcDone
+	if err == nil {
+		err = crcErr
+	}
+	if err != nil {
+		if errors.Is(err, object.ErrNotFound) {
+			s.log.Error("block object missing", "key", key, "store", s.obj.String())
+			return fmt.Errorf("chunk: block %s missing: %w: %w", key, base.ErrIO, err)
+		}
+		if errors.Is(err, base.ErrChecksum) {
+			s.st.checksumErrors.Add(1)
+			s.log.Error("block checksum mismatch", "key", key, "err", err)
+		}
+		return err
+	}
+	s.st.bytesFetched.Add(int64(len(data) + len(crcs)))
+	for i := range segs {
+		seg := data[i*SegmentSize : min((i+1)*SegmentSize, len(data))]
+		want := binary.BigEndian.Uint32(crcs[4*i:])
+		if got := crc32.Checksum(seg, castagnoli); got != want {
+			s.st.checksumErrors.Add(1)
+			err := fmt.Errorf("chunk: block %s segment %d: crc %08x, stored %08x: %w", key, segA+i, got, want, base.ErrChecksum)
+			s.log.Error("block checksum mismatch", "key", key, "err", err)
+			return err
+		}
+		segs[i] = seg
+		if s.cache != nil {
+			s.cache.Put(segKey(key, segA+i), seg)
 		}
 	}
 	return nil
@@ -365,4 +430,60 @@ func (s *Store) prefetch(slices []base.Slice, a, b uint64) {
 			<-s.raSem
 		}()
 	}
+}
+
+// fillDisk fetches the whole block key into the disk tier in the
+// background, after a partial read of it had to go to the object store:
+// small random reads then fill the disk tier as sequential reads do, and
+// later small reads of any part of the block are served locally. The
+// foreground read never waits for it. The block is stored as its 64 KiB
+// segments, one disk cache entry each (segKey), so that a small read
+// served by the disk tier reads and verifies one segment, not a whole
+// block. A fill is skipped when the block is being fetched or filled
+// already (deduplicated by key), when the missed segment is on disk, or
+// when Options.DiskFills fills are running (bounded, so a random workload
+// cannot queue unbounded block fetches behind its small reads). The block
+// goes to the disk tier only: the memory tier keeps the segments reads
+// use.
+func (s *Store) fillDisk(key string, length, seg int) {
+	if s.fillSem == nil || s.disk.Has(segKey(key, seg)) {
+		return
+	}
+	s.sfMu.Lock()
+	if s.filling[key] || s.inflight[key] != nil {
+		s.sfMu.Unlock()
+		return
+	}
+	select {
+	case s.fillSem <- struct{}{}:
+	default:
+		s.sfMu.Unlock()
+		return // busy: a later miss of this block tries again
+	}
+	s.filling[key] = true
+	s.sfMu.Unlock()
+	s.st.diskFills.Add(1)
+	go func() {
+		defer func() {
+			s.sfMu.Lock()
+			delete(s.filling, key)
+			s.sfMu.Unlock()
+			<-s.fillSem
+		}()
+		data, err := s.fetchObject(context.Background(), key, length)
+		if err != nil {
+			return // logged by fetchObject; a later miss tries again
+		}
+		// Write, not Put: the slot is held until the files are in place,
+		// so fills go no faster than the disk takes them.
+		for i := 0; i*SegmentSize < len(data); i++ {
+			seg := data[i*SegmentSize : min((i+1)*SegmentSize, len(data))]
+			if err := s.disk.Write(segKey(key, i), seg); err != nil {
+				// Best effort: a full or failing disk is counted and
+				// logged by the disk cache.
+				s.log.Debug("background fill of the disk cache", "key", key, "err", err)
+				return
+			}
+		}
+	}()
 }

@@ -65,11 +65,13 @@ type Store struct {
 	opts  Options
 	log   *slog.Logger
 
-	upSem chan struct{} // upload slots (global)
-	raSem chan struct{} // read-ahead slots (global, try-acquire only)
+	upSem   chan struct{} // upload slots (global)
+	raSem   chan struct{} // read-ahead slots (global, try-acquire only)
+	fillSem chan struct{} // disk-fill slots (global, try-acquire only); nil: no fills
 
 	sfMu     sync.Mutex
 	inflight map[string]*fetchCall
+	filling  map[string]bool // blocks being fetched into the disk tier, guarded by sfMu
 
 	// Write buffer accounting: bytes copied into Writers and not yet
 	// uploaded, guarded by bufMu; bufWake is closed (and replaced) whenever
@@ -100,7 +102,7 @@ func New(obj object.Store, cache BlockCache, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{
+	s := &Store{
 		obj:      obj,
 		cache:    cache,
 		disk:     opts.DiskCache,
@@ -109,9 +111,14 @@ func New(obj object.Store, cache BlockCache, opts Options) (*Store, error) {
 		upSem:    make(chan struct{}, opts.UploadConcurrency),
 		raSem:    make(chan struct{}, max(opts.ReadAhead, 1)*2),
 		inflight: make(map[string]*fetchCall),
+		filling:  make(map[string]bool),
 		bufWake:  make(chan struct{}),
 		writers:  make(map[*Writer]struct{}),
-	}, nil
+	}
+	if s.disk != nil && opts.DiskFills > 0 {
+		s.fillSem = make(chan struct{}, opts.DiskFills)
+	}
+	return s, nil
 }
 
 // Options returns the validated options in use.
@@ -231,7 +238,9 @@ func (s *Store) fetchObject(ctx context.Context, key string, length int) ([]byte
 
 // putBlock encodes data as a block object and stores it under key, holding
 // an upload slot. It may append the CRC table into data's spare capacity.
-func (s *Store) putBlock(ctx context.Context, key string, data []byte) error {
+// With toMemory the uploaded block is also put into the memory tier, which
+// then owns data (the caller must not modify it afterwards).
+func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory bool) error {
 	select {
 	case s.upSem <- struct{}{}:
 	case <-ctx.Done():
@@ -244,8 +253,12 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte) error {
 		return fmt.Errorf("chunk: put block %s: %w", key, err)
 	}
 	s.st.bytesWritten.Add(int64(len(data)))
+	data = data[:len(data):len(data)]
+	if toMemory && s.cache != nil {
+		s.cache.Put(key, data)
+	}
 	if s.opts.CacheWrites && s.disk != nil {
-		s.disk.Put(key, data[:len(data):len(data)])
+		s.disk.Put(key, data)
 	}
 	return nil
 }
@@ -264,9 +277,9 @@ func (s *Store) SyncObjects(ctx context.Context) error {
 }
 
 // DeleteSlice deletes every block object of slice id of size bytes and
-// drops them from the cache (if it implements BlockCacheDeleter). Blocks
-// already missing are fine, so it may be repeated. It tries every block
-// and returns the first error.
+// drops them and their segments from the disk tier and the cache (if it
+// implements BlockCacheDeleter). Blocks already missing are fine, so it
+// may be repeated. It tries every block and returns the first error.
 func (s *Store) DeleteSlice(ctx context.Context, id uint64, size uint32) error {
 	if id == 0 {
 		return nil
@@ -275,12 +288,21 @@ func (s *Store) DeleteSlice(ctx context.Context, id uint64, size uint32) error {
 	n := s.numBlocks(size)
 	errs := make([]error, n)
 	parallel(n, s.opts.UploadConcurrency, func(i int) {
-		key := BlockKey(id, i, s.blockLen(size, i))
-		if del != nil {
-			del.Delete(key)
-		}
-		if s.disk != nil {
-			s.disk.Delete(key)
+		blen := s.blockLen(size, i)
+		key := BlockKey(id, i, blen)
+		// The block, and the segments partial reads and disk fills cache
+		// under their own keys.
+		for seg := -1; seg*SegmentSize < blen; seg++ {
+			k := key
+			if seg >= 0 {
+				k = segKey(key, seg)
+			}
+			if del != nil {
+				del.Delete(k)
+			}
+			if s.disk != nil {
+				s.disk.Delete(k)
+			}
 		}
 		s.st.objectDeletes.Add(1)
 		if err := s.obj.Delete(ctx, key); err != nil {
@@ -329,6 +351,7 @@ type Stats struct {
 	DiskMisses     int64
 	ChecksumErrors int64
 	Prefetches     int64 // blocks fetched by read-ahead
+	DiskFills      int64 // whole blocks fetched into the DiskCache after partial reads
 	Buffered       int64 // bytes buffered in Writers, not yet uploaded
 	BufferedPeak   int64 // highest Buffered seen
 }
@@ -338,6 +361,7 @@ type stats struct {
 	objectPuts, objectGets, objectDeletes  atomic.Int64
 	cacheHits, cacheMisses, checksumErrors atomic.Int64
 	prefetches, diskHits, diskMisses       atomic.Int64
+	diskFills                              atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -358,6 +382,7 @@ func (s *Store) Stats() Stats {
 		DiskMisses:     s.st.diskMisses.Load(),
 		ChecksumErrors: s.st.checksumErrors.Load(),
 		Prefetches:     s.st.prefetches.Load(),
+		DiskFills:      s.st.diskFills.Load(),
 		Buffered:       buffered,
 		BufferedPeak:   peak,
 	}

@@ -333,7 +333,10 @@ func (w *Writer) uploadBlock(ws *wslice, i int, data []byte) error {
 	}
 	key := BlockKey(id, i, len(data))
 	for attempt := 0; ; attempt++ {
-		err = w.s.putBlock(w.ctx, key, data)
+		// Blocks shorter than a full block (small writes, the ends of
+		// slices) are likely read back soon; full blocks of streams are
+		// not kept, so a large write does not flush the memory tier.
+		err = w.s.putBlock(w.ctx, key, data, len(data) < w.s.opts.BlockSize)
 		if err == nil || attempt == 2 || w.ctx.Err() != nil {
 			return err
 		}

@@ -58,13 +58,23 @@ type TierStats struct {
 	Latency        *metrics.HistogramSnapshot `json:"latency,omitempty"` // of hits
 }
 
-// ChunkStats are the data path's own counters.
+// ChunkStats are the data path's own counters. The Read* counters count,
+// once per block a read touches (a whole block, or the segments of it a
+// small read needs), which tier served it: memory, else disk, else the
+// object store (a disk miss). The tiers' own lookup counters (TierStats)
+// also count the data path's internal lookups (a block, then its
+// segments), so hit ratios as a reader sees them come from these.
 type ChunkStats struct {
-	BytesRead      int64 `json:"bytes_read"`    // returned to readers
-	BytesWritten   int64 `json:"bytes_written"` // uploaded in blocks
-	Prefetches     int64 `json:"prefetches"`
-	ChecksumErrors int64 `json:"checksum_errors"`
-	Buffered       int64 `json:"buffered"`
+	BytesRead        int64 `json:"bytes_read"`    // returned to readers
+	BytesWritten     int64 `json:"bytes_written"` // uploaded in blocks
+	Prefetches       int64 `json:"prefetches"`
+	ChecksumErrors   int64 `json:"checksum_errors"`
+	Buffered         int64 `json:"buffered"`
+	ReadMemoryHits   int64 `json:"read_memory_hits"`
+	ReadMemoryMisses int64 `json:"read_memory_misses"`
+	ReadDiskHits     int64 `json:"read_disk_hits"`
+	ReadDiskMisses   int64 `json:"read_disk_misses"`
+	DiskFills        int64 `json:"disk_fills"` // whole blocks fetched into the disk tier after small reads
 }
 
 // Stats returns the volume's counters now.
@@ -84,6 +94,8 @@ func (v *Volume) Stats() Stats {
 		Chunk: ChunkStats{
 			BytesRead: cs.BytesRead, BytesWritten: cs.BytesWritten, Prefetches: cs.Prefetches,
 			ChecksumErrors: cs.ChecksumErrors, Buffered: cs.Buffered,
+			ReadMemoryHits: cs.CacheHits, ReadMemoryMisses: cs.CacheMisses,
+			ReadDiskHits: cs.DiskHits, ReadDiskMisses: cs.DiskMisses, DiskFills: cs.DiskFills,
 		},
 	}
 	if v.disk != nil {
@@ -158,6 +170,11 @@ func WritePrometheus(w io.Writer, s Stats) error {
 	p.Counter("cairn_read_bytes_total", "Bytes returned to readers by the data path.", float64(s.Chunk.BytesRead))
 	p.Counter("cairn_written_bytes_total", "Bytes uploaded in blocks.", float64(s.Chunk.BytesWritten))
 	p.Counter("cairn_prefetches_total", "Blocks fetched by read-ahead.", float64(s.Chunk.Prefetches))
+	p.Counter("cairn_disk_fills_total", "Blocks fetched whole into the disk tier after small reads missed it.", float64(s.Chunk.DiskFills))
+	p.Counter("cairn_read_tier_hits_total", "Blocks (or segment ranges) reads needed that the tier served, once per block a read touches.", float64(s.Chunk.ReadMemoryHits), "tier", "memory")
+	p.Counter("cairn_read_tier_hits_total", "", float64(s.Chunk.ReadDiskHits), "tier", "disk")
+	p.Counter("cairn_read_tier_misses_total", "Blocks (or segment ranges) reads needed that the tier did not have.", float64(s.Chunk.ReadMemoryMisses), "tier", "memory")
+	p.Counter("cairn_read_tier_misses_total", "", float64(s.Chunk.ReadDiskMisses), "tier", "disk")
 	p.Counter("cairn_checksum_errors_total", "Blocks from the object store that failed verification.", float64(s.Chunk.ChecksumErrors))
 	p.Gauge("cairn_write_buffer_bytes", "Bytes buffered in writers, not yet uploaded.", float64(s.Chunk.Buffered))
 	return p.Err()
