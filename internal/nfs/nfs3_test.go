@@ -428,6 +428,22 @@ func TestBadHandles(t *testing.T) {
 	}
 }
 
+// dirWithFile serves a new volume and makes d/f in it; it returns a
+// client and the handles of the root, d and f.
+func dirWithFile(t *testing.T) (c *nfsclient.Client, root, dir, file []byte) {
+	t.Helper()
+	e := newEnv(t)
+	c, root = e.client(t)
+	dir, err := c.Mkdir(root, "d", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if file, err = c.Create(dir, "f", proto.CreateGuarded, proto.Sattr3{}, [8]byte{}); err != nil {
+		t.Fatal(err)
+	}
+	return c, root, dir, file
+}
+
 // removeWcc sends REMOVE and decodes its status and wcc_data.
 func removeWcc(t *testing.T, c *nfsclient.Client, dir []byte, name string) (st uint32, preOK bool, preSize uint64, preMtime proto.Time, post proto.Fattr3, postOK bool) {
 	t.Helper()
@@ -456,16 +472,7 @@ func removeWcc(t *testing.T, c *nfsclient.Client, dir []byte, name string) (st u
 // directory before and after, from the transaction that removed the
 // entry) and its errors.
 func TestRemoveWcc(t *testing.T) {
-	e := newEnv(t)
-	c, root := e.client(t)
-	dir, err := c.Mkdir(root, "d", 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := c.Create(dir, "f", proto.CreateGuarded, proto.Sattr3{}, [8]byte{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, root, dir, file := dirWithFile(t)
 	before, err := c.GetAttr(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -527,16 +534,7 @@ func TestRemoveWcc(t *testing.T) {
 // TestLookupDirAttr checks that LOOKUP answers the directory's attributes
 // (read with the entry) as GETATTR does, found or not.
 func TestLookupDirAttr(t *testing.T) {
-	e := newEnv(t)
-	c, root := e.client(t)
-	dir, err := c.Mkdir(root, "d", 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := c.Create(dir, "f", proto.CreateGuarded, proto.Sattr3{}, [8]byte{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, dir, file := dirWithFile(t)
 	wantDir, err := c.GetAttr(dir)
 	if err != nil {
 		t.Fatal(err)
