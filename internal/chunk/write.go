@@ -464,6 +464,20 @@ func (w *Writer) Pending() bool {
 	return len(w.pending) > 0
 }
 
+// Overlaps reports whether uncommitted data covers any byte of the file
+// range [off, end).
+func (w *Writer) Overlaps(off, end int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ws := range w.pending {
+		start := int64(ws.chunk)*base.ChunkSize + int64(ws.pos)
+		if start < end && off < start+int64(ws.length) {
+			return true
+		}
+	}
+	return false
+}
+
 // Len returns the highest file offset covered by uncommitted data (the
 // end of the furthest pending slice), or 0 when nothing is pending. vfs
 // reports max(committed length, Len) as the size of a file being written.

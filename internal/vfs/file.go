@@ -153,11 +153,39 @@ func (f *file) flush(ctx context.Context) error {
 	}
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
+	return f.flushLocked(ctx)
+}
+
+// flushLocked is flush for a caller holding wmu.
+func (f *file) flushLocked(ctx context.Context) error {
 	err := f.w.Flush(ctx)
 	if err == nil {
 		f.lastWrite.Store(0)
 	}
 	return err
+}
+
+// readLength returns the committed length for a read of [off, end),
+// first committing the buffered writes that matter to it: those covering
+// part of the range, or extending the file past its committed length into
+// or beyond it. Other buffered writes stay buffered, so a database's reads
+// of pages it did not just write never wait for an upload (the cache
+// study, docs/performance.md). wmu is held throughout: commits happen
+// under it, so the length and the buffered ranges are seen together.
+func (f *file) readLength(ctx context.Context, off, end int64) (int64, error) {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	size, err := f.committedLength(ctx)
+	if err != nil || !f.w.Pending() {
+		return size, err
+	}
+	if f.w.Overlaps(off, end) || end > size && f.w.Len() > size {
+		if err := f.flushLocked(ctx); err != nil {
+			return 0, err
+		}
+		return f.committedLength(ctx)
+	}
+	return size, nil
 }
 
 func (f *file) idleFor() time.Duration {

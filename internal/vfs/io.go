@@ -118,12 +118,9 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, 
 	if e := v.checkSnapshot(ctx, f.t, false); e != 0 {
 		return 0, e
 	}
-	// Buffered writes of this file become visible to reads by committing
-	// them first.
-	if err := f.flush(ctx); err != nil {
-		return 0, v.errno("read-flush", err)
-	}
-	size, err := f.committedLength(ctx)
+	// Buffered writes become visible to the read by committing those that
+	// matter to it first.
+	size, err := f.readLength(ctx, off, off+int64(len(buf)))
 	if err != nil {
 		return 0, v.errno("read", err)
 	}

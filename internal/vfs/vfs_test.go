@@ -334,3 +334,48 @@ func TestSetAttrAfterUnlink(t *testing.T) {
 		t.Fatal(en)
 	}
 }
+
+// TestReadBesideBufferedWrites: a read commits the file's buffered writes
+// only when they matter to it (they cover part of the range, or extend
+// the file into or past it); reads elsewhere leave them buffered, and
+// every read sees every completed write.
+func TestReadBesideBufferedWrites(t *testing.T) {
+	e := newEnv(t)
+	ino, fh := e.create(t, "f")
+	base := bytes.Repeat([]byte{1}, 256<<10)
+	e.write(t, fh, 0, base)
+	if en := e.v.Flush(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+	f := e.v.files[ino]
+	e.write(t, fh, 200<<10, []byte{2, 2, 2, 2})
+	if got := e.read(t, fh, 0, 100); !bytes.Equal(got, base[:100]) {
+		t.Fatalf("read beside the buffered write: %v", got[:8])
+	}
+	if !f.w.Pending() {
+		t.Fatal("a read beside a buffered write committed it")
+	}
+	if got := e.read(t, fh, 200<<10-2, 8); !bytes.Equal(got, []byte{1, 1, 2, 2, 2, 2, 1, 1}) {
+		t.Fatalf("read over the buffered write: %v", got)
+	}
+	if f.w.Pending() {
+		t.Fatal("a read over a buffered write left it buffered")
+	}
+
+	// A buffered write past the end: the gap reads as zeros, the length
+	// includes it.
+	e.write(t, fh, 300<<10, []byte{3})
+	if got := e.read(t, fh, 270<<10, 10); !bytes.Equal(got, make([]byte, 10)) {
+		t.Fatalf("read inside the gap before a buffered write past the end: %v", got)
+	}
+	got := e.read(t, fh, 256<<10, 64<<10)
+	if want := append(make([]byte, 44<<10), 3); !bytes.Equal(got, want) {
+		t.Fatalf("read of the gap before a buffered write past the end: %d bytes, want %d", len(got), len(want))
+	}
+	if got := e.read(t, fh, 300<<10, 10); !bytes.Equal(got, []byte{3}) {
+		t.Fatalf("read at the buffered end: %v", got)
+	}
+	if en := e.v.Release(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+}
