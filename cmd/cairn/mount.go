@@ -43,6 +43,7 @@ func newMountCommand() *cobra.Command {
 		cacheWrites                           bool
 		metricsAddr                           string
 		objectLatency                         time.Duration
+		maxReadAhead                          string
 		nfsExport                             nfsExportFlags
 	)
 	cmd := &cobra.Command{
@@ -124,6 +125,10 @@ answers like a remote object store (bench/cache-study.sh uses it).`,
 			if err := mem.apply(&vo); err != nil {
 				return err
 			}
+			ra, err := parseSize(maxReadAhead)
+			if err != nil || ra < 4096 || ra > 1<<30 {
+				return fmt.Errorf("--max-readahead %q: want a size from 4K to 1G", maxReadAhead)
+			}
 			cs, err := parseSize(cacheSize)
 			if err != nil {
 				return fmt.Errorf("--cache-size: %w", err)
@@ -174,6 +179,7 @@ answers like a remote object store (bench/cache-study.sh uses it).`,
 			mo.Fuse.NegativeTimeout = negTimeout
 			mo.Fuse.Debug = debug
 			mo.Fuse.WritebackCache = writeback
+			mo.Fuse.MaxReadAhead = int(ra)
 			mo.Heartbeat, mo.SessionTimeout = heartbeat, sessionTimeout
 			mo.Fuse.ExtraOptions = extra
 			err = daemon.Mount(cmd.Context(), mo)
@@ -201,6 +207,7 @@ answers like a remote object store (bench/cache-study.sh uses it).`,
 	f.DurationVar(&attrTimeout, "attr-timeout", time.Second, "how long the kernel caches attributes")
 	f.DurationVar(&entryTimeout, "entry-timeout", time.Second, "how long the kernel caches names")
 	f.BoolVar(&writeback, "writeback", true, "let the kernel buffer small writes and send them in large requests (FUSE writeback cache); --writeback=false sends every write(2) to Cairn. Default off on shared volumes, where the kernel would keep stale file sizes")
+	f.StringVar(&maxReadAhead, "max-readahead", "1M", "the kernel's read-ahead window per file (FUSE starts at 128K; raised as root, see docs/fuse-tuning.md)")
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")
 	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long this client may miss heartbeats before other clients declare it dead and release its locks")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiling endpoints (net/http/pprof) on this address, e.g. 127.0.0.1:6060")

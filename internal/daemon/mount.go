@@ -205,6 +205,10 @@ func Mount(ctx context.Context, o MountOptions) error {
 	fo.Logger = log
 	fo.ReadOnly = fo.ReadOnly || o.Volume.ReadOnly
 	fo.CloseToOpen = vol.Loc.Shared()
+	// The kernel may keep file pages across opens while every change to
+	// the files goes through it: not with other clients, nor with NFS
+	// clients writing through the gateway of this process.
+	fo.KeepCache = !vol.Loc.Shared() && o.NFSListen == ""
 	if o.NFSListen != "" && o.Snapshot != "" {
 		_ = v.Close(context.Background())
 		return errors.New("--nfs-listen serves the live volume: it cannot be combined with --snapshot")

@@ -88,6 +88,7 @@ func MountVolume(t testing.TB, v *Volume, o MountOptions) *Mount {
 	srv, err := fuse.Mount(fs, dir, fuse.Options{
 		FsName: v.MetaURL, AllowOther: true, Logger: log, ReadOnly: o.ReadOnly,
 		AttrTimeout: o.AttrTimeout, EntryTimeout: o.EntryTimeout, WritebackCache: !o.NoWriteback,
+		KeepCache: true, // as cairn mount of an embedded volume
 	})
 	if err != nil {
 		vol.Close()

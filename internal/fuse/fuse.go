@@ -29,8 +29,16 @@ type Options struct {
 	// AttrTimeout and EntryTimeout are how long the kernel may cache
 	// attributes and names. NegativeTimeout caches failed lookups.
 	AttrTimeout, EntryTimeout, NegativeTimeout time.Duration
-	// MaxWrite is the largest write request (default 1 MiB).
+	// MaxWrite is the largest write and read request (default 1 MiB, the
+	// kernel's limit). See docs/fuse-tuning.md for this and the others.
 	MaxWrite int
+	// MaxReadAhead is the kernel's read-ahead window for each file
+	// (default 1 MiB). The kernel's own default is 128 KiB and the FUSE
+	// INIT reply can only lower it, so Mount raises it through the
+	// mount's backing device (/sys/class/bdi/MAJOR:MINOR/read_ahead_kb),
+	// which needs root; without root the 128 KiB stay (logged). Reads
+	// reach Cairn in requests of up to min(MaxReadAhead, MaxWrite).
+	MaxReadAhead int
 	// MaxBackground is the number of outstanding background requests
 	// (read-ahead, async writes) the kernel may issue (default 64).
 	MaxBackground int
@@ -41,10 +49,18 @@ type Options struct {
 	ReadOnly bool
 	// CloseToOpen makes every open drop the kernel's cached attributes of
 	// the file, so a client sees the size and times another client left at
-	// its close (shared volumes). Without it the kernel may use attributes
-	// up to AttrTimeout old. The page cache is dropped at every open either
-	// way (no FOPEN_KEEP_CACHE).
+	// its close (shared volumes), and drop its pages. Without it the
+	// kernel may use attributes up to AttrTimeout old.
 	CloseToOpen bool
+	// KeepCache keeps a file's pages in the kernel's page cache from one
+	// open to the next (FOPEN_KEEP_CACHE); without it every open drops
+	// them. Only for mounts whose files change through this kernel alone
+	// (an embedded volume without an NFS gateway, a snapshot): the kernel
+	// still drops a file's pages when it sees the file's size or mtime
+	// change at an attribute refresh (AUTO_INVAL_DATA), but a change made
+	// elsewhere could be served stale until then. Ignored with
+	// CloseToOpen.
+	KeepCache bool
 	// Debug logs every FUSE request.
 	Debug bool
 	// Logger receives adapter errors.
@@ -56,6 +72,9 @@ type Options struct {
 func (o *Options) setDefaults() {
 	if o.MaxWrite <= 0 {
 		o.MaxWrite = 1 << 20
+	}
+	if o.MaxReadAhead <= 0 {
+		o.MaxReadAhead = 1 << 20
 	}
 	if o.MaxBackground <= 0 {
 		o.MaxBackground = 64
@@ -81,7 +100,6 @@ func Mount(v *vfs.VFS, mountpoint string, opts Options) (*Server, error) {
 		FsName:        opts.FsName,
 		Name:          "cairn",
 		MaxWrite:      opts.MaxWrite,
-		MaxReadAhead:  opts.MaxWrite,
 		MaxBackground: opts.MaxBackground,
 		// The kernel checks access permissions from the attributes we
 		// return, with the caller's full group list (which FUSE does not
@@ -92,6 +110,12 @@ func Mount(v *vfs.VFS, mountpoint string, opts Options) (*Server, error) {
 		// flock and fcntl locks go to Cairn, which shares them with every
 		// client of the volume, instead of staying in this kernel.
 		EnableLocks: true,
+		// Reads return bytes, never a file to splice from, yet go-fuse
+		// would still take a pipe, grow it and write each reply's header
+		// into it before falling back to writev (and log a line for every
+		// 1 MiB reply, too big for a pipe): 17% of the daemon's CPU on
+		// sequential reads.
+		DisableSplice: true,
 	}
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
@@ -99,6 +123,12 @@ func Mount(v *vfs.VFS, mountpoint string, opts Options) (*Server, error) {
 	if opts.WritebackCache {
 		mo.ExtraCapabilities |= gofuse.CAP_WRITEBACK_CACHE
 	}
+	// Cairn drops setuid, setgid and security.capability itself on the
+	// writes and truncations the kernel marks (rawFS.Write, SetAttr).
+	// Without this the kernel asks for security.capability before every
+	// write(2): one GETXATTR round trip per write, half the daemon's CPU
+	// on 8 KiB sequential writes.
+	mo.ExtraCapabilities |= gofuse.CAP_HANDLE_KILLPRIV_V2
 	srv, err := gofuse.NewServer(fs, mountpoint, mo)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
@@ -108,6 +138,9 @@ func Mount(v *vfs.VFS, mountpoint string, opts Options) (*Server, error) {
 	if err := srv.WaitMount(); err != nil {
 		_ = srv.Unmount()
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	if err := setReadAhead(mountpoint, opts.MaxReadAhead); err != nil {
+		opts.Logger.Info("cannot set the kernel's read-ahead window; it stays at 128 KiB", "want", opts.MaxReadAhead, "err", err)
 	}
 	return &Server{srv: srv, fs: fs}, nil
 }
@@ -242,6 +275,10 @@ func (fs *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofu
 		req.Valid |= meta.SetCtime
 		req.Ctime = int64(in.Ctime)*1e9 + int64(in.Ctimensec)
 	}
+	if valid&gofuse.FATTR_KILL_SUIDGID != 0 {
+		// a truncation by a process without CAP_FSETID (HANDLE_KILLPRIV_V2)
+		req.Valid |= meta.SetKillSuidgid
+	}
 	a, e := fs.v.SetAttr(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), req)
 	if e != 0 {
 		return st(e)
@@ -363,11 +400,18 @@ func (fs *rawFS) openFlags(flags uint32) uint32 {
 	if flags&syscall.O_DIRECT != 0 {
 		return gofuse.FOPEN_DIRECT_IO
 	}
-	if flags&syscall.O_APPEND != 0 && fs.opts.CloseToOpen {
-		// The kernel picks the append offset from its cached size, which
-		// may be another client's old one; vfs appends at the real end,
-		// so the page cache must not keep the data at the kernel's offset.
-		return gofuse.FOPEN_DIRECT_IO
+	if fs.opts.CloseToOpen {
+		if flags&syscall.O_APPEND != 0 {
+			// The kernel picks the append offset from its cached size,
+			// which may be another client's old one; vfs appends at the
+			// real end, so the page cache must not keep the data at the
+			// kernel's offset.
+			return gofuse.FOPEN_DIRECT_IO
+		}
+		return 0
+	}
+	if fs.opts.KeepCache {
+		return gofuse.FOPEN_KEEP_CACHE
 	}
 	return 0
 }
@@ -424,6 +468,14 @@ func (fs *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (go
 }
 
 func (fs *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
+	if in.WriteFlags&gofuse.WRITE_KILL_SUIDGID != 0 {
+		// HANDLE_KILLPRIV_V2: the kernel marks the writes that must drop
+		// setuid and setgid (a writer without CAP_FSETID) and leaves it
+		// to us.
+		if e := fs.v.KillPriv(context.Background(), base.Ino(in.NodeId)); e != 0 {
+			return 0, st(e)
+		}
+	}
 	n, e := fs.v.Write(context.Background(), in.Fh, int64(in.Offset), data)
 	return uint32(n), st(e)
 }

@@ -55,6 +55,11 @@ const (
 	SetAtimeNow
 	SetMtimeNow
 	SetCtime // explicit ctime (used by restore/load)
+	// SetKillSuidgid drops setuid, and setgid if group-execute is set, from
+	// a non-directory: what a write or truncation by a process without
+	// CAP_FSETID drops (FUSE leaves it to the file system once
+	// HANDLE_KILLPRIV_V2 is negotiated). It needs no permission of its own.
+	SetKillSuidgid
 )
 
 // SetAttrRequest changes attributes of an inode.

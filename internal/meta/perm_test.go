@@ -205,6 +205,41 @@ func TestChmodChownUtimes(t *testing.T) {
 	}
 }
 
+// TestKillSuidgid: what a write by a process without CAP_FSETID drops,
+// whoever asks, and never from a directory.
+func TestKillSuidgid(t *testing.T) {
+	m := newTestMeta(t)
+	f := create(t, m, root, base.RootIno, "f")
+	d := mkdir(t, m, root, base.RootIno, "d")
+	for _, c := range []struct {
+		ino        base.Ino
+		mode, want uint32
+	}{
+		{f, 0o6755, 0o755},  // setuid, and setgid with group-execute
+		{f, 0o6745, 0o2745}, // setgid without group-execute is mandatory locking: kept
+		{f, 0o644, 0o644},
+		{d, 0o6775, 0o6775},
+	} {
+		_, err := m.SetAttr(ctx, root, c.ino, SetAttrRequest{Valid: SetMode, Mode: c.mode})
+		ok(t, err)
+		before := attr(t, m, c.ino)
+		a := must[base.Attr](t)(m.SetAttr(ctx, bob, c.ino, SetAttrRequest{Valid: SetKillSuidgid}))
+		if a.Mode != c.want {
+			t.Errorf("mode %o: after kill %o, want %o", c.mode, a.Mode, c.want)
+		}
+		if a.Ctime < before.Ctime {
+			t.Errorf("ctime went back")
+		}
+	}
+	// with a size change, as a truncation by another user sends it
+	_, err := m.SetAttr(ctx, root, f, SetAttrRequest{Valid: SetMode, Mode: 0o4777})
+	ok(t, err)
+	a := must[base.Attr](t)(m.SetAttr(ctx, bob, f, SetAttrRequest{Valid: SetSize | SetKillSuidgid, Size: 10}))
+	if a.Mode != 0o777 || a.Length != 10 {
+		t.Fatalf("truncate: mode %o length %d", a.Mode, a.Length)
+	}
+}
+
 func TestSetgidInheritance(t *testing.T) {
 	m := newTestMeta(t)
 	shared := mkdir(t, m, root, base.RootIno, "shared")

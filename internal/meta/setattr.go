@@ -20,6 +20,7 @@ import (
 //     access unless KernelChecked. Shrinking drops the data beyond the new
 //     end, so a later extension reads zeros.
 //   - SetCtime: root only; otherwise ctime becomes now.
+//   - SetKillSuidgid: no check; applied after SetMode.
 func (m *Meta) SetAttr(ctx context.Context, c *Caller, ino base.Ino, req SetAttrRequest) (base.Attr, error) {
 	var out base.Attr
 	err := m.mutate(ctx, func(o *op) error {
@@ -73,6 +74,12 @@ func (o *op) setattr(c *Caller, ino base.Ino, a *base.Attr, req SetAttrRequest) 
 			mode &^= modeSetgid
 		}
 		a.Mode = mode
+	}
+	if v&SetKillSuidgid != 0 && a.Type != base.TypeDir {
+		a.Mode &^= modeSetuid
+		if a.Mode&0o010 != 0 {
+			a.Mode &^= modeSetgid
+		}
 	}
 	if c.KernelChecked {
 		// checked by the kernel, see above

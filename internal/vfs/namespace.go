@@ -239,8 +239,10 @@ func (v *VFS) StatFS(ctx context.Context) (meta.StatFS, syscall.Errno) {
 	return s, 0
 }
 
-// capXattr is the attribute the kernel asks for before every write to a
-// FUSE file (to decide whether the write must drop file capabilities).
+// capXattr is the attribute the kernel asks for before a write to a FUSE
+// file, to decide whether the write must drop file capabilities: before
+// every write, or with HANDLE_KILLPRIV_V2 (the FUSE adapter's default)
+// once per attribute refresh of the file.
 const capXattr = "security.capability"
 
 // noCapTTL bounds how long the absence of security.capability is cached.
@@ -270,6 +272,29 @@ func (v *VFS) GetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name s
 		return nil, e
 	}
 	return val, 0
+}
+
+// KillPriv drops what a write by a process without CAP_FSETID drops
+// before the data changes: setuid, setgid when group-execute is set, and
+// security.capability. The FUSE adapter calls it for the writes the
+// kernel marks so (HANDLE_KILLPRIV_V2 leaves this to the file system). It
+// reads the attributes, and writes only when there is something to drop.
+func (v *VFS) KillPriv(ctx context.Context, ino base.Ino) syscall.Errno {
+	a, e := v.GetAttr(ctx, ino)
+	if e != 0 {
+		return e
+	}
+	if a.Type != base.TypeDir && (a.Mode&0o4000 != 0 || a.Mode&0o2010 == 0o2010) {
+		if _, e := v.SetAttr(ctx, meta.RootCaller, ino, meta.SetAttrRequest{Valid: meta.SetKillSuidgid}); e != 0 {
+			return e
+		}
+	}
+	if _, e := v.GetXattr(ctx, meta.RootCaller, ino, capXattr); e == 0 {
+		if e := v.RemoveXattr(ctx, meta.RootCaller, ino, capXattr); e != 0 && e != syscall.ENODATA {
+			return e
+		}
+	}
+	return 0
 }
 
 // ListXattr lists extended attribute names.

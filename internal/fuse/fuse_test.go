@@ -1,0 +1,263 @@
+package fuse_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/fstest"
+	"github.com/cairnfs/cairn/internal/meta"
+)
+
+const nobody = 65534
+
+// asNobody runs a shell command as uid and gid 65534 with no groups.
+func asNobody(t *testing.T, script string) {
+	t.Helper()
+	c := exec.Command("sh", "-c", script)
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("as nobody: %s: %v\n%s", script, err, out)
+	}
+}
+
+// openForNobody lets uid 65534 reach the mount: t.TempDir's parent is 0700.
+func openForNobody(t *testing.T, mnt string) {
+	t.Helper()
+	if err := os.Chmod(filepath.Dir(mnt), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func inoOf(t *testing.T, p string) base.Ino {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return base.Ino(st.Ino)
+}
+
+// capV2 is a valid security.capability value (revision 2, CAP_NET_BIND_SERVICE
+// permitted): the kernel checks the format on setxattr.
+func capV2() []byte {
+	b := make([]byte, 20)
+	binary.LittleEndian.PutUint32(b[0:], 0x02000000)
+	binary.LittleEndian.PutUint32(b[4:], 1<<10)
+	return b
+}
+
+// TestFUSEKillPriv: with HANDLE_KILLPRIV_V2 negotiated the kernel leaves
+// dropping setuid/setgid on a write or truncation by another user to
+// Cairn, and no longer asks for security.capability before each write.
+// Linux's own rules must still hold, with and without the writeback
+// cache, also when the bits were set behind the kernel's back (another
+// client), once its cached attributes have expired.
+func TestFUSEKillPriv(t *testing.T) {
+	for _, wb := range []bool{true, false} {
+		t.Run(fmt.Sprintf("writeback=%v", wb), func(t *testing.T) {
+			const attrTTL = 200 * time.Millisecond
+			m := fstest.MountVolume(t, fstest.NewVolume(t), fstest.MountOptions{AttrTimeout: attrTTL, EntryTimeout: attrTTL, NoWriteback: !wb})
+			openForNobody(t, m.Dir)
+			ctx := context.Background()
+			mode := func(p string) uint32 {
+				t.Helper()
+				a, e := m.VFS.GetAttr(ctx, inoOf(t, p))
+				if e != 0 {
+					t.Fatal(e)
+				}
+				return a.Mode & 0o7777
+			}
+			for _, c := range []struct {
+				name       string
+				mode, want uint32
+				script     string // %s is the file
+			}{
+				{"write", 0o6777, 0o777, "echo hi >> %s"},
+				{"write-sgid-no-group-exec", 0o2767, 0o2767, "echo hi >> %s"},
+				{"truncate", 0o6777, 0o777, "truncate -s 100 %s"},
+				{"direct-write", 0o6777, 0o777, "dd if=/dev/zero of=%s bs=4k count=1 oflag=direct conv=notrunc status=none"},
+			} {
+				p := filepath.Join(m.Dir, c.name)
+				if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(p, os.FileMode(c.mode&0o777)|goMode(c.mode)); err != nil {
+					t.Fatal(err)
+				}
+				asNobody(t, fmt.Sprintf(c.script, p))
+				if got := mode(p); got != c.want {
+					t.Errorf("%s: mode %o after, want %o", c.name, got, c.want)
+				}
+			}
+
+			// set behind the kernel's back (as another client would)
+			p := filepath.Join(m.Dir, "other-client")
+			if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			asNobody(t, "echo hi >> "+p) // the kernel has seen a write without privileges to drop
+			if _, e := m.VFS.SetAttr(ctx, meta.RootCaller, inoOf(t, p), meta.SetAttrRequest{Valid: meta.SetMode, Mode: 0o4777}); e != 0 {
+				t.Fatal(e)
+			}
+			time.Sleep(2 * attrTTL)
+			asNobody(t, "echo hi >> "+p)
+			if got := mode(p); got != 0o777 {
+				t.Errorf("setuid set by another client: mode %o after a write, want 777", got)
+			}
+
+			// security.capability goes at the first write, by anyone
+			for i, viaVFS := range []bool{false, true} {
+				p := filepath.Join(m.Dir, "cap"+strconv.Itoa(i))
+				if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if viaVFS {
+					if e := m.VFS.SetXattr(ctx, meta.RootCaller, inoOf(t, p), "security.capability", capV2(), 0); e != 0 {
+						t.Fatal(e)
+					}
+					time.Sleep(2 * attrTTL)
+				} else if err := syscall.Setxattr(p, "security.capability", capV2(), 0); err != nil {
+					t.Fatal(err)
+				}
+				f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.WriteString("more"); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if _, e := m.VFS.GetXattr(ctx, meta.RootCaller, inoOf(t, p), "security.capability"); e != syscall.ENODATA {
+					t.Errorf("capability set (through the kernel: %v) still there after a write: errno %v", !viaVFS, e)
+				}
+			}
+		})
+	}
+}
+
+// goMode converts setuid/setgid bits for os.Chmod.
+func goMode(m uint32) os.FileMode {
+	var fm os.FileMode
+	if m&0o4000 != 0 {
+		fm |= os.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		fm |= os.ModeSetgid
+	}
+	return fm
+}
+
+// TestFUSEReadAhead: the mount's read-ahead window is raised to the
+// default 1 MiB (the kernel starts FUSE mounts at 128 KiB).
+func TestFUSEReadAhead(t *testing.T) {
+	m := fstest.MountVolume(t, fstest.NewVolume(t), fstest.MountOptions{AttrTimeout: time.Second, EntryTimeout: time.Second})
+	var st syscall.Stat_t
+	if err := syscall.Stat(m.Dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != "1024" {
+		t.Fatalf("read_ahead_kb %s, want 1024", got)
+	}
+}
+
+// resident reports how many of the file's pages are in the page cache.
+func resident(t *testing.T, p string) int {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
+	vec := make([]byte, (len(b)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// TestFUSEKeepCache: a file's pages survive a close and the next open
+// (FOPEN_KEEP_CACHE). Without the writeback cache, a change made behind
+// the kernel's back is seen once the kernel's attributes of the file
+// expire and are fetched again (AUTO_INVAL_DATA: the mtime changed). With
+// the writeback cache the kernel trusts its own size and mtime and would
+// not notice: the daemon keeps pages only where nothing writes behind the
+// kernel (an embedded volume without the NFS gateway).
+func TestFUSEKeepCache(t *testing.T) {
+	for _, wb := range []bool{true, false} {
+		t.Run(fmt.Sprintf("writeback=%v", wb), func(t *testing.T) {
+			const attrTTL = 200 * time.Millisecond
+			m := fstest.MountVolume(t, fstest.NewVolume(t), fstest.MountOptions{AttrTimeout: attrTTL, EntryTimeout: attrTTL, NoWriteback: !wb})
+			p := filepath.Join(m.Dir, "f")
+			old := strings.Repeat("a", 1<<20)
+			if err := os.WriteFile(p, []byte(old), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := os.ReadFile(p); err != nil || string(b) != old {
+				t.Fatalf("read back: %v", err)
+			}
+			if n := resident(t, p); n != 256 {
+				t.Fatalf("%d of 256 pages cached after a read and a new open", n)
+			}
+			if wb {
+				return
+			}
+			ctx := context.Background()
+			fh, e := m.VFS.Open(ctx, meta.RootCaller, inoOf(t, p), os.O_WRONLY)
+			if e != 0 {
+				t.Fatal(e)
+			}
+			newData := strings.Repeat("b", 1<<20)
+			if _, e := m.VFS.Write(ctx, fh, 0, []byte(newData)); e != 0 {
+				t.Fatal(e)
+			}
+			if e := m.VFS.Flush(ctx, fh); e != 0 {
+				t.Fatal(e)
+			}
+			if e := m.VFS.Release(ctx, fh); e != 0 {
+				t.Fatal(e)
+			}
+			time.Sleep(2 * attrTTL)
+			if _, err := os.Stat(p); err != nil { // fetches the attributes: new mtime
+				t.Fatal(err)
+			}
+			if b, err := os.ReadFile(p); err != nil || string(b) != newData {
+				t.Fatalf("stale data after the attributes expired (err %v)", err)
+			}
+		})
+	}
+}
