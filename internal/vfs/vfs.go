@@ -442,12 +442,13 @@ func isStaleCompaction(err error) bool {
 }
 
 // goneSet remembers the last goneMax inodes this VFS destroyed by
-// unlinking them. With the writeback cache, the kernel writes a file's
-// cached mtime back (SETATTR) when it evicts the inode, which for an
-// unlinked file comes after the UNLINK: answering those from memory saves
-// a metadata transaction (a server round trip in shared mode) per
-// removed file. Inode numbers are never reused, so an entry cannot go
-// stale; forgetting one only costs that transaction again.
+// unlinking them. With the writeback cache (the default on embedded
+// volumes; shared volumes mount without it, unless asked), the kernel
+// writes a file's cached mtime back (SETATTR) when it evicts the inode,
+// which for an unlinked file comes after the UNLINK: answering those from
+// memory saves a metadata transaction per removed file. Inode numbers are
+// never reused, so an entry cannot go stale; forgetting one only costs
+// that transaction again.
 type goneSet struct {
 	mu   sync.Mutex
 	set  map[base.Ino]struct{}
