@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Cairn vs local directory vs JuiceFS: fio and metadata benchmark.
-# See bench/README.md. Run as root (drop_caches, FUSE mounts).
+# Cairn vs local directory vs JuiceFS: fio and metadata benchmark, the
+# rows of issue 4's table, with its targets. See bench/README.md. Run as
+# root (drop_caches, FUSE mounts).
 #
-#   bench/run.sh                         # all targets
+#   bench/run.sh                         # all targets, one run (~6 min)
+#   RUNS=3 bench/run.sh                  # medians of 3 runs (targets interleaved)
 #   TARGETS="local juicefs" bench/run.sh # without Cairn
 #   SHARED=1 bench/run.sh                # Cairn and JuiceFS on one PostgreSQL + S3 server
 set -euo pipefail
@@ -14,19 +16,25 @@ TARGETS=${TARGETS:-local cairn juicefs}
 BENCH_OUT=${BENCH_OUT:-./bench-results}
 BENCH_TMP=${BENCH_TMP:-/tmp}       # parent of all scratch dirs (same disk for every target)
 SHARED=${SHARED:-0}                # 1: shared mode (PostgreSQL metadata, S3 data; scripts/shared-env.sh)
+RUNS=${RUNS:-1}                     # repeat everything; the table shows medians
 SEQ_SIZE=${SEQ_SIZE:-1G}           # file size for sequential write/read
 if [[ $SHARED == 1 ]]; then
 	SEQ_BS=${SEQ_BS:-128k}
 	RAND_TESTS=${RAND_TESTS:-randrw-8k}
 else
 	SEQ_BS=${SEQ_BS:-8k 32k 128k}
-	RAND_TESTS=${RAND_TESTS:-randread-4k randwrite-4k randrw-8k}
+	RAND_TESTS=${RAND_TESTS:-randrw-8k-1j randrw-8k randread-4k randwrite-4k}
 fi
 RAND_SIZE=${RAND_SIZE:-1G}         # file size for random workloads
-RAND_RUNTIME=${RAND_RUNTIME:-20}   # seconds per random workload
-RAND_JOBS=${RAND_JOBS:-4}          # psync threads for random workloads
+RAND_RUNTIME=${RAND_RUNTIME:-15}   # seconds per random workload
+RAND_JOBS=${RAND_JOBS:-4}          # psync threads for random workloads (randrw-8k-1j: 1)
+RAND_WARM=${RAND_WARM:-1}          # 1: read the random file once before, so it is in the daemons' caches
 META_FILES=${META_FILES:-10000}
 META_PROCS=${META_PROCS:-4}
+# Same cache sizes for Cairn and JuiceFS (see bench/README.md for the mapping)
+CACHE_MEM=${CACHE_MEM:-256M}       # Cairn --cache-mem (memory block cache)
+BUFFER_SIZE=${BUFFER_SIZE:-256M}   # Cairn --buffer-size (write buffer)
+CACHE_SIZE=${CACHE_SIZE:-4G}       # disk cache bound, both (--cache-size), in <scratch>/<target>/cache; 0: none
 CAIRN_MOUNT_OPTS=${CAIRN_MOUNT_OPTS:-}
 JUICEFS_MOUNT_OPTS=${JUICEFS_MOUNT_OPTS:-}
 
@@ -40,6 +48,9 @@ die() {
 command -v fio >/dev/null || die "fio not installed (scripts/install-test-deps.sh)"
 command -v python3 >/dev/null || die "python3 not installed"
 [[ $SHARED == 0 || $SHARED == 1 ]] || die "SHARED must be 0 or 1"
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive number"
+JUICEFS_BUFFER_MIB=$(python3 "$HERE/benchlib.py" mib "$CACHE_MEM" "$BUFFER_SIZE") || die "bad CACHE_MEM or BUFFER_SIZE"
+JUICEFS_CACHE_MIB=$(python3 "$HERE/benchlib.py" mib "$CACHE_SIZE") || die "bad CACHE_SIZE"
 SHARED_ENV=$HERE/../scripts/shared-env.sh
 if [[ $SHARED == 1 ]]; then
 	[[ -x $SHARED_ENV ]] || die "$SHARED_ENV not found"
@@ -47,8 +58,8 @@ if [[ $SHARED == 1 ]]; then
 fi
 for w in $RAND_TESTS; do
 	case $w in
-	randread-4k | randwrite-4k | randrw-8k) ;;
-	*) die "unknown random workload $w (use randread-4k, randwrite-4k, randrw-8k)" ;;
+	randread-4k | randwrite-4k | randrw-8k | randrw-8k-1j) ;;
+	*) die "unknown random workload $w (use randrw-8k-1j, randrw-8k, randread-4k, randwrite-4k)" ;;
 	esac
 done
 for t in $TARGETS; do
@@ -105,9 +116,13 @@ drop_caches() {
 	echo 3 >/proc/sys/vm/drop_caches || log "WARNING: cannot drop caches"
 }
 
-record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$results"; }
+run=1 # current run (RUNS)
+# results lines: target workload value unit run
+record() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$run" >>"$results"; }
 
 # fio wrapper: target, workload-name, kind(read|write|mixed), metric(bw|iops), fio args...
+# With metric iops it also records the 99th percentile of completion
+# latency (read and write together for mixed) as workload-p99, in ms.
 runfio() {
 	local target=$1 name=$2 kind=$3 metric=$4
 	shift 4
@@ -118,17 +133,19 @@ runfio() {
 		record "$target" note "$name: fio failed" ""
 		return 0
 	fi
-	local mbps iops
-	read -r mbps iops < <(python3 "$HERE/benchlib.py" fio "$json" "$kind")
+	local mbps iops p99
+	read -r mbps iops p99 < <(python3 "$HERE/benchlib.py" fio "$json" "$kind")
 	local v=$mbps unit=MB/s
 	if [[ $metric == iops ]]; then v=$iops unit=IOPS; fi
-	log "  $name: $mbps MB/s, $iops IOPS"
+	log "  $name: $mbps MB/s, $iops IOPS, p99 $p99 ms"
 	record "$target" "$name" "$v" "$unit"
-	cp "$json" "$BENCH_OUT/fio-$stamp-$target-$name.json"
+	if [[ $metric == iops ]]; then record "$target" "$name-p99" "$p99" ms; fi
+	cp "$json" "$BENCH_OUT/fio-$stamp-r$run-$target-$name.json"
 }
 
 # setup_<target> prints the directory to benchmark in (on stdout)
 setup_local() {
+	rm -rf "$ROOT/local"
 	mkdir -p "$ROOT/local"
 	echo "$ROOT/local"
 }
@@ -154,19 +171,27 @@ s3_mkbucket() {
 	[[ $code == 200 ]] || { cat "$ROOT/mkbucket-$1.out" >&2; die "cannot create bucket $1 (HTTP $code)"; }
 }
 
+# runsfx: a suffix for names that must differ between runs (databases, buckets)
+runsfx() { if [[ $run -gt 1 ]]; then echo "$run"; fi; }
+
 setup_cairn() {
 	local d=$ROOT/cairn
-	mkdir -p "$d/meta" "$d/data" "$d/mnt"
+	rm -rf "$d"
+	mkdir -p "$d/meta" "$d/data" "$d/mnt" "$d/cache"
 	local meta="pebble://$d/meta" data=${CAIRN_DATA_URL:-file://$d/data} logopt=()
 	if [[ $SHARED == 1 ]]; then
-		meta=$("$SHARED_ENV" db "$SHARED_DIR" cairnbench) || die "cannot create database cairnbench"
-		data=${CAIRN_DATA_URL:-s3://cairnbench?endpoint=$S3_ENDPOINT}
+		local name=cairnbench$(runsfx)
+		meta=$("$SHARED_ENV" db "$SHARED_DIR" "$name") || die "cannot create database $name"
+		data=${CAIRN_DATA_URL:-s3://$name?endpoint=$S3_ENDPOINT}
 		logopt=(--log "$d/cairn.log")
 	fi
 	"$CAIRN" format --data "$data" "$meta" bench >"$d/format.log" 2>&1 ||
 		{ cat "$d/format.log" >&2; die "cairn format failed"; }
+	local disk=(--cache-dir "$d/cache" --cache-size "$CACHE_SIZE")
+	if [[ $JUICEFS_CACHE_MIB == 0 ]]; then disk=(); fi
 	# shellcheck disable=SC2086  # CAIRN_MOUNT_OPTS is a word list
-	"$CAIRN" mount -d -o allow_other "${logopt[@]}" $CAIRN_MOUNT_OPTS "$meta" "$d/mnt" >"$d/mount.log" 2>&1 ||
+	"$CAIRN" mount -d -o allow_other "${logopt[@]}" --cache-mem "$CACHE_MEM" --buffer-size "$BUFFER_SIZE" \
+		"${disk[@]}" $CAIRN_MOUNT_OPTS "$meta" "$d/mnt" >"$d/mount.log" 2>&1 ||
 		{ cat "$d/mount.log" >&2; die "cairn mount failed"; }
 	mounts+=("$d/mnt|cairn")
 	wait_mounted "$d/mnt"
@@ -175,18 +200,21 @@ setup_cairn() {
 
 setup_juicefs() {
 	local d=$ROOT/juicefs
+	rm -rf "$d"
 	mkdir -p "$d/bucket" "$d/cache" "$d/mnt"
 	local meta="sqlite3://$d/meta.db" storage=(--storage file --bucket "$d/bucket/")
 	if [[ $SHARED == 1 ]]; then
-		meta="$("$SHARED_ENV" db "$SHARED_DIR" jfsbench)&sslmode=disable" || die "cannot create database jfsbench"
-		s3_mkbucket jfsbench
-		storage=(--storage s3 --bucket "$S3_ENDPOINT/jfsbench"
+		local name=jfsbench$(runsfx)
+		meta="$("$SHARED_ENV" db "$SHARED_DIR" "$name")&sslmode=disable" || die "cannot create database $name"
+		s3_mkbucket "$name"
+		storage=(--storage s3 --bucket "$S3_ENDPOINT/$name"
 			--access-key "$AWS_ACCESS_KEY_ID" --secret-key "$AWS_SECRET_ACCESS_KEY")
 	fi
 	"$JUICEFS" format "${storage[@]}" "$meta" bench >"$d/format.log" 2>&1 ||
 		{ cat "$d/format.log" >&2; die "juicefs format failed"; }
 	# shellcheck disable=SC2086  # JUICEFS_MOUNT_OPTS is a word list
-	"$JUICEFS" mount -d -o allow_other --cache-dir "$d/cache" --log "$d/juicefs.log" \
+	"$JUICEFS" mount -d -o allow_other --buffer-size "$JUICEFS_BUFFER_MIB" --cache-dir "$d/cache" \
+		--cache-size "$JUICEFS_CACHE_MIB" --log "$d/juicefs.log" \
 		$JUICEFS_MOUNT_OPTS "$meta" "$d/mnt" >"$d/mount.log" 2>&1 ||
 		{ cat "$d/mount.log" >&2; die "juicefs mount failed"; }
 	mounts+=("$d/mnt|juicefs")
@@ -205,7 +233,7 @@ wait_mounted() {
 
 bench_target() {
 	local t=$1 dir
-	log "== $t: setting up"
+	log "== $t (run $run of $RUNS): setting up"
 	# setup_* run in this shell (not $(...)) so mounts+=() is kept
 	"setup_$t" >"$ROOT/dir.$t"
 	dir=$(<"$ROOT/dir.$t")
@@ -236,17 +264,25 @@ bench_target() {
 		log "   laying out $RAND_SIZE random-I/O file"
 		fio --name=layout --filename="$dir/rand.dat" --rw=write --bs=1M --size="$RAND_SIZE" \
 			--ioengine=psync --end_fsync=1 >/dev/null 2>&1 || log "WARNING: layout failed"
+		if [[ $RAND_WARM == 1 ]]; then
+			# the issue's p99 target holds "while the working set is in
+			# cache": one read puts it in the daemons' caches (memory,
+			# disk); the page cache is dropped after
+			drop_caches
+			cat "$dir/rand.dat" >/dev/null
+		fi
 		drop_caches
 	fi
 	local rcommon=(--filename="$dir/rand.dat" --size="$RAND_SIZE" --ioengine=psync
-		--direct="$direct" --numjobs="$RAND_JOBS" --group_reporting --time_based
+		--direct="$direct" --group_reporting --time_based --lat_percentiles=1
 		--runtime="$RAND_RUNTIME" --ramp_time=2 --randrepeat=0)
 	local w
 	for w in $RAND_TESTS; do
 		case $w in
-		randread-4k) runfio "$t" randread-4k read iops "${rcommon[@]}" --rw=randread --bs=4k ;;
-		randwrite-4k) runfio "$t" randwrite-4k write iops "${rcommon[@]}" --rw=randwrite --bs=4k ;;
-		randrw-8k) runfio "$t" randrw-8k mixed iops "${rcommon[@]}" --rw=randrw --rwmixread=67 --bs=8k ;;
+		randread-4k) runfio "$t" randread-4k read iops "${rcommon[@]}" --numjobs="$RAND_JOBS" --rw=randread --bs=4k ;;
+		randwrite-4k) runfio "$t" randwrite-4k write iops "${rcommon[@]}" --numjobs="$RAND_JOBS" --rw=randwrite --bs=4k ;;
+		randrw-8k) runfio "$t" randrw-8k mixed iops "${rcommon[@]}" --numjobs="$RAND_JOBS" --rw=randrw --rwmixread=67 --bs=8k --unified_rw_reporting=both ;;
+		randrw-8k-1j) runfio "$t" randrw-8k-1j mixed iops "${rcommon[@]}" --numjobs=1 --rw=randrw --rwmixread=67 --bs=8k --unified_rw_reporting=both ;;
 		esac
 	done
 	rm -f "$dir/rand.dat"
@@ -274,14 +310,20 @@ if [[ $SHARED == 1 ]]; then
 		fi
 	done
 fi
-for t in $TARGETS; do bench_target "$t"; done
+for ((run = 1; run <= RUNS; run++)); do
+	for t in $TARGETS; do bench_target "$t"; done
+done
+run=$RUNS
 
 {
 	echo "# Cairn benchmark $stamp"
 	echo
 	echo "host: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r), scratch on $(findmnt -n -o FSTYPE -T "$BENCH_TMP")"
 	echo "seq: $SEQ_SIZE file, psync, write ends with fsync, read after drop_caches;" \
-		"random: $RAND_SIZE file, $RAND_JOBS psync jobs, ${RAND_RUNTIME}s; meta: $META_FILES files, $META_PROCS processes"
+		"random: $RAND_SIZE file$([[ $RAND_WARM == 1 ]] && echo ", read once before (in the daemons' caches)"), $RAND_JOBS psync jobs (1 for the 1-job row), ${RAND_RUNTIME}s; meta: $META_FILES files, $META_PROCS processes"
+	echo "caches, same for Cairn and JuiceFS: memory $CACHE_MEM block cache + $BUFFER_SIZE write buffer (JuiceFS --buffer-size $JUICEFS_BUFFER_MIB MiB)," \
+		"$(if [[ $JUICEFS_CACHE_MIB == 0 ]]; then echo "no disk cache (Cairn: no --cache-dir; JuiceFS --cache-size 0)"; else echo "disk cache $CACHE_SIZE in scratch (JuiceFS --cache-size $JUICEFS_CACHE_MIB)"; fi)"
+	if [[ $RUNS -gt 1 ]]; then echo "runs: $RUNS (all targets per run, in turn); the table shows medians, the TSV every run"; fi
 	if [[ $SHARED == 1 ]]; then
 		echo "mode: shared — PostgreSQL 15 metadata ($("${PGBIN:-/usr/lib/postgresql/15/bin}/postgres" --version 2>/dev/null | awk '{print $3}'), unix socket)" \
 			"and versitygw S3 (loopback HTTP) for both Cairn and JuiceFS, one server each, a database and a bucket per file system"
@@ -290,16 +332,16 @@ for t in $TARGETS; do bench_target "$t"; done
 		case $t in
 		juicefs)
 			if [[ $SHARED == 1 ]]; then
-				echo "juicefs: $("$JUICEFS" version 2>/dev/null | head -1), PostgreSQL meta (db jfsbench), versitygw S3 bucket jfsbench, cache-dir in scratch, opts: ${JUICEFS_MOUNT_OPTS:-default}"
+				echo "juicefs: $("$JUICEFS" version 2>/dev/null | head -1), PostgreSQL meta (db jfsbench), versitygw S3 bucket jfsbench, opts: --buffer-size $JUICEFS_BUFFER_MIB --cache-size $JUICEFS_CACHE_MIB ${JUICEFS_MOUNT_OPTS:-}"
 			else
-				echo "juicefs: $("$JUICEFS" version 2>/dev/null | head -1), sqlite3 meta, file storage, opts: ${JUICEFS_MOUNT_OPTS:-default}"
+				echo "juicefs: $("$JUICEFS" version 2>/dev/null | head -1), sqlite3 meta, file storage, opts: --buffer-size $JUICEFS_BUFFER_MIB --cache-size $JUICEFS_CACHE_MIB ${JUICEFS_MOUNT_OPTS:-}"
 			fi
 			;;
 		cairn)
 			if [[ $SHARED == 1 ]]; then
-				echo "cairn: $CAIRN, PostgreSQL meta (db cairnbench), data ${CAIRN_DATA_URL:-versitygw S3 bucket cairnbench}, opts: ${CAIRN_MOUNT_OPTS:-default (shared: no writeback cache)}"
+				echo "cairn: $CAIRN, PostgreSQL meta (db cairnbench), data ${CAIRN_DATA_URL:-versitygw S3 bucket cairnbench}, opts: --cache-mem $CACHE_MEM --buffer-size $BUFFER_SIZE --cache-size $CACHE_SIZE ${CAIRN_MOUNT_OPTS:-} (shared: no writeback cache)"
 			else
-				echo "cairn: $CAIRN, pebble meta, data ${CAIRN_DATA_URL:-file://…/data}, opts: ${CAIRN_MOUNT_OPTS:-default}"
+				echo "cairn: $CAIRN ($("$CAIRN" version 2>/dev/null | head -1)), pebble meta, data ${CAIRN_DATA_URL:-file://…/data}, opts: --cache-mem $CACHE_MEM --buffer-size $BUFFER_SIZE $([[ $JUICEFS_CACHE_MIB == 0 ]] || echo "--cache-dir … --cache-size $CACHE_SIZE") ${CAIRN_MOUNT_OPTS:-}"
 			fi
 			;;
 		esac
