@@ -190,16 +190,21 @@ func (t *wtx) keepVersion(logical []byte, p kv.Pair) {
 	t.pre[string(logical)] = preVersion{key: p.Key, value: p.Value}
 }
 
+// entryFollow follows a directory entry's version to the keys prefix ||
+// the inode it names || [start, end) (the inode number follows the
+// version tag in the entry's value).
+func entryFollow(prefix byte, start, end []byte) *kv.Follow {
+	return &kv.Follow{Offset: 1, Length: 8, Prefix: []byte{prefix}, StartSuffix: start, EndSuffix: end}
+}
+
 // prefetchEntry reads, in one round trip where the store can, the
 // attributes of parent, its entry name, and the attributes of the inode
 // the entry names (kv.Follow: the entry's value holds the inode number
 // after its version tag).
 func (t *wtx) prefetchEntry(parent base.Ino, name string) error {
 	dk := dentryKey(parent, name)
-	fol := &kv.Follow{Offset: 1, Length: 8, Prefix: []byte{pAttr},
-		StartSuffix: u64(nil, ^latestEpoch), EndSuffix: bytes.Repeat([]byte{0xff}, epochLen+1)}
 	entry := newestRange(dk)
-	entry.Follow = fol
+	entry.Follow = entryFollow(pAttr, u64(nil, ^latestEpoch), bytes.Repeat([]byte{0xff}, epochLen+1))
 	ps, err := kv.Firsts(t.Txn, []kv.Range{newestRange(attrKey(parent)), entry})
 	if err != nil {
 		return err
@@ -264,7 +269,7 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 	under := bytes.Repeat([]byte{0xff}, 16)
 	fol := func(prefix byte, start, end []byte) kv.Range {
 		r := newestRange(dk)
-		r.Follow = &kv.Follow{Offset: 1, Length: 8, Prefix: []byte{prefix}, StartSuffix: start, EndSuffix: end}
+		r.Follow = entryFollow(prefix, start, end)
 		return r
 	}
 	extra := []kv.Range{
