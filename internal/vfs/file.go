@@ -173,6 +173,12 @@ func (f *file) flushLocked(ctx context.Context) error {
 // study, docs/performance.md). wmu is held throughout: commits happen
 // under it, so the length and the buffered ranges are seen together.
 func (f *file) readLength(ctx context.Context, off, end int64) (int64, error) {
+	if !f.w.Pending() {
+		// Nothing buffered: every completed write is committed, and its
+		// commit invalidated the cached length before leaving the
+		// Writer's pending list. Reads of files nobody writes take no lock.
+		return f.committedLength(ctx)
+	}
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
 	size, err := f.committedLength(ctx)
