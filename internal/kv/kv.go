@@ -53,7 +53,7 @@ type Reader interface {
 // Txn is a read-write transaction. Its reads see one consistent snapshot
 // and its writes commit atomically. Two transactions that write a common
 // key never both commit (first committer wins); a backend may be stricter
-// (memkv and pebble run one at a time, serializably) but callers may not
+// (memkv runs one at a time; pebble checks reads, both serializable) but callers may not
 // rely on more: a transaction whose correctness depends on keys it only
 // reads staying unchanged must also write a key that every transaction
 // changing them writes (materialize the conflict). Writes are visible to the

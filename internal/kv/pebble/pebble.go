@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,10 @@ type Options struct {
 	// (see the package doc). Off by default; call Sync instead.
 	SyncCommits bool
 
+	// pessimistic runs every Update under the writer slot, as before
+	// optimistic transactions. Only for tests and benchmarks.
+	pessimistic bool
+
 	// noRedoLog turns the redo log off, so that NoSync commits can be lost
 	// by a crash of the process. Only for tests and benchmarks.
 	noRedoLog bool
@@ -86,9 +91,13 @@ type Store struct {
 	db   *pebble.DB
 	lock *pebble.Lock
 
-	// writer admits one Update at a time; a channel so waiting for it
+	// writer admits one commit at a time; a channel so waiting for it
 	// honours the context.
 	writer chan struct{}
+
+	commits  commitLog // keys written by recent commits (occ.go)
+	gate     occGate
+	occCount occCounters
 
 	mu       sync.Mutex // guards closed and adding to inflight
 	closed   bool
@@ -194,7 +203,11 @@ func (s *Store) enter() error {
 	return nil
 }
 
-// Update implements kv.Store. Transactions never conflict, so fn runs once.
+// Update implements kv.Store. It runs fn optimistically, beside other
+// Updates, and commits it if what fn read has not changed since it began;
+// otherwise, and while optimism mostly fails, it runs fn alone under the
+// writer slot, where it cannot conflict. fn runs at most twice and Update
+// never returns kv.ErrConflict.
 func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -203,36 +216,100 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 		return err
 	}
 	defer s.inflight.Done()
+	if s.opts.pessimistic || !s.gate.try() {
+		s.occCount.locked.Add(1)
+		if err := s.acquire(ctx); err != nil {
+			return err
+		}
+		return s.updateLocked(fn)
+	}
+
+	start := s.commits.seq.Load() // before any read
+	b := s.db.NewIndexedBatch()
+	tx := &txn{reader: reader{r: b, rs: &readSet{}}, b: b}
+	err := fn(tx)
+	if err == nil {
+		err = tx.err
+	}
+	if err != nil || b.Empty() {
+		// Nothing to commit: fn's outcome stands if its reads were one
+		// consistent state (it may have failed because they were not).
+		_ = b.Close()
+		if s.commits.valid(start, tx.rs) {
+			s.gate.succeeded()
+			s.occCount.optimistic.Add(1)
+			return err
+		}
+		s.gate.conflicted()
+		s.occCount.conflicts.Add(1)
+		if err := s.acquire(ctx); err != nil {
+			return err
+		}
+		return s.updateLocked(fn)
+	}
+	if err := s.acquire(ctx); err != nil {
+		_ = b.Close()
+		return err
+	}
+	if !s.commits.valid(start, tx.rs) {
+		_ = b.Close()
+		s.gate.conflicted()
+		s.occCount.conflicts.Add(1)
+		return s.updateLocked(fn)
+	}
+	s.gate.succeeded()
+	s.occCount.optimistic.Add(1)
+	defer b.Close()
+	return s.commit(b, tx.writes)
+}
+
+// acquire takes the writer slot, honouring ctx.
+func (s *Store) acquire(ctx context.Context) error {
 	select {
 	case s.writer <- struct{}{}:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	locked := true
-	unlock := func() {
+}
+
+// updateLocked runs fn and commits it; the caller holds the writer slot,
+// which updateLocked releases.
+func (s *Store) updateLocked(fn func(tx kv.Txn) error) error {
+	b := s.db.NewIndexedBatch()
+	defer b.Close()
+	tx := &txn{reader: reader{r: b}, b: b}
+	err := fn(tx)
+	if err == nil {
+		err = tx.err
+	}
+	if err != nil || b.Empty() {
+		<-s.writer
+		return err
+	}
+	return s.commit(b, tx.writes)
+}
+
+// commit commits b, which wrote keys, and logs keys for the optimistic
+// transactions running beside it. The caller holds the writer slot, which
+// commit releases.
+func (s *Store) commit(b *pebble.Batch, keys [][]byte) error {
+	locked, logged := true, false
+	defer func() {
+		// Logged even if the commit failed: a batch that may be visible
+		// must be checked against, and an extra entry only costs a
+		// spurious re-run.
+		if !logged {
+			s.commits.add(keys)
+		}
 		if locked {
-			locked = false
 			<-s.writer
 		}
-	}
-	defer unlock()
+	}()
 	if s.redoBroken {
 		if err := s.syncLocked(); err != nil {
 			return fmt.Errorf("%s: %w", s.Name(), err)
 		}
-	}
-
-	b := s.db.NewIndexedBatch()
-	defer b.Close()
-	tx := &txn{reader: reader{r: b}, b: b}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if tx.err != nil {
-		return tx.err
-	}
-	if b.Empty() {
-		return nil
 	}
 	if !s.opts.SyncCommits {
 		if err := s.commitLogged(b); err != nil {
@@ -245,7 +322,9 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
 		return fmt.Errorf("%s: commit: %w", s.Name(), err)
 	}
-	unlock()
+	s.commits.add(keys)
+	logged, locked = true, false
+	<-s.writer
 	if err := b.SyncWait(); err != nil {
 		return fmt.Errorf("%s: commit sync: %w", s.Name(), err)
 	}
@@ -343,13 +422,17 @@ type pebbleReader interface {
 }
 
 type reader struct {
-	r pebbleReader
+	r  pebbleReader
+	rs *readSet // what an optimistic transaction read; nil otherwise
 }
 
 // Get and Scan hide the keys the store reserves for itself.
 func (r *reader) Get(key []byte) ([]byte, error) {
 	if isReserved(key) {
 		return nil, nil
+	}
+	if r.rs != nil {
+		r.rs.point(key)
 	}
 	v, closer, err := r.r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -384,6 +467,7 @@ func (r *reader) Scan(start, end []byte, reverse bool, fn func(key, value []byte
 				continue
 			}
 			if !fn(it.Key(), it.Value()) {
+				r.scanned(start, end, reverse, it.Key())
 				return nil
 			}
 		}
@@ -393,10 +477,12 @@ func (r *reader) Scan(start, end []byte, reverse bool, fn func(key, value []byte
 				continue
 			}
 			if !fn(it.Key(), it.Value()) {
+				r.scanned(start, end, reverse, it.Key())
 				return nil
 			}
 		}
 	}
+	r.scanned(start, end, reverse, nil)
 	return it.Error()
 }
 
@@ -430,19 +516,29 @@ func (r *reader) Firsts(ranges []kv.Range) (out []kv.Pair, err error) {
 			if hide && isReserved(it.Key()) {
 				continue
 			}
+			r.scanned(start, end, false, it.Key())
 			return kv.Pair{Key: append([]byte{}, it.Key()...), Value: append([]byte{}, it.Value()...)}, nil
 		}
+		r.scanned(start, end, false, nil)
 		return kv.Pair{}, it.Error()
 	})
 }
 
 var _ kv.FirstReader = (*reader)(nil)
 
+// scanned notes a scan in the read set, if there is one.
+func (r *reader) scanned(start, end []byte, reverse bool, last []byte) {
+	if r.rs != nil {
+		r.rs.scanned(start, end, reverse, last)
+	}
+}
+
 // txn reads and writes through an indexed batch, so it sees its own writes.
 type txn struct {
 	reader
-	b   *pebble.Batch
-	err error // first reserved key written; Update fails with it
+	b      *pebble.Batch
+	err    error    // first reserved key written; Update fails with it
+	writes [][]byte // keys set or deleted, for the commit log
 }
 
 // Set copies key and value into the batch; the batch's error is only for a
@@ -451,6 +547,7 @@ func (tx *txn) Set(key, value []byte) {
 	if tx.reserved(key) {
 		return
 	}
+	tx.writes = append(tx.writes, bytes.Clone(key))
 	_ = tx.b.Set(key, value, nil)
 }
 
@@ -458,6 +555,7 @@ func (tx *txn) Delete(key []byte) {
 	if tx.reserved(key) {
 		return
 	}
+	tx.writes = append(tx.writes, bytes.Clone(key))
 	_ = tx.b.Delete(key, nil)
 }
 
