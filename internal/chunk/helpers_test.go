@@ -24,6 +24,8 @@ type memCommitter struct {
 	chunks  map[uint32][]base.Slice
 	commits []base.Slice
 	failN   int // fail the next failN commits
+	// onCommit, if set, is called with each slice committed (under mu).
+	onCommit func(base.Slice)
 }
 
 func newCommitter() *memCommitter {
@@ -48,6 +50,9 @@ func (c *memCommitter) CommitSlice(ctx context.Context, idx uint32, s base.Slice
 	}
 	c.chunks[idx] = append(c.chunks[idx], s)
 	c.commits = append(c.commits, s)
+	if c.onCommit != nil {
+		c.onCommit(s)
+	}
 	return nil
 }
 

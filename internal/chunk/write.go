@@ -20,11 +20,12 @@ type Committer interface {
 	// cancelled by Writer.Close), at most once per slice unless it fails.
 	NewSliceID(ctx context.Context) (uint64, error)
 	// CommitSlice appends s to the slice list of chunk chunkIndex of the
-	// file. It is called only from Writer.Flush (and from Write when it
-	// flushes by itself), one call at a time, in the order the slices were
-	// started, after every block of s is uploaded. After an error the same
+	// file. It is called only from Writer.Flush (and from the background
+	// flush Write starts by itself), one call at a time, in the order the
+	// slices were started, after every block of s is uploaded, and while
+	// Writer.HoldCommits callers are held off. After an error the same
 	// slice is committed again by the next Flush, so a commit that failed
-	// ambiguously may be repeated.
+	// ambiguously may be repeated. It must not call HoldCommits.
 	CommitSlice(ctx context.Context, chunkIndex uint32, s base.Slice) error
 }
 
@@ -123,24 +124,41 @@ func (ws *wslice) ref() base.Slice {
 // bytes so their uploads free memory.
 //
 // Auto-flush: when one chunk has more than Options.MaxChunkSlices
-// uncommitted slices, Write flushes the Writer itself (errors are logged and
-// left for the next Flush to report). Flushing idle files is the caller's
-// job: vfs flushes files whose last write is older than its flush interval.
+// uncommitted slices, Write starts a flush of the Writer in the background
+// and returns without waiting for it; later writes go to new slices
+// meanwhile (one background flush runs at a time, and another follows if
+// asked for while it ran). Flushes are serialised, so commits keep the
+// order the slices were started in whoever flushes. An error of a
+// background flush is logged, returned by the next Write (once, without
+// buffering that write), and the data stays buffered: the next Flush
+// retries it and returns its own error if it still fails. Flushing idle
+// files is the caller's job: vfs flushes files whose last write is older
+// than its flush interval.
+//
+// Reads: uncommitted data is not in the chunk maps. A caller reading a
+// file with pending data takes, inside HoldCommits, the committed chunk
+// map and Overlay of the range, reads the committed content and applies
+// the overlay over it.
 type Writer struct {
 	s      *Store
 	c      Committer
-	ctx    context.Context // uploads; cancelled by Close
+	ctx    context.Context // uploads, background flushes; cancelled by Close
 	cancel context.CancelFunc
 
-	uploads sync.WaitGroup
-	flushMu sync.Mutex // serialises Flush and Close
+	uploads  sync.WaitGroup
+	bg       sync.WaitGroup // background flushes
+	flushMu  sync.Mutex     // serialises Flush and Close
+	commitMu sync.RWMutex   // held by a commit (write) and by HoldCommits (read)
 
-	mu       sync.Mutex
-	pending  []*wslice          // uncommitted slices, in start order
-	open     map[uint32]*wslice // the open (unsealed) slice of each chunk
-	perChunk map[uint32]int     // uncommitted slices per chunk
-	unsealed int64              // bytes in filling blocks
-	closed   bool
+	mu        sync.Mutex
+	pending   []*wslice          // uncommitted slices, in start order
+	open      map[uint32]*wslice // the open (unsealed) slice of each chunk
+	perChunk  map[uint32]int     // uncommitted slices per chunk
+	unsealed  int64              // bytes in filling blocks
+	closed    bool
+	bgRunning bool  // a background flush goroutine is running
+	bgAgain   bool  // flush again when it ends
+	bgErr     error // error of the last background flush, until reported or resolved
 }
 
 // NewWriter returns a Writer committing through c. Close it when the file
@@ -159,10 +177,19 @@ func (s *Store) NewWriter(c Committer) *Writer {
 }
 
 // Write copies p into the buffer at file offset off. It returns once the
-// data is buffered (not uploaded, not visible to ReadChunk); it blocks while
-// the Store's buffer is full and then returns ctx's error if ctx ends. On
-// error a prefix of p may have been buffered. p is not retained.
+// data is buffered (not uploaded, not visible to ReadChunk); it never waits
+// for a flush, only while the Store's buffer is full, and then returns
+// ctx's error if ctx ends. If a background flush failed since the last
+// Write or Flush, Write returns that error and buffers nothing. On other
+// errors a prefix of p may have been buffered. p is not retained.
 func (w *Writer) Write(ctx context.Context, off int64, p []byte) error {
+	w.mu.Lock()
+	bgErr := w.bgErr
+	w.bgErr = nil
+	w.mu.Unlock()
+	if bgErr != nil {
+		return fmt.Errorf("chunk: background flush: %w", bgErr)
+	}
 	if off < 0 {
 		return fmt.Errorf("chunk: write at negative offset %d: %w", off, base.ErrInvalid)
 	}
@@ -183,11 +210,42 @@ func (w *Writer) Write(ctx context.Context, off int64, p []byte) error {
 		p, off = p[n:], off+int64(n)
 	}
 	if flush {
-		if err := w.Flush(ctx); err != nil {
-			w.s.log.Warn("auto-flush of a chunk with many slices failed; data stays buffered", "err", err)
-		}
+		w.flushBackground()
 	}
 	return nil
+}
+
+// flushBackground starts a background flush, or asks the running one to
+// flush again when it ends.
+func (w *Writer) flushBackground() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	if w.bgRunning {
+		w.bgAgain = true
+		return
+	}
+	w.bgRunning = true
+	w.bg.Add(1)
+	go func() {
+		defer w.bg.Done()
+		for {
+			err := w.flush(w.ctx, true)
+			if err != nil && w.ctx.Err() == nil {
+				w.s.log.Warn("background flush failed; data stays buffered, the next write or flush reports it", "err", err)
+			}
+			w.mu.Lock()
+			again := err == nil && w.bgAgain && !w.closed
+			w.bgAgain = false
+			w.bgRunning = again
+			w.mu.Unlock()
+			if !again {
+				return
+			}
+		}
+	}()
 }
 
 // writeChunk writes p (within one chunk and one block-sized step) and
@@ -361,9 +419,34 @@ func (w *Writer) uploadBlock(ws *wslice, i int, data []byte) error {
 // The error is never swallowed; the caller reports it (to fsync or close).
 // Flush does not make the objects durable on stores implementing
 // object.Syncer; see Store.SyncObjects.
+//
+// Flush waits for a background flush in progress, then flushes whatever
+// is still pending: everything written before Flush was called. It
+// consumes the error of an earlier background flush (this Flush retried
+// that data, and reports its own outcome).
 func (w *Writer) Flush(ctx context.Context) error {
+	return w.flush(ctx, false)
+}
+
+// flush is Flush; background says where the error goes: kept for the next
+// Write, or to the caller only.
+func (w *Writer) flush(ctx context.Context, background bool) error {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
+	err := w.flushLocked(ctx)
+	w.mu.Lock()
+	switch {
+	case !background || err == nil:
+		w.bgErr = nil
+	case !w.closed && w.ctx.Err() == nil:
+		w.bgErr = err
+	}
+	w.mu.Unlock()
+	return err
+}
+
+// flushLocked is Flush with flushMu held.
+func (w *Writer) flushLocked(ctx context.Context) error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -407,6 +490,9 @@ func (w *Writer) Flush(ctx context.Context) error {
 			}
 		}
 		if n > 0 {
+			// Readers in HoldCommits see the slices either pending or
+			// committed, never neither.
+			w.commitMu.Lock()
 			var err error
 			if batching {
 				commits := make([]Commit, n)
@@ -421,6 +507,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 				}
 			}
 			if err != nil {
+				w.commitMu.Unlock()
 				return fmt.Errorf("chunk: commit to chunk %d: %w", list[0].chunk, err)
 			}
 			w.mu.Lock()
@@ -434,6 +521,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 				}
 			}
 			w.mu.Unlock()
+			w.commitMu.Unlock()
 			list = list[n:]
 		}
 		if upErr != nil {
@@ -464,20 +552,6 @@ func (w *Writer) Pending() bool {
 	return len(w.pending) > 0
 }
 
-// Overlaps reports whether uncommitted data covers any byte of the file
-// range [off, end).
-func (w *Writer) Overlaps(off, end int64) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, ws := range w.pending {
-		start := int64(ws.chunk)*base.ChunkSize + int64(ws.pos)
-		if start < end && off < start+int64(ws.length) {
-			return true
-		}
-	}
-	return false
-}
-
 // Len returns the highest file offset covered by uncommitted data (the
 // end of the furthest pending slice), or 0 when nothing is pending. vfs
 // reports max(committed length, Len) as the size of a file being written.
@@ -492,16 +566,15 @@ func (w *Writer) Len() int64 {
 }
 
 // Close discards whatever is still buffered (call Flush first and report
-// its error), stops the uploads in flight and releases the Writer's share of
-// the buffer. Blocks uploaded but never committed are left for gc. Close is
-// idempotent; Write and Flush fail with ErrWriterClosed afterwards.
+// its error), stops the uploads and the background flush in flight and
+// releases the Writer's share of the buffer. Blocks uploaded but never
+// committed are left for gc. Close is idempotent; Write and Flush fail with
+// ErrWriterClosed afterwards.
 func (w *Writer) Close() {
 	w.s.writersMu.Lock()
 	delete(w.s.writers, w)
 	w.s.writersMu.Unlock()
 	w.cancel()
-	w.flushMu.Lock()
-	defer w.flushMu.Unlock()
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -509,6 +582,9 @@ func (w *Writer) Close() {
 	}
 	w.closed = true
 	w.mu.Unlock()
+	w.bg.Wait()
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
 	w.uploads.Wait()
 	w.mu.Lock()
 	var n int64

@@ -146,52 +146,78 @@ func (v *VFS) unref(ctx context.Context, f *file, opened bool) error {
 	return v.m.CloseFile(ctx, f.ino)
 }
 
-// flush commits buffered writes.
+// flush commits buffered writes: everything written before it was
+// called. It does not take wmu: writes go on meanwhile into new slices,
+// which this flush leaves for the next one (chunk.Writer serialises
+// flushes and keeps the commit order).
 func (f *file) flush(ctx context.Context) error {
 	if !f.w.Pending() {
 		return nil
 	}
-	f.wmu.Lock()
-	defer f.wmu.Unlock()
-	return f.flushLocked(ctx)
-}
-
-// flushLocked is flush for a caller holding wmu.
-func (f *file) flushLocked(ctx context.Context) error {
+	lw := f.lastWrite.Load()
 	err := f.w.Flush(ctx)
 	if err == nil {
-		f.lastWrite.Store(0)
+		// Not if a write came meanwhile: it is still buffered.
+		f.lastWrite.CompareAndSwap(lw, 0)
 	}
 	return err
 }
 
-// readLength returns the committed length for a read of [off, end),
-// first committing the buffered writes that matter to it: those covering
-// part of the range, or extending the file past its committed length into
-// or beyond it. Other buffered writes stay buffered, so a database's reads
-// of pages it did not just write never wait for an upload (the cache
-// study, docs/performance.md). wmu is held throughout: commits happen
-// under it, so the length and the buffered ranges are seen together.
-func (f *file) readLength(ctx context.Context, off, end int64) (int64, error) {
+// readPart is one chunk's share of a read.
+type readPart struct {
+	index  uint32
+	cpos   uint32
+	n      int
+	slices []base.Slice
+	ov     *chunk.Overlay // buffered writes over the range; nil if none
+}
+
+// readPlan resolves a read of [off, off+n): the file's size, its committed
+// length (content at or past it reads as zeros below the buffered
+// writes), and per chunk the committed slice list and the overlay of this
+// process's buffered writes. A file with buffered writes is resolved
+// inside HoldCommits, so a commit running meanwhile cannot hide a write
+// from both the chunk map and the overlay: reads never wait for an upload
+// or a commit, and see every write that completed before them.
+func (f *file) readPlan(ctx context.Context, off int64, n int) (size, committed int64, parts []readPart, err error) {
+	plan := func(buffered bool) error {
+		var err error
+		committed, err = f.committedLength(ctx)
+		if err != nil {
+			return err
+		}
+		size = committed
+		if buffered {
+			size = max(size, f.w.Len())
+		}
+		if off >= size {
+			return nil
+		}
+		end := min(off+int64(n), size)
+		for pos := off; pos < end; {
+			p := readPart{index: uint32(pos / base.ChunkSize), cpos: uint32(pos % base.ChunkSize)}
+			p.n = int(min(end-pos, base.ChunkSize-int64(p.cpos)))
+			if p.slices, err = f.slices(ctx, p.index); err != nil {
+				return err
+			}
+			if buffered {
+				p.ov = f.w.Overlay(p.index, p.cpos, p.n)
+			}
+			parts = append(parts, p)
+			pos += int64(p.n)
+		}
+		return nil
+	}
 	if !f.w.Pending() {
 		// Nothing buffered: every completed write is committed, and its
-		// commit invalidated the cached length before leaving the
-		// Writer's pending list. Reads of files nobody writes take no lock.
-		return f.committedLength(ctx)
+		// commit invalidated the cached length and maps before leaving
+		// the Writer's pending list. Reads of files nobody writes take
+		// no lock.
+		err = plan(false)
+	} else {
+		err = f.w.HoldCommits(func() error { return plan(true) })
 	}
-	f.wmu.Lock()
-	defer f.wmu.Unlock()
-	size, err := f.committedLength(ctx)
-	if err != nil || !f.w.Pending() {
-		return size, err
-	}
-	if f.w.Overlaps(off, end) || end > size && f.w.Len() > size {
-		if err := f.flushLocked(ctx); err != nil {
-			return 0, err
-		}
-		return f.committedLength(ctx)
-	}
-	return size, nil
+	return size, committed, parts, err
 }
 
 func (f *file) idleFor() time.Duration {
@@ -258,6 +284,21 @@ func (f *file) slices(ctx context.Context, index uint32) ([]base.Slice, error) {
 	}
 	f.mu.Unlock()
 	return s, nil
+}
+
+// holdCommits runs fn (which reads ino's committed attributes and
+// overlays them) so that no commit of the file's buffered writes runs
+// meanwhile: otherwise a write could leave the buffer after fn read the
+// committed length and before overlay read the buffered one, and the
+// file would seem shorter for a moment.
+func (v *VFS) holdCommits(ino base.Ino, fn func() error) error {
+	v.mu.Lock()
+	f := v.files[ino]
+	v.mu.Unlock()
+	if f == nil || !f.w.Pending() {
+		return fn()
+	}
+	return f.w.HoldCommits(fn)
 }
 
 // overlay adjusts committed attributes with this process's buffered writes.

@@ -118,32 +118,19 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, 
 	if e := v.checkSnapshot(ctx, f.t, false); e != 0 {
 		return 0, e
 	}
-	// Buffered writes become visible to the read by committing those that
-	// matter to it first.
-	size, err := f.readLength(ctx, off, off+int64(len(buf)))
+	// Buffered writes are read from the buffer, over the committed
+	// content: no commit first (chunk.Overlay).
+	size, committed, parts, err := f.readPlan(ctx, off, len(buf))
 	if err != nil {
 		return 0, v.errno("read", err)
 	}
 	if off >= size {
 		return 0, 0
 	}
-	if off+int64(len(buf)) > size {
-		buf = buf[:size-off]
-	}
 	done := 0
-	for done < len(buf) {
-		pos := off + int64(done)
-		index := uint32(pos / base.ChunkSize)
-		cpos := uint32(pos % base.ChunkSize)
-		n := len(buf) - done
-		if room := base.ChunkSize - int(cpos); n > room {
-			n = room
-		}
-		slices, err := f.slices(ctx, index)
-		if err != nil {
-			return done, v.errno("read", err)
-		}
-		got, err := h.r.ReadChunk(ctx, index, slices, cpos, buf[done:done+n])
+	for _, p := range parts {
+		dst := buf[done : done+p.n]
+		got, err := h.r.ReadChunk(ctx, p.index, p.slices, p.cpos, dst)
 		if err != nil {
 			if e := v.checkSnapshot(ctx, f.t, true); e != 0 {
 				// Deleted meanwhile: its blocks may be gone.
@@ -151,17 +138,28 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, 
 			}
 			return done, v.errno("read", err)
 		}
-		if got < n {
-			clear(buf[done+got : done+n])
+		if got < p.n {
+			clear(dst[got:])
 		}
-		done += n
+		if p.ov != nil {
+			// Past the committed length the file is zeros under the
+			// buffered writes, whatever old slices hold there.
+			if pos := off + int64(done); committed < pos+int64(p.n) {
+				clear(dst[max(committed-pos, 0):])
+			}
+			if err := p.ov.Apply(ctx, dst); err != nil {
+				return done, v.errno("read", err)
+			}
+		}
+		done += p.n
 	}
 	return done, 0
 }
 
 // Write buffers data at off. The data reaches the object store and the
 // metadata on Flush (close), Fsync, memory pressure or the background
-// flush.
+// flush. It holds the file's write lock only while buffering: it never
+// waits for a flush (only for buffer memory, see chunk.Writer).
 func (v *VFS) Write(ctx context.Context, fh uint64, off int64, data []byte) (int, syscall.Errno) {
 	h := v.handle(fh)
 	if h == nil || h.f == nil {
@@ -180,11 +178,16 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off int64, data []byte) (int
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
 	if h.flags&syscall.O_APPEND != 0 && v.opts.AppendAtEOF {
-		n, err := f.committedLength(ctx)
+		// The committed and the buffered length together: a background
+		// commit must not move a write from one to the other between.
+		err := f.w.HoldCommits(func() error {
+			n, err := f.committedLength(ctx)
+			off = max(n, f.w.Len())
+			return err
+		})
 		if err != nil {
 			return 0, v.errno("append", err)
 		}
-		off = max(n, f.w.Len())
 		if off+int64(len(data)) > maxFileSize {
 			return 0, syscall.EFBIG
 		}
@@ -300,6 +303,10 @@ func (v *VFS) Fallocate(ctx context.Context, c *meta.Caller, fh uint64, mode uin
 func (v *VFS) zeroRange(ctx context.Context, f *file, off, end int64) syscall.Errno {
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
+	// Writes that raced with the caller's flush commit before the zeros.
+	if err := f.w.Flush(ctx); err != nil {
+		return v.errno("fallocate", err)
+	}
 	now := time.Now().UnixNano()
 	for pos := off; pos < end; {
 		index := uint32(pos / base.ChunkSize)

@@ -77,12 +77,18 @@ func (v *VFS) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Err
 	if e != 0 {
 		return base.Attr{}, e
 	}
-	a, err := t.r.GetAttr(ctx, real)
+	var a base.Attr
+	err := v.holdCommits(ino, func() error {
+		var err error
+		if a, err = t.r.GetAttr(ctx, real); err == nil {
+			t.outAttr(real, &a)
+			v.overlay(ino, &a)
+		}
+		return err
+	})
 	if err != nil {
 		return a, v.errno("getattr", err)
 	}
-	t.outAttr(real, &a)
-	v.overlay(ino, &a)
 	return a, 0
 }
 

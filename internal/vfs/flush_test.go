@@ -1,0 +1,176 @@
+package vfs
+
+import (
+	"bytes"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/object/faulty"
+)
+
+// committedContent reads [0, n) of ino as committed in meta, through a
+// fresh chunk map: what another client would read after the fsync.
+func (e *env) committedContent(t *testing.T, ino base.Ino, n int) []byte {
+	t.Helper()
+	slices, err := e.m.ReadChunk(ctx, ino, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, n)
+	if _, err := e.cs.ReadChunk(ctx, slices, 0, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestIODuringStalledFlush: while an fsync's uploads hang in the object
+// store, a write to the same file and a read of the data being flushed
+// return at once (before, the flush held the file's write lock and the
+// read committed first, so both waited for the uploads); the fsync
+// returns only once the data written before it is committed.
+func TestIODuringStalledFlush(t *testing.T) {
+	e := newEnv(t)
+	ino, fh := e.create(t, "f")
+	data := bytes.Repeat([]byte("abcdefgh"), 20000) // 160,000 bytes: blocks 0-2
+	e.write(t, fh, 0, data)
+	const stall = 3 * time.Second
+	fault := e.fobj.Inject(faulty.Rule{Ops: faulty.OpPut, Prefix: "chunks/", Latency: stall})
+	start := time.Now()
+	fsynced := make(chan syscall.Errno, 1)
+	go func() { fsynced <- e.v.Fsync(ctx, fh) }()
+	for fault.Fired() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	e.write(t, fh, 100, []byte("NEW"))
+	got := e.read(t, fh, 0, 200)
+	if took := time.Since(start); took > stall/2 {
+		t.Fatalf("a write and a read took %v while the fsync's uploads stall for %v", took, stall)
+	}
+	want := bytes.Clone(data[:200])
+	copy(want[100:], "NEW")
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read during the flush: %q", got[96:108])
+	}
+	select {
+	case en := <-fsynced:
+		t.Fatalf("fsync returned (%v) while its uploads stall", en)
+	default:
+	}
+	fault.Remove()
+	if en := <-fsynced; en != 0 {
+		t.Fatal(en)
+	}
+	if time.Since(start) < stall {
+		t.Fatal("fsync returned before its uploads ended")
+	}
+	if got := e.committedContent(t, ino, len(data)); !bytes.Equal(got[:100], data[:100]) || !bytes.Equal(got[103:], data[103:]) {
+		t.Fatal("data written before the fsync is not committed after it")
+	}
+	if en := e.v.Fsync(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+	if got := e.committedContent(t, ino, len(data)); !bytes.Equal(got[:200], want) {
+		t.Fatal("the write made during the first fsync is not committed by the second")
+	}
+	if en := e.v.Release(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+}
+
+// scattered writes n one-byte writes far apart (each a new slice, so the
+// Writer flushes in the background past chunk.Options.MaxChunkSlices) and
+// returns the model of the file.
+func (e *env) scattered(t *testing.T, fh uint64, n int, b byte) []byte {
+	t.Helper()
+	model := make([]byte, n*1000)
+	for i := range n {
+		off := int64(n-1-i) * 1000
+		e.write(t, fh, off, []byte{b})
+		model[off] = b
+	}
+	return model
+}
+
+// TestFsyncWaitsForBackgroundFlush: writes past the per-chunk slice bound
+// start a background flush; an fsync during it returns only when every
+// write before the fsync is committed, in order.
+func TestFsyncWaitsForBackgroundFlush(t *testing.T) {
+	e := newEnv(t)
+	ino, fh := e.create(t, "f")
+	const stall = time.Second
+	fault := e.fobj.Inject(faulty.Rule{Ops: faulty.OpPut, Prefix: "chunks/", Latency: stall})
+	start := time.Now()
+	model := e.scattered(t, fh, 40, 'a') // MaxChunkSlices is 32
+	if took := time.Since(start); took > stall/2 {
+		t.Fatalf("writes took %v: they waited for the background flush", took)
+	}
+	for fault.Fired() < 20 { // the background flush's uploads, stalled
+		time.Sleep(time.Millisecond)
+	}
+	fault.Remove()
+	if en := e.v.Fsync(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+	if time.Since(start) < stall {
+		t.Fatal("fsync returned before the stalled uploads ended")
+	}
+	if got := e.committedContent(t, ino, len(model)); !bytes.Equal(got, model) {
+		t.Fatal("committed content after fsync differs")
+	}
+	if en := e.v.Release(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+}
+
+// TestBackgroundFlushErrorAtFsync: uploads of a background flush fail;
+// the error is not lost: fsync reports EIO while the store fails, and
+// once it recovers an fsync commits every write (none was dropped).
+func TestBackgroundFlushErrorAtFsync(t *testing.T) {
+	e := newEnv(t)
+	ino, fh := e.create(t, "f")
+	fault := e.fobj.Inject(faulty.Rule{Ops: faulty.OpPut, Prefix: "chunks/", Err: faulty.ErrInjected})
+	model := e.scattered(t, fh, 40, 'b')
+	if en := e.v.Fsync(ctx, fh); en != syscall.EIO {
+		t.Fatalf("fsync with failing uploads = %v, want EIO", en)
+	}
+	fault.Remove()
+	if en := e.v.Fsync(ctx, fh); en != 0 {
+		t.Fatalf("fsync after the store recovered: %v", en)
+	}
+	if got := e.committedContent(t, ino, len(model)); !bytes.Equal(got, model) {
+		t.Fatal("committed content after recovery differs: a write was dropped")
+	}
+	if en := e.v.Release(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+}
+
+// TestBackgroundFlushErrorAtWrite: a background flush whose uploads fail
+// is reported to a later write (EIO), and close after the store recovered
+// commits everything.
+func TestBackgroundFlushErrorAtWrite(t *testing.T) {
+	e := newEnv(t)
+	_, fh := e.create(t, "f")
+	fault := e.fobj.Inject(faulty.Rule{Ops: faulty.OpPut, Prefix: "chunks/", Err: faulty.ErrInjected})
+	e.scattered(t, fh, 40, 'c')
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, en := e.v.Write(ctx, fh, 50000, []byte{'d'})
+		if en == syscall.EIO {
+			break
+		}
+		if en != 0 {
+			t.Fatal(en)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no write reported the failed background flush")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fault.Remove()
+	if en := e.v.Release(ctx, fh); en != 0 {
+		t.Fatalf("close after the store recovered: %v", en)
+	}
+}
