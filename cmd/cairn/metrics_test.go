@@ -50,6 +50,7 @@ func TestE2EMountMetaMetrics(t *testing.T) {
 		`cairn_meta_transactions_total{kind="update",outcome="ok"}`,
 		`cairn_meta_retries_total{kind="update"}`,
 		`cairn_meta_transaction_seconds_bucket{kind="view",le="+Inf"}`,
+		`cairn_meta_updates_total{run="optimistic"}`, // embedded engine: how updates ran
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, text)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/base"
 	kvcounted "github.com/cairnfs/cairn/internal/kv/counted"
+	"github.com/cairnfs/cairn/internal/kv/pebble"
 	"github.com/cairnfs/cairn/internal/metrics"
 	"github.com/cairnfs/cairn/internal/object/counted"
 )
@@ -36,8 +37,9 @@ type Stats struct {
 	Disk   *TierStats                   `json:"disk,omitempty"` // nil without a disk cache
 	Object map[string]counted.KindStats `json:"object"`         // by request kind
 	Chunk  ChunkStats                   `json:"chunk"`
-	Meta   kvcounted.Stats              `json:"meta"`          // metadata engine transactions
-	NFS    []NFSProcStats               `json:"nfs,omitempty"` // procedures called, if an NFS gateway runs
+	Meta   kvcounted.Stats              `json:"meta"`               // metadata engine transactions
+	OCC    *pebble.OCCStats             `json:"meta_occ,omitempty"` // how the embedded engine ran updates
+	NFS    []NFSProcStats               `json:"nfs,omitempty"`      // procedures called, if an NFS gateway runs
 }
 
 // TierStats are the counters of one cache tier. Hits and misses count
@@ -97,6 +99,10 @@ func (v *Volume) Stats() Stats {
 			ReadMemoryHits: cs.CacheHits, ReadMemoryMisses: cs.CacheMisses,
 			ReadDiskHits: cs.DiskHits, ReadDiskMisses: cs.DiskMisses, DiskFills: cs.DiskFills,
 		},
+	}
+	if v.occ != nil {
+		occ := v.occ.OCCStats()
+		st.OCC = &occ
 	}
 	if v.disk != nil {
 		ds := v.disk.Stats()
@@ -161,6 +167,12 @@ func WritePrometheus(w io.Writer, s Stats) error {
 		p.Histogram("cairn_object_request_seconds", "Latency of object store requests.", s.Object[k.String()].Latency, "kind", k.String())
 	}
 	writeMetaPrometheus(p, s.Meta)
+	if s.OCC != nil {
+		const help = "Embedded metadata updates by how they ran: optimistic (beside others, committed as run), rerun (what they read changed, run again alone), locked (run alone because optimism was failing)."
+		p.Counter("cairn_meta_updates_total", help, float64(s.OCC.Optimistic), "run", "optimistic")
+		p.Counter("cairn_meta_updates_total", "", float64(s.OCC.Conflicts), "run", "rerun")
+		p.Counter("cairn_meta_updates_total", "", float64(s.OCC.Locked), "run", "locked")
+	}
 	for _, c := range s.NFS {
 		p.Counter("cairn_nfs_calls_total", "Calls served by the NFS gateway, by program and procedure (those called at least once).", float64(c.Latency.Count), "prog", c.Prog, "proc", c.Proc)
 	}
@@ -179,6 +191,10 @@ func WritePrometheus(w io.Writer, s Stats) error {
 	p.Gauge("cairn_write_buffer_bytes", "Bytes buffered in writers, not yet uploaded.", float64(s.Chunk.Buffered))
 	return p.Err()
 }
+
+// occStatter is the ability of the embedded engine (kv/pebble) to say how
+// its updates ran.
+type occStatter interface{ OCCStats() pebble.OCCStats }
 
 // writeMetaPrometheus writes the metadata engine's counters.
 func writeMetaPrometheus(p *metrics.PromWriter, m kvcounted.Stats) {

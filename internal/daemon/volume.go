@@ -295,6 +295,7 @@ type Volume struct {
 	Log      *slog.Logger
 
 	kvStats  *kvcounted.Store
+	occ      occStatter // nil unless the engine runs optimistic transactions
 	objStats *counted.Store
 	nfsStats nfsCounters // the NFS gateway's calls, if it serves one
 	memCache *cache.Memory
@@ -324,9 +325,10 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err != nil {
 		return nil, describeLocked(loc, err)
 	}
+	occ, _ := store.(occStatter)
 	kvStats := kvcounted.New(store)
 	store = kvStats // every transaction of this process is counted
-	v := &Volume{Loc: loc, Store: store, Log: o.Logger, kvStats: kvStats}
+	v := &Volume{Loc: loc, Store: store, Log: o.Logger, kvStats: kvStats, occ: occ}
 	ok := false
 	defer func() {
 		if !ok {
