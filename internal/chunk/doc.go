@@ -67,14 +67,20 @@
 // not yet uploaded bytes of all Writers are bounded by Options.BufferLimit:
 // Write blocks (until its context ends) while the bound would be exceeded,
 // so a Write to an unreachable object store blocks rather than failing.
+// That bound is the only thing a Write waits for: the flush a Writer starts
+// itself (a chunk with too many uncommitted slices) runs in the background,
+// and its error is returned by the next Write and retried by the next
+// Flush.
 //
 // # Visibility and durability
 //
 // Data given to Writer.Write is not visible to ReadChunk until Writer.Flush
 // has uploaded it and committed its slices through the Committer, and the
 // caller has re-read the chunk map: ReadChunk only reads what the slices
-// passed to it reference. Callers flush an inode's pending writes before
-// reading it. When the object store implements object.Syncer, objects are
-// durable only after Store.SyncObjects, which fsync must call after Flush
-// and before syncing metadata.
+// passed to it reference. A caller reading a file with pending writes takes
+// the chunk map and Writer.Overlay of the range inside Writer.HoldCommits
+// and applies the overlay over what ReadChunk returned (read-your-writes
+// without a commit). When the object store implements object.Syncer,
+// objects are durable only after Store.SyncObjects, which fsync must call
+// after Flush and before syncing metadata.
 package chunk

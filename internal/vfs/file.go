@@ -151,16 +151,16 @@ func (v *VFS) unref(ctx context.Context, f *file, opened bool) error {
 // which this flush leaves for the next one (chunk.Writer serialises
 // flushes and keeps the commit order).
 func (f *file) flush(ctx context.Context) error {
-	if !f.w.Pending() {
-		return nil
-	}
 	lw := f.lastWrite.Load()
-	err := f.w.Flush(ctx)
-	if err == nil {
-		// Not if a write came meanwhile: it is still buffered.
-		f.lastWrite.CompareAndSwap(lw, 0)
+	if f.w.Pending() {
+		if err := f.w.Flush(ctx); err != nil {
+			return err
+		}
 	}
-	return err
+	// Every write up to lw is committed (maybe by a background flush).
+	// Not if a write came meanwhile: it may still be buffered.
+	f.lastWrite.CompareAndSwap(lw, 0)
+	return nil
 }
 
 // readPart is one chunk's share of a read.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/object/faulty"
 )
 
@@ -172,5 +173,57 @@ func TestBackgroundFlushErrorAtWrite(t *testing.T) {
 	fault.Remove()
 	if en := e.v.Release(ctx, fh); en != 0 {
 		t.Fatalf("close after the store recovered: %v", en)
+	}
+}
+
+// TestSetMtimeAfterWrites: a time set after writes stays set, whether the
+// writes were still buffered, committed by a background flush, or being
+// uploaded; and writes made while the SETATTR waits for the earlier ones
+// (the writeback cache sends the mtime while a file is written) do not
+// wait for it.
+func TestSetMtimeAfterWrites(t *testing.T) {
+	e := newEnv(t)
+	ino, fh := e.create(t, "f")
+	mtime := meta.SetAttrRequest{Valid: meta.SetMtime, Mtime: 5}
+	check := func(what string) {
+		t.Helper()
+		if a, en := e.v.SetAttr(ctx, root, ino, mtime); en != 0 || a.Mtime != 5 {
+			t.Fatalf("%s: setattr: %v, mtime %d", what, en, a.Mtime)
+		}
+		if a, en := e.v.GetAttr(ctx, ino); en != 0 || a.Mtime != 5 {
+			t.Fatalf("%s: getattr after setattr: %v, mtime %d", what, en, a.Mtime)
+		}
+	}
+	e.write(t, fh, 0, []byte("buffered"))
+	check("buffered write")
+	e.scattered(t, fh, 40, 'a') // a background flush commits them
+	for e.v.files[ino].w.Pending() {
+		time.Sleep(time.Millisecond)
+	}
+	check("writes committed by a background flush")
+
+	const stall = 2 * time.Second
+	e.write(t, fh, 0, []byte("stalled"))
+	fault := e.fobj.Inject(faulty.Rule{Ops: faulty.OpPut, Prefix: "chunks/", Latency: stall})
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Its mtime may be the later write's: that write is newer.
+		if _, en := e.v.SetAttr(ctx, root, ino, mtime); en != 0 {
+			t.Errorf("setattr during a stalled upload: %v", en)
+		}
+	}()
+	for fault.Fired() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	e.write(t, fh, 100, []byte("later"))
+	if took := time.Since(start); took > stall/2 {
+		t.Fatalf("a write waited %v for a time change's flush", took)
+	}
+	fault.Remove()
+	<-done
+	if en := e.v.Release(ctx, fh); en != 0 {
+		t.Fatal(en)
 	}
 }

@@ -93,7 +93,11 @@ func (v *VFS) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Err
 }
 
 // SetAttr changes attributes. A size change first commits buffered writes
-// of the file so they cannot land after the truncation.
+// of the file, holding its write lock until the truncation is done, so
+// they cannot land after it. A time change (with the writeback cache the
+// kernel sends the file's mtime now and then while it is written) commits
+// the writes made before it, so their commits cannot overwrite the time
+// set, but lets later writes go on meanwhile.
 func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req meta.SetAttrRequest) (base.Attr, syscall.Errno) {
 	if _, e := v.writable(ino); e != 0 {
 		return base.Attr{}, e
@@ -105,13 +109,18 @@ func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req met
 	if f != nil {
 		defer func() { _ = v.unref(ctx, f, false) }()
 	}
-	if f != nil && req.Valid&(meta.SetSize|meta.SetMtime|meta.SetMtimeNow) != 0 {
+	switch {
+	case f != nil && req.Valid&meta.SetSize != 0:
 		f.wmu.Lock()
 		defer f.wmu.Unlock()
 		if err := f.w.Flush(ctx); err != nil {
 			return base.Attr{}, v.errno("setattr-flush", err)
 		}
 		f.lastWrite.Store(0)
+	case f != nil && req.Valid&(meta.SetMtime|meta.SetMtimeNow) != 0:
+		if err := f.flush(ctx); err != nil {
+			return base.Attr{}, v.errno("setattr-flush", err)
+		}
 	}
 	a, err := v.m.SetAttr(ctx, c, ino, req)
 	if err != nil {
