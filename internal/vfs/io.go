@@ -141,15 +141,14 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, 
 		if got < p.n {
 			clear(dst[got:])
 		}
-		if p.ov != nil {
-			// Past the committed length the file is zeros under the
-			// buffered writes, whatever old slices hold there.
-			if pos := off + int64(done); committed < pos+int64(p.n) {
-				clear(dst[max(committed-pos, 0):])
-			}
-			if err := p.ov.Apply(ctx, dst); err != nil {
-				return done, v.errno("read", err)
-			}
+		// Past the committed length (a read that buffered writes extend
+		// the file for) the file is zeros under the buffered writes,
+		// whatever old slices hold there.
+		if pos := off + int64(done); committed < pos+int64(p.n) {
+			clear(dst[max(committed-pos, 0):])
+		}
+		if err := p.ov.Apply(ctx, dst); err != nil {
+			return done, v.errno("read", err)
 		}
 		done += p.n
 	}
