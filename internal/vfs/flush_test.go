@@ -227,3 +227,31 @@ func TestSetMtimeAfterWrites(t *testing.T) {
 		t.Fatal(en)
 	}
 }
+
+// TestReadPastCommittedLength: after a truncation, a buffered write in a
+// later chunk extends the file; the range between the committed length
+// and that write reads as zeros, not as the truncated data.
+func TestReadPastCommittedLength(t *testing.T) {
+	e := newEnv(t)
+	ino, fh := e.create(t, "f")
+	e.write(t, fh, 0, bytes.Repeat([]byte{7}, 100<<10))
+	if en := e.v.Flush(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+	if _, en := e.v.SetAttr(ctx, root, ino, meta.SetAttrRequest{Valid: meta.SetSize, Size: 10}); en != 0 {
+		t.Fatal(en)
+	}
+	e.write(t, fh, base.ChunkSize+5, []byte{9})
+	got := e.read(t, fh, 0, 100<<10)
+	want := make([]byte, 100<<10)
+	copy(want, bytes.Repeat([]byte{7}, 10))
+	if !bytes.Equal(got, want) {
+		t.Fatal("truncated data read back past the committed length")
+	}
+	if got := e.read(t, fh, base.ChunkSize, 10); !bytes.Equal(got, []byte{0, 0, 0, 0, 0, 9}) {
+		t.Fatalf("read of the buffered write in the next chunk: %v", got)
+	}
+	if en := e.v.Release(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+}
