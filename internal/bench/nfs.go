@@ -412,9 +412,10 @@ type nfsReader struct {
 	rsize  int
 	next   uint64 // offset of the next READ to send
 	queue  []*nfsclient.ReadCall
-	calls  int    // READs sent
-	cur    []byte // data of the last READ taken, not yet read
-	last   bool   // cur ends the file
+	calls  int                 // READs sent
+	taken  *nfsclient.ReadCall // the last READ taken: cur aliases its reply
+	cur    []byte              // data of the last READ taken, not yet read
+	last   bool                // cur ends the file
 	eof    bool
 	lats   []time.Duration
 }
@@ -453,8 +454,13 @@ func (r *nfsReader) take(want int) error {
 		r.calls++
 		r.queue = append(r.queue, k)
 	}
+	if r.taken != nil {
+		r.taken.Release() // read out: its buffer takes a later reply
+		r.taken = nil
+	}
 	k := r.queue[0]
 	r.queue = r.queue[1:]
+	r.taken = k
 	data, eof, err := k.Wait()
 	r.lats = append(r.lats, k.RoundTrip())
 	if err != nil {
@@ -467,8 +473,12 @@ func (r *nfsReader) take(want int) error {
 func (r *nfsReader) Close() error {
 	for _, k := range r.queue {
 		_, _, _ = k.Wait()
+		k.Release()
 	}
-	r.queue = nil
+	if r.taken != nil {
+		r.taken.Release()
+	}
+	r.queue, r.taken, r.cur = nil, nil, nil
 	return nil
 }
 

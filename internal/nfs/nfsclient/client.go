@@ -6,6 +6,7 @@ package nfsclient
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -46,7 +47,17 @@ type Client struct {
 	pending map[uint32]*Pending
 	err     error         // why the connection is unusable; set once
 	done    chan struct{} // closed when the reader has returned
+
+	// bufs holds large reply records given back by ReadCall.Release,
+	// which the reader fills again instead of allocating (and zeroing)
+	// a record per READ.
+	bufs sync.Pool // of *[]byte, capacity at least largeReply
 }
+
+// largeReply is the size from which a reply record keeps the buffer it
+// was read into (and may give it back with ReadCall.Release); smaller
+// ones are copied out of it.
+const largeReply = 64 << 10
 
 // Dial connects to addr (host:port of the gateway).
 func Dial(addr string) (*Client, error) {
@@ -106,11 +117,23 @@ func (c *Client) fail(err error) {
 func (c *Client) readReplies() {
 	defer close(c.done)
 	br := bufio.NewReaderSize(c.conn, 64<<10)
+	var buf []byte // a released record to read into, or nil
 	for {
-		rec, err := proto.ReadRecord(br, maxReply)
+		if buf == nil {
+			if b, ok := c.bufs.Get().(*[]byte); ok {
+				buf = *b
+			}
+		}
+		rec, err := proto.ReadRecordTo(br, maxReply, buf)
 		if err != nil {
 			c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
 			return
+		}
+		switch {
+		case len(rec) >= largeReply:
+			buf = nil // the call has it now
+		case buf != nil:
+			rec = bytes.Clone(rec) // keep buf for the next record
 		}
 		now := time.Now()
 		xid := proto.NewReader(rec).Uint32()

@@ -208,6 +208,23 @@ func (k *ReadCall) Wait() (data []byte, eof bool, err error) {
 	return data, eof, r.Err()
 }
 
+// Release gives the reply record back to the client, which reads a later
+// reply into it: the data Wait returned must not be used after. Call it
+// at most once, after Wait; a call without a reply (failed, timed out)
+// releases nothing.
+func (k *ReadCall) Release() {
+	select {
+	case <-k.done:
+	default:
+		return // not delivered: the reader may still hand it a record
+	}
+	if rec := k.rec; cap(rec) >= largeReply {
+		k.rec = nil
+		rec = rec[:0]
+		k.c.bufs.Put(&rec)
+	}
+}
+
 // WriteResult is what WRITE answers.
 type WriteResult struct {
 	Count     uint32

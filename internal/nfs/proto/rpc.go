@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // ONC RPC message constants (RFC 5531).
@@ -59,7 +60,16 @@ const maxFragments = 1024
 // arrives, never from an unchecked length. io.EOF means the stream ended
 // cleanly between records.
 func ReadRecord(r io.Reader, max int) ([]byte, error) {
-	var rec []byte
+	return ReadRecordTo(r, max, nil)
+}
+
+// ReadRecordTo is ReadRecord into buf's space: the record is appended to
+// buf[:0], which is grown (as ReadRecord allocates) only when its
+// capacity is short, so a caller that reuses large buffers reads large
+// records without allocating or zeroing memory. buf's contents are lost
+// even on error.
+func ReadRecordTo(r io.Reader, max int, buf []byte) ([]byte, error) {
+	rec := buf[:0]
 	var hdr [4]byte
 	for i := 0; ; i++ {
 		if i == maxFragments {
@@ -77,7 +87,7 @@ func ReadRecord(r io.Reader, max int) ([]byte, error) {
 			return nil, fmt.Errorf("%w: %d bytes > %d", ErrRecordTooLarge, len(rec)+n, max)
 		}
 		start := len(rec)
-		rec = append(rec, make([]byte, n)...)
+		rec = slices.Grow(rec, n)[:start+n]
 		if _, err := io.ReadFull(r, rec[start:]); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
