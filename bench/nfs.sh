@@ -20,7 +20,7 @@ SEQ_SIZE=${SEQ_SIZE:-256M}
 SEQ_BS=${SEQ_BS:-8K,32K,128K}
 META_FILES=${META_FILES:-2000}
 META_PROCS=${META_PROCS:-4}
-NFS_WINDOW=${NFS_WINDOW:-4}        # READ/WRITE calls in flight over NFS
+NFS_WINDOW=${NFS_WINDOW:-15}       # READ/WRITE calls in flight over NFS (a Linux client with 15 x rsize read-ahead)
 NFS_TRANSFER=${NFS_TRANSFER:-server} # their size: the server's preferred (as Linux), call, or a size
 CAIRN_MOUNT_OPTS=${CAIRN_MOUNT_OPTS:-}
 

@@ -131,7 +131,7 @@ time includes the final fsync or COMMIT.`,
 	f.StringVar(&nfsAddr, "nfs", "", "benchmark this NFSv3 server, HOST:PORT[/EXPORT] (export default /)")
 	f.IntVar(&nfsMountPort, "nfs-mount-port", 0, "port of the server's MOUNT program (default: the NFS port)")
 	f.StringVar(&nfsTransfer, "nfs-transfer", "server", "size of sequential READs and WRITEs over NFS: server (its preferred size, at most 1 MiB, as the Linux client; reads and writes are gathered into calls of that size), call (one call per read or write, of the block size), or a size")
-	f.IntVar(&nfsWindow, "nfs-window", 4, "READ/WRITE calls kept in flight by sequential workloads over NFS, pipelined on one connection")
+	f.IntVar(&nfsWindow, "nfs-window", bench.DefaultNFSWindow, "READ/WRITE calls kept in flight by sequential workloads over NFS, pipelined on one connection (the default is a Linux client's read-ahead of 15 x rsize)")
 	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.AllWorkloads, ",")+" (default all)")
 	f.StringVar(&blockSizes, "bs", "8K,32K,128K", "block sizes of the sequential workloads")
 	f.StringVar(&fileSize, "size", "256M", "file size of the sequential workloads")

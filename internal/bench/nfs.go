@@ -21,7 +21,8 @@ type NFSOptions struct {
 	Export string
 	// Window is how many READ or WRITE calls a sequential workload keeps
 	// in flight, pipelined on its one connection, as a kernel client's
-	// read-ahead and write-behind would (default 1: one call at a time).
+	// read-ahead and write-behind would (default 1: one call at a time;
+	// `cairn bench` uses DefaultNFSWindow).
 	Window int
 	// Transfer is the size of the READ and WRITE calls of sequential
 	// workloads. 0 (the default) does what the Linux client does at
@@ -37,6 +38,42 @@ type NFSOptions struct {
 
 // PerCall as NFSOptions.Transfer: one READ or WRITE per application call.
 const PerCall = -1
+
+// DefaultNFSWindow is the window `cairn bench --nfs` keeps by default:
+// 15 calls of rsize, the read-ahead of a Linux client whose read_ahead_kb
+// is 15 x rsize. That was the kernel's NFS default (NFS_MAX_READAHEAD,
+// RPC_DEF_SLOT_TABLE - 1) until Linux 5.4, so it is what RHEL 7 to 8.2,
+// SLES 12/15 and Debian up to 10 do; from 5.4 on the default is the VM's
+// 128 KiB whatever rsize, and vendors of NFS servers (Azure NetApp Files,
+// Google NetApp Volumes, AWS efs-utils at mount) set it back to 15 x
+// rsize. With 1 MiB READs the kernel then sends a 15 MiB window of 15
+// READs at once (the TCP slot table grows past 16 on demand), within the
+// gateway's MaxInFlight of 16. A Linux client's write-behind is no
+// shallower: its writeback stops only at nfs_congestion_kb (tens to
+// hundreds of MiB), so the same window serves writes.
+//
+// Measured on the 2-core test machine, 256 MiB file, 1 MiB READs, page
+// cache dropped, interleaved rounds at load 0-6, medians in MB/s at 8K /
+// 32K / 128K (2026-11-24; the machine is shared, rows move by tens of
+// percent between rounds):
+//
+//	4 rounds  FUSE 1,012 / 1,225 / 1,349
+//	          window 1    451 /   546 /   554
+//	          window 4    457 /   661 /   593
+//	          window 8    485 /   840 /   895
+//	          window 16   505 /   752 /   836
+//	          128 KiB READs, window 2 (stock 5.4+ client) 343 / 373 / 341
+//	4 rounds  FUSE 1,365 / 1,591 / 1,581
+//	          window 4    751 /   970 /   935
+//	          window 15   731 / 1,401 / 1,333
+//	          window 4, replies read into released buffers   839 / 1,096 / 1,218
+//	          window 15, replies read into released buffers  929 / 1,688 / 1,817
+//
+// Depth pays from 8 calls on at 32K and 128K; the 8K rows are bound by
+// CPU (client and gateway share the 2 cores), not depth. The stock 5.4+
+// client is far slower, against a FUSE mount whose read-ahead Cairn
+// itself raises to 1 MiB: what an NFS server cannot do for its clients.
+const DefaultNFSWindow = 15
 
 // ParseNFSAddr splits "HOST:PORT[/export]" into the address and the
 // export path (default "/").
