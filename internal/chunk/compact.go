@@ -52,6 +52,9 @@ func (s *Store) CompactRange(ctx context.Context, slices []base.Slice, lo, hi ui
 	size := uint32(hi - lo)
 	bs := s.opts.BlockSize
 	n := s.numBlocks(size)
+	// What is read here is replaced by what is written: only the new
+	// block goes to the caches.
+	rctx := withoutFill(ctx)
 	errs := make([]error, n)
 	parallel(n, s.opts.UploadConcurrency, func(i int) {
 		if ctx.Err() != nil {
@@ -60,7 +63,7 @@ func (s *Store) CompactRange(ctx context.Context, slices []base.Slice, lo, hi ui
 		}
 		blen := s.blockLen(size, i)
 		buf := make([]byte, blen, EncodedLen(blen))
-		if _, err := s.ReadChunk(ctx, slices, uint32(lo)+uint32(i*bs), buf); err != nil {
+		if _, err := s.ReadChunk(rctx, slices, uint32(lo)+uint32(i*bs), buf); err != nil {
 			errs[i] = err
 			return
 		}

@@ -170,3 +170,53 @@ func TestMemoryOnWrite(t *testing.T) {
 		t.Fatalf("reading the compacted slice: %d object gets", obj.gets.Load())
 	}
 }
+
+// TestCompactionDoesNotFillCaches: the blocks a compaction reads (which
+// it replaces) go to neither cache tier; the block it writes goes to the
+// memory tier, and reads through the tiers still fill them.
+func TestCompactionDoesNotFillCaches(t *testing.T) {
+	ctx := context.Background()
+	const bs = 256 << 10
+	obj := memStore()
+	mc := newMapCache()
+	disk := openDiskCache(t, t.TempDir())
+	s := newTestStore(t, obj, mc, Options{BlockSize: bs, ReadAhead: -1, DiskCache: disk})
+	c := newCommitter()
+	w := s.NewWriter(c)
+	defer w.Close()
+	data := fill(bs)
+	writeFlush(t, w, 0, data) // one full block: not kept on write
+	small := []byte("small write")
+	writeFlush(t, w, 1000, small)
+	copy(data[1000:], small)
+	sl := c.chunk(0)
+	old := BlockKey(sl[0].ID, 0, bs)
+	mc.Delete(BlockKey(sl[1].ID, 0, len(small)))
+	ns, err := s.CompactRange(ctx, sl, 0, bs, 99)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := mc.Get(old); ok {
+		t.Fatal("the block compaction replaced went to the memory tier")
+	}
+	if _, ok := mc.Get(BlockKey(ns.ID, 0, bs)); !ok {
+		t.Fatal("the compacted block is not in the memory tier")
+	}
+	time.Sleep(50 * time.Millisecond) // the disk tier writes in the background
+	if n := disk.Stats().Items; n != 0 {
+		t.Fatalf("compaction's reads put %d blocks in the disk tier", n)
+	}
+	got := make([]byte, bs)
+	if _, err := s.ReadChunk(ctx, []base.Slice{ns}, 0, got); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("compacted content differs (%v)", err)
+	}
+	// An ordinary read still fills both tiers.
+	mc.Delete(BlockKey(ns.ID, 0, bs))
+	if _, err := s.ReadChunk(ctx, sl[:1], 0, got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := mc.Get(old); !ok {
+		t.Fatal("an ordinary read did not fill the memory tier")
+	}
+	waitDisk(t, disk, 1)
+}

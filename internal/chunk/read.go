@@ -198,7 +198,7 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 			if err != nil {
 				return err
 			}
-			if fetched {
+			if fetched && !noFill(ctx) {
 				s.fillDisk(b.key, b.length, pt.boff/SegmentSize)
 			}
 			continue

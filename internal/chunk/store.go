@@ -187,7 +187,7 @@ func (s *Store) startFetch(ctx context.Context, key string, length int) *fetchCa
 	fctx := context.WithoutCancel(ctx)
 	go func() {
 		c.data, c.err = s.fetch(fctx, key, length)
-		if c.err == nil && s.cache != nil {
+		if c.err == nil && s.cache != nil && !noFill(ctx) {
 			s.cache.Put(key, c.data)
 		}
 		s.sfMu.Lock()
@@ -209,10 +209,26 @@ func (s *Store) fetch(ctx context.Context, key string, length int) ([]byte, erro
 		s.st.diskMisses.Add(1)
 	}
 	data, err := s.fetchObject(ctx, key, length)
-	if err == nil && s.disk != nil {
+	if err == nil && s.disk != nil && !noFill(ctx) {
 		s.disk.Put(key, data)
 	}
 	return data, err
+}
+
+type noFillKey struct{}
+
+// withoutFill marks reads whose blocks are not worth caching: compaction
+// reads the blocks it is about to replace, and putting them in the
+// memory tier would evict live blocks, and in the disk tier cost a block
+// write each (a third of the daemon's CPU under 4K random writes). A
+// fetch shared with another read (single-flight) follows its leader.
+func withoutFill(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noFillKey{}, true)
+}
+
+func noFill(ctx context.Context) bool {
+	v, _ := ctx.Value(noFillKey{}).(bool)
+	return v
 }
 
 // fetchObject reads and verifies one block object.
