@@ -1,6 +1,7 @@
 package nfs
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -255,11 +256,22 @@ func (s *Server) serveConn(c net.Conn) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
+	// Buffered, a small call's record mark and body come in one read(2)
+	// instead of two; large records bypass the buffer (bufio reads into
+	// the caller's slice when it is empty and the read is bigger).
+	br := bufio.NewReaderSize(c, 64<<10)
+	var deadline time.Time
 	for {
 		if s.opts.IdleTimeout > 0 {
-			_ = c.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+			// Moved only when it would move by more than a tenth of the
+			// timeout (at most a second): a deadline change costs a timer
+			// update per call, and closing that much early is no matter.
+			if now := time.Now(); now.Add(s.opts.IdleTimeout).Sub(deadline) > min(time.Second, s.opts.IdleTimeout/10) {
+				deadline = now.Add(s.opts.IdleTimeout)
+				_ = c.SetReadDeadline(deadline)
+			}
 		}
-		rec, err := proto.ReadRecord(c, s.maxRecord())
+		rec, err := proto.ReadRecord(br, s.maxRecord())
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.log.Debug("nfs: closing connection", "remote", remote, "err", err)
