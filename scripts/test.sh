@@ -29,6 +29,9 @@ make -s build
 step "unit and FUSE tests (-race)"
 go test -race -timeout 25m ./...
 
+step "meta's tests again on the embedded engine (optimistic transactions side by side)"
+CAIRN_META_TEST_STORE=pebble go test -race -timeout 10m ./internal/meta
+
 step "external suites on a real mount"
 scripts/e2e.sh
 

@@ -3,11 +3,13 @@ package meta
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/kv/memkv"
+	"github.com/cairnfs/cairn/internal/kv/pebble"
 )
 
 var ctx = context.Background()
@@ -22,7 +24,7 @@ func newTestMeta(t testing.TB) *Meta {
 
 func newTestMetaStore(t testing.TB, opts Options) (*Meta, kv.Store) {
 	t.Helper()
-	store := memkv.New()
+	store := testStore(t)
 	if err := Format(ctx, store, Settings{Name: "test"}, false); err != nil {
 		t.Fatalf("format: %v", err)
 	}
@@ -121,11 +123,32 @@ func names(t testing.TB, m *Meta, dir base.Ino) []string {
 	return out
 }
 
+// testStore is the engine meta's tests run on: memkv (one transaction at
+// a time), or with CAIRN_META_TEST_STORE=pebble the embedded engine, whose
+// transactions run side by side (optimistic) as in a mount.
+func testStore(t testing.TB) kv.Store {
+	t.Helper()
+	switch e := os.Getenv("CAIRN_META_TEST_STORE"); e {
+	case "", "memkv":
+		return memkv.New()
+	case "pebble":
+		s, err := pebble.Open(t.TempDir(), pebble.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	default:
+		t.Fatalf("CAIRN_META_TEST_STORE=%s: want memkv or pebble", e)
+		return nil
+	}
+}
+
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
 func newStore(t testing.TB, s Settings) kv.Store {
 	t.Helper()
-	store := memkv.New()
+	store := testStore(t)
 	if err := Format(ctx, store, s, false); err != nil {
 		t.Fatal(err)
 	}
