@@ -100,46 +100,65 @@ func TestOptimisticUpdatesOverlap(t *testing.T) {
 	}
 }
 
-// A transaction whose read is overwritten by a commit made while its
-// function runs runs again and computes from the new value: no lost
-// update.
-func TestOptimisticConflictReruns(t *testing.T) {
-	s := openOCC(t)
-	ctx := context.Background()
-	put(t, s, "n", "1")
+// interrupted runs, in the background, an Update of fn whose first run is
+// held at its call of pause until the returned function is called; that
+// function runs between, as a concurrent commit, then returns the held
+// Update's error and how many times fn ran. A re-run does not pause.
+func interrupted(t *testing.T, s kv.Store, fn func(tx kv.Txn, pause func() error) error) func(between func()) (int32, error) {
+	t.Helper()
 	var runs atomic.Int32
-	first, written := make(chan struct{}), make(chan struct{})
+	first, resumed := make(chan struct{}), make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- s.Update(ctx, func(tx kv.Txn) error {
-			n, err := getInt(tx, "n")
-			if err != nil {
-				return err
-			}
+		errc <- s.Update(context.Background(), func(tx kv.Txn) error {
+			pause := func() error { return nil }
 			if runs.Add(1) == 1 {
-				close(first)
-				if err := wait(written, "the concurrent write"); err != nil {
-					return err
+				pause = func() error {
+					close(first)
+					return wait(resumed, "the concurrent commit")
 				}
 			}
-			setInt(tx, "n", n+1)
-			setInt(tx, "copy", n)
-			return nil
+			return fn(tx, pause)
 		})
 	}()
 	if err := wait(first, "the first run"); err != nil {
 		t.Fatal(err)
 	}
-	put(t, s, "n", "10")
-	close(written)
-	if err := <-errc; err != nil {
+	return func(between func()) (int32, error) {
+		between()
+		close(resumed)
+		err := <-errc
+		return runs.Load(), err
+	}
+}
+
+// A transaction whose read is overwritten by a commit made while its
+// function runs runs again and computes from the new value: no lost
+// update.
+func TestOptimisticConflictReruns(t *testing.T) {
+	s := openOCC(t)
+	put(t, s, "n", "1")
+	resume := interrupted(t, s, func(tx kv.Txn, pause func() error) error {
+		n, err := getInt(tx, "n")
+		if err != nil {
+			return err
+		}
+		if err := pause(); err != nil {
+			return err
+		}
+		setInt(tx, "n", n+1)
+		setInt(tx, "copy", n)
+		return nil
+	})
+	runs, err := resume(func() { put(t, s, "n", "10") })
+	if err != nil {
 		t.Fatal(err)
 	}
 	if n, c := string(lookup(t, s, "n")), string(lookup(t, s, "copy")); n != "11" || c != "10" {
 		t.Errorf("n=%s copy=%s; want 11 and 10 (the increment ran on the new value)", n, c)
 	}
-	if runs.Load() != 2 {
-		t.Errorf("function ran %d times; want 2", runs.Load())
+	if runs != 2 {
+		t.Errorf("function ran %d times; want 2", runs)
 	}
 	if st := s.OCCStats(); st.Conflicts != 1 {
 		t.Errorf("stats %+v; want 1 conflict", st)
@@ -305,93 +324,40 @@ func TestOptimisticScanStopsEarly(t *testing.T) {
 // caller only sees errors of consistent runs.
 func TestOptimisticInconsistentReadRetried(t *testing.T) {
 	s := openOCC(t)
-	ctx := context.Background()
 	errInconsistent := errors.New("a and b differ")
 	put(t, s, "a", "0")
 	put(t, s, "b", "0")
-	var runs atomic.Int32
-	first, written := make(chan struct{}), make(chan struct{})
-	errc := make(chan error, 1)
-	go func() {
-		errc <- s.Update(ctx, func(tx kv.Txn) error {
-			a, err := getInt(tx, "a")
-			if err != nil {
-				return err
-			}
-			if runs.Add(1) == 1 {
-				close(first)
-				if err := wait(written, "the concurrent write"); err != nil {
-					return err
-				}
-			}
-			b, err := getInt(tx, "b")
-			if err != nil {
-				return err
-			}
-			if a != b {
-				return errInconsistent
-			}
-			return nil // read-only
+	resume := interrupted(t, s, func(tx kv.Txn, pause func() error) error {
+		a, err := getInt(tx, "a")
+		if err != nil {
+			return err
+		}
+		if err := pause(); err != nil {
+			return err
+		}
+		b, err := getInt(tx, "b")
+		if err != nil {
+			return err
+		}
+		if a != b {
+			return errInconsistent
+		}
+		return nil // read-only
+	})
+	runs, err := resume(func() {
+		err := s.Update(context.Background(), func(tx kv.Txn) error { // keeps a == b
+			setInt(tx, "a", 5)
+			setInt(tx, "b", 5)
+			return nil
 		})
-	}()
-	if err := wait(first, "the first run"); err != nil {
-		t.Fatal(err)
-	}
-	err := s.Update(ctx, func(tx kv.Txn) error { // keeps a == b
-		setInt(tx, "a", 5)
-		setInt(tx, "b", 5)
-		return nil
+		if err != nil {
+			t.Error(err)
+		}
 	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	close(written)
-	if err := <-errc; err != nil {
 		t.Fatalf("Update returned %v; want the re-run's nil", err)
 	}
-	if runs.Load() != 2 {
-		t.Errorf("function ran %d times; want 2", runs.Load())
-	}
-}
-
-// Many writers of one key: optimism keeps failing, the gate turns it off,
-// and every increment still lands once.
-func TestOptimisticHotKey(t *testing.T) {
-	s := openOCC(t)
-	const workers, each = 8, 300
-	var wg sync.WaitGroup
-	errc := make(chan error, workers)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range each {
-				err := s.Update(context.Background(), func(tx kv.Txn) error {
-					n, err := getInt(tx, "hot")
-					if err != nil {
-						return err
-					}
-					setInt(tx, "hot", n+1)
-					return nil
-				})
-				if err != nil {
-					errc <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		t.Fatal(err)
-	}
-	if got := string(lookup(t, s, "hot")); got != strconv.Itoa(workers*each) {
-		t.Fatalf("hot = %s; want %d", got, workers*each)
-	}
-	st := s.OCCStats()
-	t.Logf("stats %+v", st)
-	if st.Optimistic+st.Conflicts+st.Locked < workers*each {
-		t.Errorf("stats %+v count fewer Updates than %d", st, workers*each)
+	if runs != 2 {
+		t.Errorf("function ran %d times; want 2", runs)
 	}
 }
