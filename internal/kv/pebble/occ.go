@@ -78,12 +78,27 @@ func (e *commitEntry) conflicts(rs *readSet) bool {
 // transaction runs.
 const commitLogSize = 1024
 
+// commitLogBytes bounds the key bytes the log keeps: big transactions
+// (a dump being loaded, a snapshot being pruned) would otherwise pin
+// hundreds of megabytes. The oldest entries go first; transactions that
+// began before them re-run under the slot.
+const commitLogBytes = 16 << 20
+
 // commitLog holds the keys written by the last commitLogSize commits.
 type commitLog struct {
 	seq atomic.Uint64 // number of the last commit logged
 
 	mu      sync.Mutex
 	entries []commitEntry // oldest first, consecutive seqs ending at seq
+	bytes   int           // key bytes in entries
+}
+
+func keyBytes(keys [][]byte) int {
+	n := 0
+	for _, k := range keys {
+		n += len(k)
+	}
+	return n
 }
 
 // add logs a commit that wrote keys (not sorted, may repeat); the caller
@@ -93,8 +108,21 @@ func (l *commitLog) add(keys [][]byte) {
 	keys = slices.CompactFunc(keys, bytes.Equal)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.entries) >= 2*commitLogSize {
-		l.entries = append([]commitEntry(nil), l.entries[len(l.entries)-commitLogSize:]...)
+	drop := max(0, len(l.entries)+1-commitLogSize)
+	l.bytes += keyBytes(keys)
+	for _, e := range l.entries[:drop] {
+		l.bytes -= keyBytes(e.keys)
+	}
+	for drop < len(l.entries) && l.bytes > commitLogBytes {
+		l.bytes -= keyBytes(l.entries[drop].keys)
+		drop++
+	}
+	if drop > 0 {
+		clear(l.entries[:drop]) // let the dropped keys be collected
+		l.entries = l.entries[drop:]
+		if cap(l.entries) > 2*commitLogSize {
+			l.entries = append(make([]commitEntry, 0, commitLogSize+1), l.entries...)
+		}
 	}
 	seq := l.seq.Load() + 1
 	l.entries = append(l.entries, commitEntry{seq: seq, keys: keys})

@@ -68,3 +68,32 @@ func TestOCCGate(t *testing.T) {
 		t.Fatal("gate never reopens")
 	}
 }
+
+// Big commits are dropped from the log once their keys pass
+// commitLogBytes; a transaction older than them cannot be checked.
+func TestCommitLogBytes(t *testing.T) {
+	var l commitLog
+	rs := &readSet{}
+	rs.point([]byte("p"))
+	start := l.seq.Load()
+	big := make([][]byte, 64)
+	for i := range big {
+		big[i] = make([]byte, 64<<10) // 4 MiB of keys per commit
+		big[i][0] = byte(i)
+	}
+	for range 10 {
+		l.add(append([][]byte(nil), big...))
+		if l.bytes > commitLogBytes {
+			t.Fatalf("log holds %d key bytes; bound %d", l.bytes, commitLogBytes)
+		}
+	}
+	if got := len(l.entries); got != commitLogBytes/(4<<20) {
+		t.Errorf("log keeps %d commits of 4 MiB; want %d", got, commitLogBytes/(4<<20))
+	}
+	if l.valid(start, rs) {
+		t.Error("valid although the commits since start were dropped")
+	}
+	if !l.valid(l.seq.Load()-1, rs) {
+		t.Error("not valid against a kept commit that wrote nothing read")
+	}
+}
