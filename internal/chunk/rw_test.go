@@ -65,6 +65,29 @@ func patterns() []pattern {
 			}
 			return ws
 		}},
+		{"sequential-reordered", 0, 3 * mib, func(r *rand.Rand) []write {
+			// 32 KiB pieces, each pair swapped or a few shuffled, as the
+			// kernel's concurrent writeback requests arrive.
+			var ws []write
+			for off := 0; off < 3*mib; off += 4 * 32 << 10 {
+				group := []write{{int64(off), 32 << 10}, {int64(off + 32<<10), 32 << 10},
+					{int64(off + 64<<10), 32 << 10}, {int64(off + 96<<10), 32 << 10}}
+				r.Shuffle(len(group), func(i, j int) { group[i], group[j] = group[j], group[i] })
+				ws = append(ws, group...)
+			}
+			return ws
+		}},
+		{"reordered-overlapping", 0, mib, func(r *rand.Rand) []write {
+			// Late writes that continue an older slice but overlap a newer
+			// one: they must not go under it.
+			var ws []write
+			for i := range 60 {
+				base := int64(i%8) * 100 << 10
+				ws = append(ws, write{base + 50<<10, 40 << 10}, write{base, 70 << 10},
+					write{base + 70<<10, 10 << 10}, write{base + 60<<10, 30 << 10})
+			}
+			return ws
+		}},
 		{"rewrite-same-range", 0, mib, func(r *rand.Rand) []write {
 			var ws []write
 			for range 40 {

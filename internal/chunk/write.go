@@ -151,10 +151,10 @@ type Writer struct {
 	commitMu sync.RWMutex   // held by a commit (write) and by HoldCommits (read)
 
 	mu        sync.Mutex
-	pending   []*wslice          // uncommitted slices, in start order
-	open      map[uint32]*wslice // the open (unsealed) slice of each chunk
-	perChunk  map[uint32]int     // uncommitted slices per chunk
-	unsealed  int64              // bytes in filling blocks
+	pending   []*wslice            // uncommitted slices, in start order
+	open      map[uint32][]*wslice // open (unsealed) slices of each chunk, in start order
+	perChunk  map[uint32]int       // uncommitted slices per chunk
+	unsealed  int64                // bytes in filling blocks
 	closed    bool
 	bgRunning bool  // a background flush goroutine is running
 	bgAgain   bool  // flush again when it ends
@@ -167,7 +167,7 @@ func (s *Store) NewWriter(c Committer) *Writer {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Writer{
 		s: s, c: c, ctx: ctx, cancel: cancel,
-		open:     make(map[uint32]*wslice),
+		open:     make(map[uint32][]*wslice),
 		perChunk: make(map[uint32]int),
 	}
 	s.writersMu.Lock()
@@ -261,20 +261,22 @@ func (w *Writer) writeChunk(ctx context.Context, idx, pos uint32, p []byte) (boo
 		s.release(int64(len(p)))
 		return false, ErrWriterClosed
 	}
-	ws := w.open[idx]
-	if ws == nil || !w.fits(ws, pos) {
-		if ws != nil {
-			w.seal(ws)
+	ws := w.target(idx, pos, len(p))
+	if ws == nil {
+		if open := w.open[idx]; len(open) >= maxOpenSlices {
+			w.seal(open[0])
 		}
 		ws = &wslice{chunk: idx, pos: pos}
 		w.pending = append(w.pending, ws)
-		w.open[idx] = ws
+		w.open[idx] = append(w.open[idx], ws)
 		w.perChunk[idx]++
 	}
 	rel := int(pos - ws.pos)
 	growth := w.copyIn(ws, rel, p)
+	for w.mergeNext(ws) {
+	}
 	bs := s.opts.BlockSize
-	for i := rel / bs; i <= (rel+len(p)-1)/bs; i++ {
+	for i := rel / bs; i < len(ws.blocks); i++ {
 		if b := ws.blocks[i]; b.state == filling && len(b.buf) == bs {
 			w.startUpload(ws, i)
 		}
@@ -283,6 +285,100 @@ func (w *Writer) writeChunk(ctx context.Context, idx, pos uint32, p []byte) (boo
 	w.mu.Unlock()
 	s.release(int64(len(p) - growth))
 	return many, nil
+}
+
+// maxOpenSlices bounds the open slices of one chunk. Writes that reach a
+// Writer out of order (the kernel's writeback requests are served
+// concurrently) start a slice each; keeping a few open lets the writes
+// that come late continue the slice they belong to (see mergeNext).
+const maxOpenSlices = 4
+
+// target returns the open slice of chunk idx that a write of n bytes at
+// pos goes into, or nil if it needs a new one. The write must fit the
+// slice (fits), and no slice of the chunk started after it may overlap
+// the write: commits apply slices in start order, so the later slice
+// would hide the newer bytes.
+func (w *Writer) target(idx, pos uint32, n int) *wslice {
+	open := w.open[idx]
+	for i := len(open) - 1; i >= 0; i-- {
+		if ws := open[i]; w.fits(ws, pos) && !w.overlappedAfter(ws, int64(pos), int64(pos)+int64(n)) {
+			return ws
+		}
+	}
+	return nil
+}
+
+// overlappedAfter reports whether a slice of ws's chunk started after ws
+// overlaps chunk positions [start, end).
+func (w *Writer) overlappedAfter(ws *wslice, start, end int64) bool {
+	after := false
+	for _, o := range w.pending {
+		if o == ws {
+			after = true
+			continue
+		}
+		if after && o.chunk == ws.chunk && int64(o.pos) < end && start < int64(o.pos)+int64(o.length) {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeNext moves into ws the open slice that starts where ws now ends,
+// if that slice has not begun uploading and no slice started between the
+// two overlaps it: its bytes then take ws's place in the commit order
+// (earlier or later than their own) without changing what any read or
+// commit sees. Writes that arrived out of order then make one slice with
+// full blocks instead of several with short ones. It reports whether it
+// merged one. Called with w.mu held.
+func (w *Writer) mergeNext(ws *wslice) bool {
+	end := int64(ws.pos) + int64(ws.length)
+	open := w.open[ws.chunk]
+	for j, nx := range open {
+		if int64(nx.pos) != end || nx == ws || nx.length == 0 {
+			continue
+		}
+		if !allFilling(nx) || w.overlappedBetween(ws, nx, end, end+int64(nx.length)) {
+			return false
+		}
+		for _, b := range nx.blocks {
+			w.copyIn(ws, ws.length, b.buf)
+		}
+		w.unsealed -= int64(nx.length) // now counted in ws
+		w.open[ws.chunk] = slices.Delete(slices.Clone(open), j, j+1)
+		w.pending = slices.DeleteFunc(w.pending, func(o *wslice) bool { return o == nx })
+		w.perChunk[ws.chunk]--
+		return true
+	}
+	return false
+}
+
+// overlappedBetween reports whether a slice of a's chunk started between
+// a and b (in either order) overlaps chunk positions [start, end).
+func (w *Writer) overlappedBetween(a, b *wslice, start, end int64) bool {
+	between := false
+	for _, o := range w.pending {
+		switch {
+		case o == a || o == b:
+			if between {
+				return false
+			}
+			between = true
+		case between && o.chunk == a.chunk && int64(o.pos) < end && start < int64(o.pos)+int64(o.length):
+			return true
+		}
+	}
+	return false
+}
+
+// allFilling reports whether no block of ws has begun uploading.
+func allFilling(ws *wslice) bool {
+	for _, b := range ws.blocks {
+		if b.state != filling {
+			return false
+		}
+	}
+	return true
 }
 
 // fits reports whether a write at chunk position pos can go into ws: it
@@ -335,8 +431,11 @@ func (w *Writer) seal(ws *wslice) {
 		return
 	}
 	ws.sealed = true
-	if w.open[ws.chunk] == ws {
+	open := slices.DeleteFunc(slices.Clone(w.open[ws.chunk]), func(o *wslice) bool { return o == ws })
+	if len(open) == 0 {
 		delete(w.open, ws.chunk)
+	} else {
+		w.open[ws.chunk] = open
 	}
 	for i, b := range ws.blocks {
 		if b.state == filling {
@@ -452,8 +551,10 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 		w.mu.Unlock()
 		return ErrWriterClosed
 	}
-	for _, ws := range w.open {
-		w.seal(ws)
+	for _, open := range w.open {
+		for _, ws := range open {
+			w.seal(ws)
+		}
 	}
 	list := slices.Clone(w.pending)
 	var waits []chan struct{}
