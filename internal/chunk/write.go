@@ -109,10 +109,15 @@ func (ws *wslice) ref() base.Slice {
 // are safe for concurrent use; Write and Flush are meant to be serialised by
 // the caller per file (vfs holds a per-file lock) but need not be.
 //
-// Slices: a write that starts inside the not-yet-uploaded tail of the
-// chunk's open slice (at or after its last full block, at or before its
-// end) goes into it, overwriting or extending it; any other write seals the
-// open slice and starts a new one. Slices never span chunks. Each full
+// Slices: a write that starts inside the not-yet-uploaded tail of one of
+// the chunk's open slices (at or after its last full block, at or before
+// its end) goes into it, overwriting or extending it, unless a slice
+// started after that one overlaps the write; any other write starts a new
+// slice, sealing the chunk's oldest open slice when it already has
+// maxOpenSlices. A slice that comes to end where another open one begins
+// absorbs it if nothing has been uploaded of it (mergeNext), so writes
+// that arrive slightly out of order still make full blocks. Slices never
+// span chunks. Each full
 // block is uploaded in the background as soon as it fills; the last,
 // partial block when the slice is sealed (Flush, a new slice in its chunk,
 // or memory pressure).
