@@ -75,9 +75,7 @@ func TestIODuringStalledFlush(t *testing.T) {
 	if got := e.committedContent(t, ino, len(data)); !bytes.Equal(got[:200], want) {
 		t.Fatal("the write made during the first fsync is not committed by the second")
 	}
-	if en := e.v.Release(ctx, fh); en != 0 {
-		t.Fatal(en)
-	}
+	e.release(t, fh)
 }
 
 // scattered writes n one-byte writes far apart (each a new slice, so the
@@ -120,9 +118,7 @@ func TestFsyncWaitsForBackgroundFlush(t *testing.T) {
 	if got := e.committedContent(t, ino, len(model)); !bytes.Equal(got, model) {
 		t.Fatal("committed content after fsync differs")
 	}
-	if en := e.v.Release(ctx, fh); en != 0 {
-		t.Fatal(en)
-	}
+	e.release(t, fh)
 }
 
 // TestBackgroundFlushErrorAtFsync: uploads of a background flush fail;
@@ -143,9 +139,7 @@ func TestBackgroundFlushErrorAtFsync(t *testing.T) {
 	if got := e.committedContent(t, ino, len(model)); !bytes.Equal(got, model) {
 		t.Fatal("committed content after recovery differs: a write was dropped")
 	}
-	if en := e.v.Release(ctx, fh); en != 0 {
-		t.Fatal(en)
-	}
+	e.release(t, fh)
 }
 
 // TestBackgroundFlushErrorAtWrite: a background flush whose uploads fail
@@ -223,9 +217,7 @@ func TestSetMtimeAfterWrites(t *testing.T) {
 	}
 	fault.Remove()
 	<-done
-	if en := e.v.Release(ctx, fh); en != 0 {
-		t.Fatal(en)
-	}
+	e.release(t, fh)
 }
 
 // TestReadPastCommittedLength: after a truncation, a buffered write in a
@@ -251,7 +243,5 @@ func TestReadPastCommittedLength(t *testing.T) {
 	if got := e.read(t, fh, base.ChunkSize, 10); !bytes.Equal(got, []byte{0, 0, 0, 0, 0, 9}) {
 		t.Fatalf("read of the buffered write in the next chunk: %v", got)
 	}
-	if en := e.v.Release(ctx, fh); en != 0 {
-		t.Fatal(en)
-	}
+	e.release(t, fh)
 }

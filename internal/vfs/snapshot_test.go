@@ -245,9 +245,7 @@ func TestSnapshotShowsOldState(t *testing.T) {
 	if l, en := e.v.GetLock(ctx, fh, 2, meta.Lock{Type: meta.WriteLock, End: meta.LockEOF}); en != 0 || l.Type != meta.Unlock {
 		t.Fatalf("getlk on a snapshot file: %+v %v", l, en)
 	}
-	if en := e.v.Release(ctx, fh); en != 0 {
-		t.Fatal(en)
-	}
+	e.release(t, fh)
 }
 
 func TestSnapshotsDirHiddenButFound(t *testing.T) {

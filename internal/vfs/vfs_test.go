@@ -90,6 +90,14 @@ func (e *env) write(t *testing.T, fh uint64, off int64, p []byte) {
 	}
 }
 
+// release closes handle fh and fails the test on an error.
+func (e *env) release(t *testing.T, fh uint64) {
+	t.Helper()
+	if en := e.v.Release(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+}
+
 func (e *env) read(t *testing.T, fh uint64, off int64, n int) []byte {
 	t.Helper()
 	buf := make([]byte, n)
@@ -124,9 +132,7 @@ func TestReadYourWritesAndSizeOverlay(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("read-your-writes mismatch")
 	}
-	if en := e.v.Release(ctx, fh); en != 0 {
-		t.Fatal(en)
-	}
+	e.release(t, fh)
 }
 
 func TestUnlinkOpenFileFreesDataAtClose(t *testing.T) {
@@ -145,9 +151,7 @@ func TestUnlinkOpenFileFreesDataAtClose(t *testing.T) {
 	if got := e.read(t, fh, 0, 10); !bytes.Equal(got, bytes.Repeat([]byte{1}, 10)) {
 		t.Fatalf("unlinked open file unreadable: %v", got)
 	}
-	if en := e.v.Release(ctx, fh); en != 0 {
-		t.Fatal(en)
-	}
+	e.release(t, fh)
 	deadline := time.Now().Add(5 * time.Second)
 	for countObjects(t, e.obj) > 0 {
 		if time.Now().After(deadline) {
@@ -307,9 +311,7 @@ func TestSetAttrAfterUnlink(t *testing.T) {
 	mtime := meta.SetAttrRequest{Valid: meta.SetMtime, Mtime: 5}
 
 	ino, fh := e.create(t, "closed")
-	if en := e.v.Release(ctx, fh); en != 0 {
-		t.Fatal(en)
-	}
+	e.release(t, fh)
 	if en := e.v.Unlink(ctx, root, base.RootIno, "closed"); en != 0 {
 		t.Fatal(en)
 	}
@@ -385,7 +387,5 @@ func TestReadOverBufferedWrites(t *testing.T) {
 	if got := e.read(t, fh, 0, 400<<10); !bytes.Equal(got, want) {
 		t.Fatal("content changed by the commit")
 	}
-	if en := e.v.Release(ctx, fh); en != 0 {
-		t.Fatal(en)
-	}
+	e.release(t, fh)
 }
