@@ -23,6 +23,13 @@ if [[ $(id -u) -ne 0 ]]; then
 	log "must run as root"
 	exit 1
 fi
+# The Go and Rust toolchains come with the machine (Debian's are too old:
+# go.mod asks for a newer Go, pjdfstest and fsx for a newer Rust); say so
+# clearly rather than fail later.
+if ! command -v go >/dev/null 2>&1; then
+	log "go not found in PATH: install Go $(awk '/^go /{print $2}' "$(dirname "$0")/../go.mod") or newer first"
+	exit 1
+fi
 
 # --- Debian packages ---------------------------------------------------------
 # fuse3: fusermount3 + /etc/fuse.conf      fio: I/O workloads and verify
@@ -32,9 +39,10 @@ fi
 # util-linux: mountpoint, findmnt          coreutils: timeout
 # postgresql-15: shared-mode metadata server started by the tests (initdb, pg_ctl)
 # libnfs-utils: nfs-ls, nfs-cp, nfs-cat: real NFSv3 clients for the NFS gateway tests
+# nfs-ganesha(-vfs): the NFS peer of bench/nfs.sh   iproute2: ss (bench/nfs.sh port checks)
 APT_PKGS=(fuse3 fio sqlite3 git attr python3 build-essential pkg-config strace
 	shellcheck procps util-linux coreutils ca-certificates curl postgresql-15 libnfs-utils
-	nfs-ganesha nfs-ganesha-vfs)
+	nfs-ganesha nfs-ganesha-vfs iproute2)
 if [[ -z ${SKIP_APT:-} ]]; then
 	missing=()
 	for p in "${APT_PKGS[@]}"; do
