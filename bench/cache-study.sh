@@ -26,16 +26,14 @@ RUNTIME=${RUNTIME:-15}                   # seconds per point
 WARMUP=${WARMUP:-30}                     # seconds of 16-job random reads per set before its points
 CAIRN_MOUNT_OPTS=${CAIRN_MOUNT_OPTS:-}
 
-log() { printf '[cache-study %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() {
-	log "ERROR: $*"
-	exit 1
-}
+BENCH_NAME=cache-study
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
 
-[[ $(id -u) -eq 0 ]] || die "run as root (FUSE mounts)"
-command -v fio >/dev/null || die "fio not installed"
-command -v python3 >/dev/null || die "python3 not installed"
-command -v curl >/dev/null || die "curl not installed (reads the mount's /stats)"
+need_root "FUSE mounts"
+need_cmd fio
+need_cmd python3
+need_cmd curl "reads the mount's /stats"
 [[ -x $CAIRN ]] || die "cairn binary not found at $CAIRN (make build, or set CAIRN=...)"
 CAIRN=$(cd "$(dirname "$CAIRN")" && pwd)/$(basename "$CAIRN")
 

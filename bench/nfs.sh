@@ -24,21 +24,19 @@ NFS_WINDOW=${NFS_WINDOW:-15}       # READ/WRITE calls in flight over NFS (a Linu
 NFS_TRANSFER=${NFS_TRANSFER:-server} # their size: the server's preferred (as Linux), call, or a size
 CAIRN_MOUNT_OPTS=${CAIRN_MOUNT_OPTS:-}
 
-log() { printf '[nfs-bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() {
-	log "ERROR: $*"
-	exit 1
-}
+BENCH_NAME=nfs-bench
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
 
-[[ $(id -u) -eq 0 ]] || die "run as root (FUSE mount, drop_caches, Ganesha)"
+need_root "FUSE mount, drop_caches, Ganesha"
 [[ -x $CAIRN ]] || die "cairn binary not found at $CAIRN (set CAIRN=...)"
-command -v python3 >/dev/null || die "python3 not installed"
+need_cmd python3
 for t in $TARGETS; do
 	case $t in
 	fuse | cairn-nfs | cairn-nfs-1 | cairn-nfs-call) ;;
 	ganesha)
 		command -v ganesha.nfsd >/dev/null || die "ganesha.nfsd not installed (scripts/install-test-deps.sh: nfs-ganesha, nfs-ganesha-vfs)"
-		command -v rpcbind >/dev/null || die "rpcbind not installed (a dependency of nfs-ganesha)"
+		need_cmd rpcbind "a dependency of nfs-ganesha"
 		;;
 	*) die "unknown target $t (use fuse, cairn-nfs, cairn-nfs-1, cairn-nfs-call, ganesha)" ;;
 	esac

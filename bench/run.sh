@@ -38,15 +38,13 @@ CACHE_SIZE=${CACHE_SIZE:-4G}       # disk cache bound, both (--cache-size), in <
 CAIRN_MOUNT_OPTS=${CAIRN_MOUNT_OPTS:-}
 JUICEFS_MOUNT_OPTS=${JUICEFS_MOUNT_OPTS:-}
 
-log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() {
-	log "ERROR: $*"
-	exit 1
-}
+BENCH_NAME=bench
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
 
-[[ $(id -u) -eq 0 ]] || die "run as root (drop_caches and FUSE mounts need it)"
-command -v fio >/dev/null || die "fio not installed (scripts/install-test-deps.sh)"
-command -v python3 >/dev/null || die "python3 not installed"
+need_root "drop_caches and FUSE mounts need it"
+need_cmd fio scripts/install-test-deps.sh
+need_cmd python3
 [[ $SHARED == 0 || $SHARED == 1 ]] || die "SHARED must be 0 or 1"
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive number"
 JUICEFS_BUFFER_MIB=$(python3 "$HERE/benchlib.py" mib "$CACHE_MEM" "$BUFFER_SIZE") || die "bad CACHE_MEM or BUFFER_SIZE"
@@ -54,7 +52,7 @@ JUICEFS_CACHE_MIB=$(python3 "$HERE/benchlib.py" mib "$CACHE_SIZE") || die "bad C
 SHARED_ENV=$HERE/../scripts/shared-env.sh
 if [[ $SHARED == 1 ]]; then
 	[[ -x $SHARED_ENV ]] || die "$SHARED_ENV not found"
-	command -v curl >/dev/null || die "curl not installed (creates the JuiceFS bucket)"
+	need_cmd curl "creates the JuiceFS bucket"
 fi
 for w in $RAND_TESTS; do
 	case $w in

@@ -20,15 +20,14 @@ ROUNDS=${ROUNDS:-5}       # rounds of: overwrite, snapshot, first overwrite, sec
 BENCH_TMP=${BENCH_TMP:-/tmp}
 BENCH_OUT=${BENCH_OUT:-./bench-results}
 
-log() { printf '[snapshot-write %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() {
-	log "ERROR: $*"
-	exit 1
-}
-[[ $(id -u) -eq 0 ]] || die "run as root (FUSE mount)"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BENCH_NAME=snapshot-write
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
+need_root "FUSE mount"
 [[ -x $CAIRN ]] || die "cairn binary not found at $CAIRN (make build, or set CAIRN=...)"
-command -v fio >/dev/null || die "fio not installed (scripts/install-test-deps.sh)"
-command -v python3 >/dev/null || die "python3 not installed"
+need_cmd fio scripts/install-test-deps.sh
+need_cmd python3
 
 mkdir -p "$BENCH_OUT"
 BENCH_OUT=$(cd "$BENCH_OUT" && pwd)

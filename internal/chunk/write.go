@@ -306,27 +306,11 @@ const maxOpenSlices = 4
 func (w *Writer) target(idx, pos uint32, n int) *wslice {
 	open := w.open[idx]
 	for i := len(open) - 1; i >= 0; i-- {
-		if ws := open[i]; w.fits(ws, pos) && !w.overlappedAfter(ws, int64(pos), int64(pos)+int64(n)) {
+		if ws := open[i]; w.fits(ws, pos) && !w.overlappedBetween(ws, nil, int64(pos), int64(pos)+int64(n)) {
 			return ws
 		}
 	}
 	return nil
-}
-
-// overlappedAfter reports whether a slice of ws's chunk started after ws
-// overlaps chunk positions [start, end).
-func (w *Writer) overlappedAfter(ws *wslice, start, end int64) bool {
-	after := false
-	for _, o := range w.pending {
-		if o == ws {
-			after = true
-			continue
-		}
-		if after && o.chunk == ws.chunk && int64(o.pos) < end && start < int64(o.pos)+int64(o.length) {
-			return true
-		}
-	}
-	return false
 }
 
 // mergeNext moves into ws the open slice that starts where ws now ends,
@@ -359,7 +343,8 @@ func (w *Writer) mergeNext(ws *wslice) bool {
 }
 
 // overlappedBetween reports whether a slice of a's chunk started between
-// a and b (in either order) overlaps chunk positions [start, end).
+// a and b (in either order; b nil: after a) overlaps chunk positions
+// [start, end).
 func (w *Writer) overlappedBetween(a, b *wslice, start, end int64) bool {
 	between := false
 	for _, o := range w.pending {

@@ -66,89 +66,100 @@ func capV2() []byte {
 // cache, also when the bits were set behind the kernel's back (another
 // client), once its cached attributes have expired.
 func TestFUSEKillPriv(t *testing.T) {
-	for _, wb := range []bool{true, false} {
-		t.Run(fmt.Sprintf("writeback=%v", wb), func(t *testing.T) {
-			const attrTTL = 200 * time.Millisecond
-			m := fstest.MountVolume(t, fstest.NewVolume(t), fstest.MountOptions{AttrTimeout: attrTTL, EntryTimeout: attrTTL, NoWriteback: !wb})
-			openForNobody(t, m.Dir)
-			ctx := context.Background()
-			mode := func(p string) uint32 {
-				t.Helper()
-				a, e := m.VFS.GetAttr(ctx, inoOf(t, p))
-				if e != 0 {
-					t.Fatal(e)
-				}
-				return a.Mode & 0o7777
+	bothWriteback(t, func(t *testing.T, m *fstest.Mount, wb bool) {
+		openForNobody(t, m.Dir)
+		ctx := context.Background()
+		mode := func(p string) uint32 {
+			t.Helper()
+			a, e := m.VFS.GetAttr(ctx, inoOf(t, p))
+			if e != 0 {
+				t.Fatal(e)
 			}
-			for _, c := range []struct {
-				name       string
-				mode, want uint32
-				script     string // %s is the file
-			}{
-				{"write", 0o6777, 0o777, "echo hi >> %s"},
-				{"write-sgid-no-group-exec", 0o2767, 0o2767, "echo hi >> %s"},
-				{"truncate", 0o6777, 0o777, "truncate -s 100 %s"},
-				{"direct-write", 0o6777, 0o777, "dd if=/dev/zero of=%s bs=4k count=1 oflag=direct conv=notrunc status=none"},
-			} {
-				p := filepath.Join(m.Dir, c.name)
-				if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Chmod(p, os.FileMode(c.mode&0o777)|goMode(c.mode)); err != nil {
-					t.Fatal(err)
-				}
-				asNobody(t, fmt.Sprintf(c.script, p))
-				if got := mode(p); got != c.want {
-					t.Errorf("%s: mode %o after, want %o", c.name, got, c.want)
-				}
-			}
-
-			// set behind the kernel's back (as another client would)
-			p := filepath.Join(m.Dir, "other-client")
+			return a.Mode & 0o7777
+		}
+		for _, c := range []struct {
+			name       string
+			mode, want uint32
+			script     string // %s is the file
+		}{
+			{"write", 0o6777, 0o777, "echo hi >> %s"},
+			{"write-sgid-no-group-exec", 0o2767, 0o2767, "echo hi >> %s"},
+			{"truncate", 0o6777, 0o777, "truncate -s 100 %s"},
+			{"direct-write", 0o6777, 0o777, "dd if=/dev/zero of=%s bs=4k count=1 oflag=direct conv=notrunc status=none"},
+		} {
+			p := filepath.Join(m.Dir, c.name)
 			if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Chmod(p, 0o777); err != nil {
+			if err := os.Chmod(p, os.FileMode(c.mode&0o777)|goMode(c.mode)); err != nil {
 				t.Fatal(err)
 			}
-			asNobody(t, "echo hi >> "+p) // the kernel has seen a write without privileges to drop
-			if _, e := m.VFS.SetAttr(ctx, meta.RootCaller, inoOf(t, p), meta.SetAttrRequest{Valid: meta.SetMode, Mode: 0o4777}); e != 0 {
-				t.Fatal(e)
+			asNobody(t, fmt.Sprintf(c.script, p))
+			if got := mode(p); got != c.want {
+				t.Errorf("%s: mode %o after, want %o", c.name, got, c.want)
 			}
-			time.Sleep(2 * attrTTL)
-			asNobody(t, "echo hi >> "+p)
-			if got := mode(p); got != 0o777 {
-				t.Errorf("setuid set by another client: mode %o after a write, want 777", got)
-			}
+		}
 
-			// security.capability goes at the first write, by anyone
-			for i, viaVFS := range []bool{false, true} {
-				p := filepath.Join(m.Dir, "cap"+strconv.Itoa(i))
-				if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if viaVFS {
-					if e := m.VFS.SetXattr(ctx, meta.RootCaller, inoOf(t, p), "security.capability", capV2(), 0); e != 0 {
-						t.Fatal(e)
-					}
-					time.Sleep(2 * attrTTL)
-				} else if err := syscall.Setxattr(p, "security.capability", capV2(), 0); err != nil {
-					t.Fatal(err)
-				}
-				f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := f.WriteString("more"); err != nil {
-					t.Fatal(err)
-				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
-				if _, e := m.VFS.GetXattr(ctx, meta.RootCaller, inoOf(t, p), "security.capability"); e != syscall.ENODATA {
-					t.Errorf("capability set (through the kernel: %v) still there after a write: errno %v", !viaVFS, e)
-				}
+		// set behind the kernel's back (as another client would)
+		p := filepath.Join(m.Dir, "other-client")
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		asNobody(t, "echo hi >> "+p) // the kernel has seen a write without privileges to drop
+		if _, e := m.VFS.SetAttr(ctx, meta.RootCaller, inoOf(t, p), meta.SetAttrRequest{Valid: meta.SetMode, Mode: 0o4777}); e != 0 {
+			t.Fatal(e)
+		}
+		time.Sleep(2 * mountAttrTTL)
+		asNobody(t, "echo hi >> "+p)
+		if got := mode(p); got != 0o777 {
+			t.Errorf("setuid set by another client: mode %o after a write, want 777", got)
+		}
+
+		// security.capability goes at the first write, by anyone
+		for i, viaVFS := range []bool{false, true} {
+			p := filepath.Join(m.Dir, "cap"+strconv.Itoa(i))
+			if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
+				t.Fatal(err)
 			}
+			if viaVFS {
+				if e := m.VFS.SetXattr(ctx, meta.RootCaller, inoOf(t, p), "security.capability", capV2(), 0); e != 0 {
+					t.Fatal(e)
+				}
+				time.Sleep(2 * mountAttrTTL)
+			} else if err := syscall.Setxattr(p, "security.capability", capV2(), 0); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString("more"); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, e := m.VFS.GetXattr(ctx, meta.RootCaller, inoOf(t, p), "security.capability"); e != syscall.ENODATA {
+				t.Errorf("capability set (through the kernel: %v) still there after a write: errno %v", !viaVFS, e)
+			}
+		}
+	})
+}
+
+// mountAttrTTL is the attribute and entry timeout of bothWriteback's
+// mounts: short, so tests can wait for the kernel to fetch again.
+const mountAttrTTL = 200 * time.Millisecond
+
+// bothWriteback runs fn on a fresh volume mounted with and without the
+// writeback cache, as subtests.
+func bothWriteback(t *testing.T, fn func(t *testing.T, m *fstest.Mount, wb bool)) {
+	for _, wb := range []bool{true, false} {
+		t.Run(fmt.Sprintf("writeback=%v", wb), func(t *testing.T) {
+			fn(t, fstest.MountVolume(t, fstest.NewVolume(t), fstest.MountOptions{
+				AttrTimeout: mountAttrTTL, EntryTimeout: mountAttrTTL, NoWriteback: !wb}), wb)
 		})
 	}
 }
@@ -218,46 +229,42 @@ func resident(t *testing.T, p string) int {
 // not notice: the daemon keeps pages only where nothing writes behind the
 // kernel (an embedded volume without the NFS gateway).
 func TestFUSEKeepCache(t *testing.T) {
-	for _, wb := range []bool{true, false} {
-		t.Run(fmt.Sprintf("writeback=%v", wb), func(t *testing.T) {
-			const attrTTL = 200 * time.Millisecond
-			m := fstest.MountVolume(t, fstest.NewVolume(t), fstest.MountOptions{AttrTimeout: attrTTL, EntryTimeout: attrTTL, NoWriteback: !wb})
-			p := filepath.Join(m.Dir, "f")
-			old := strings.Repeat("a", 1<<20)
-			if err := os.WriteFile(p, []byte(old), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if b, err := os.ReadFile(p); err != nil || string(b) != old {
-				t.Fatalf("read back: %v", err)
-			}
-			if n := resident(t, p); n != 256 {
-				t.Fatalf("%d of 256 pages cached after a read and a new open", n)
-			}
-			if wb {
-				return
-			}
-			ctx := context.Background()
-			fh, e := m.VFS.Open(ctx, meta.RootCaller, inoOf(t, p), os.O_WRONLY)
-			if e != 0 {
-				t.Fatal(e)
-			}
-			newData := strings.Repeat("b", 1<<20)
-			if _, e := m.VFS.Write(ctx, fh, 0, []byte(newData)); e != 0 {
-				t.Fatal(e)
-			}
-			if e := m.VFS.Flush(ctx, fh); e != 0 {
-				t.Fatal(e)
-			}
-			if e := m.VFS.Release(ctx, fh); e != 0 {
-				t.Fatal(e)
-			}
-			time.Sleep(2 * attrTTL)
-			if _, err := os.Stat(p); err != nil { // fetches the attributes: new mtime
-				t.Fatal(err)
-			}
-			if b, err := os.ReadFile(p); err != nil || string(b) != newData {
-				t.Fatalf("stale data after the attributes expired (err %v)", err)
-			}
-		})
-	}
+	bothWriteback(t, func(t *testing.T, m *fstest.Mount, wb bool) {
+		p := filepath.Join(m.Dir, "f")
+		old := strings.Repeat("a", 1<<20)
+		if err := os.WriteFile(p, []byte(old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != old {
+			t.Fatalf("read back: %v", err)
+		}
+		if n := resident(t, p); n != 256 {
+			t.Fatalf("%d of 256 pages cached after a read and a new open", n)
+		}
+		if wb {
+			return
+		}
+		ctx := context.Background()
+		fh, e := m.VFS.Open(ctx, meta.RootCaller, inoOf(t, p), os.O_WRONLY)
+		if e != 0 {
+			t.Fatal(e)
+		}
+		newData := strings.Repeat("b", 1<<20)
+		if _, e := m.VFS.Write(ctx, fh, 0, []byte(newData)); e != 0 {
+			t.Fatal(e)
+		}
+		if e := m.VFS.Flush(ctx, fh); e != 0 {
+			t.Fatal(e)
+		}
+		if e := m.VFS.Release(ctx, fh); e != 0 {
+			t.Fatal(e)
+		}
+		time.Sleep(2 * mountAttrTTL)
+		if _, err := os.Stat(p); err != nil { // fetches the attributes: new mtime
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != newData {
+			t.Fatalf("stale data after the attributes expired (err %v)", err)
+		}
+	})
 }

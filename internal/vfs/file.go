@@ -208,16 +208,20 @@ func (f *file) readPlan(ctx context.Context, off int64, n int) (size, committed 
 		}
 		return nil
 	}
-	if !f.w.Pending() {
-		// Nothing buffered: every completed write is committed, and its
-		// commit invalidated the cached length and maps before leaving
-		// the Writer's pending list. Reads of files nobody writes take
-		// no lock.
-		err = plan(false)
-	} else {
-		err = f.w.HoldCommits(func() error { return plan(true) })
-	}
+	err = f.holdCommits(plan)
 	return size, committed, parts, err
+}
+
+// holdCommits runs fn(true) inside the Writer's HoldCommits when writes are
+// buffered, else fn(false) without a lock: with nothing buffered every
+// completed write is committed, and its commit invalidated the cached
+// length and maps before leaving the Writer's pending list, so reads of
+// files nobody writes take no lock.
+func (f *file) holdCommits(fn func(buffered bool) error) error {
+	if !f.w.Pending() {
+		return fn(false)
+	}
+	return f.w.HoldCommits(func() error { return fn(true) })
 }
 
 func (f *file) idleFor() time.Duration {
@@ -295,10 +299,10 @@ func (v *VFS) holdCommits(ino base.Ino, fn func() error) error {
 	v.mu.Lock()
 	f := v.files[ino]
 	v.mu.Unlock()
-	if f == nil || !f.w.Pending() {
+	if f == nil {
 		return fn()
 	}
-	return f.w.HoldCommits(fn)
+	return f.holdCommits(func(bool) error { return fn() })
 }
 
 // overlay adjusts committed attributes with this process's buffered writes.

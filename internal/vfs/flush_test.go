@@ -26,6 +26,14 @@ func (e *env) committedContent(t *testing.T, ino base.Ino, n int) []byte {
 	return p
 }
 
+// wantCommitted fails the test unless ino's committed content is want.
+func (e *env) wantCommitted(t *testing.T, ino base.Ino, want []byte, when string) {
+	t.Helper()
+	if got := e.committedContent(t, ino, len(want)); !bytes.Equal(got, want) {
+		t.Fatalf("committed content %s differs", when)
+	}
+}
+
 // TestIODuringStalledFlush: while an fsync's uploads hang in the object
 // store, a write to the same file and a read of the data being flushed
 // return at once (before, the flush held the file's write lock and the
@@ -115,9 +123,7 @@ func TestFsyncWaitsForBackgroundFlush(t *testing.T) {
 	if time.Since(start) < stall {
 		t.Fatal("fsync returned before the stalled uploads ended")
 	}
-	if got := e.committedContent(t, ino, len(model)); !bytes.Equal(got, model) {
-		t.Fatal("committed content after fsync differs")
-	}
+	e.wantCommitted(t, ino, model, "after fsync")
 	e.release(t, fh)
 }
 
@@ -136,9 +142,7 @@ func TestBackgroundFlushErrorAtFsync(t *testing.T) {
 	if en := e.v.Fsync(ctx, fh); en != 0 {
 		t.Fatalf("fsync after the store recovered: %v", en)
 	}
-	if got := e.committedContent(t, ino, len(model)); !bytes.Equal(got, model) {
-		t.Fatal("committed content after recovery differs: a write was dropped")
-	}
+	e.wantCommitted(t, ino, model, "after recovery (a write was dropped)")
 	e.release(t, fh)
 }
 

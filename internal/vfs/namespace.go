@@ -113,10 +113,7 @@ func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req met
 	case f != nil && req.Valid&meta.SetSize != 0:
 		f.wmu.Lock()
 		defer f.wmu.Unlock()
-		if err := f.w.Flush(ctx); err != nil {
-			return base.Attr{}, v.errno("setattr-flush", err)
-		}
-		f.lastWrite.Store(0)
+		fallthrough
 	case f != nil && req.Valid&(meta.SetMtime|meta.SetMtimeNow) != 0:
 		if err := f.flush(ctx); err != nil {
 			return base.Attr{}, v.errno("setattr-flush", err)

@@ -50,8 +50,9 @@ func (rs *readSet) scanned(start, end []byte, reverse bool, last []byte) {
 
 // commitEntry is one committed transaction's written keys, sorted.
 type commitEntry struct {
-	seq  uint64
-	keys [][]byte
+	seq   uint64
+	keys  [][]byte
+	bytes int // key bytes
 }
 
 // conflicts reports whether the transaction that wrote e.keys changed
@@ -93,14 +94,6 @@ type commitLog struct {
 	bytes   int           // key bytes in entries
 }
 
-func keyBytes(keys [][]byte) int {
-	n := 0
-	for _, k := range keys {
-		n += len(k)
-	}
-	return n
-}
-
 // add logs a commit that wrote keys (not sorted, may repeat); the caller
 // holds the writer slot and its batch is already visible.
 func (l *commitLog) add(keys [][]byte) {
@@ -108,13 +101,14 @@ func (l *commitLog) add(keys [][]byte) {
 	keys = slices.CompactFunc(keys, bytes.Equal)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	drop := max(0, len(l.entries)+1-commitLogSize)
-	l.bytes += keyBytes(keys)
-	for _, e := range l.entries[:drop] {
-		l.bytes -= keyBytes(e.keys)
+	e := commitEntry{keys: keys}
+	for _, k := range keys {
+		e.bytes += len(k)
 	}
-	for drop < len(l.entries) && l.bytes > commitLogBytes {
-		l.bytes -= keyBytes(l.entries[drop].keys)
+	l.bytes += e.bytes
+	drop := 0
+	for drop < len(l.entries) && (len(l.entries)-drop >= commitLogSize || l.bytes > commitLogBytes) {
+		l.bytes -= l.entries[drop].bytes
 		drop++
 	}
 	if drop > 0 {
@@ -124,9 +118,9 @@ func (l *commitLog) add(keys [][]byte) {
 			l.entries = append(make([]commitEntry, 0, commitLogSize+1), l.entries...)
 		}
 	}
-	seq := l.seq.Load() + 1
-	l.entries = append(l.entries, commitEntry{seq: seq, keys: keys})
-	l.seq.Store(seq)
+	e.seq = l.seq.Load() + 1
+	l.entries = append(l.entries, e)
+	l.seq.Store(e.seq)
 }
 
 // valid reports whether no commit after number start wrote a key rs read.

@@ -227,39 +227,34 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 	start := s.commits.seq.Load() // before any read
 	b := s.db.NewIndexedBatch()
 	tx := &txn{reader: reader{r: b, rs: &readSet{}}, b: b}
-	err := fn(tx)
-	if err == nil {
-		err = tx.err
-	}
-	if err != nil || b.Empty() {
-		// Nothing to commit: fn's outcome stands if its reads were one
-		// consistent state (it may have failed because they were not).
-		_ = b.Close()
-		if s.commits.valid(start, tx.rs) {
-			s.gate.succeeded()
-			s.occCount.optimistic.Add(1)
-			return err
-		}
-		s.gate.conflicted()
-		s.occCount.conflicts.Add(1)
+	err := tx.run(fn)
+	// With nothing to commit, fn's outcome stands if its reads were one
+	// consistent state (it may have failed because they were not); the
+	// log is checked under the slot only for a commit.
+	commit := err == nil && !b.Empty()
+	if commit {
 		if err := s.acquire(ctx); err != nil {
+			_ = b.Close()
 			return err
 		}
-		return s.updateLocked(fn)
-	}
-	if err := s.acquire(ctx); err != nil {
-		_ = b.Close()
-		return err
 	}
 	if !s.commits.valid(start, tx.rs) {
 		_ = b.Close()
 		s.gate.conflicted()
 		s.occCount.conflicts.Add(1)
+		if !commit {
+			if err := s.acquire(ctx); err != nil {
+				return err
+			}
+		}
 		return s.updateLocked(fn)
 	}
 	s.gate.succeeded()
 	s.occCount.optimistic.Add(1)
 	defer b.Close()
+	if !commit {
+		return err
+	}
 	return s.commit(b, tx.writes)
 }
 
@@ -279,11 +274,7 @@ func (s *Store) updateLocked(fn func(tx kv.Txn) error) error {
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
 	tx := &txn{reader: reader{r: b}, b: b}
-	err := fn(tx)
-	if err == nil {
-		err = tx.err
-	}
-	if err != nil || b.Empty() {
+	if err := tx.run(fn); err != nil || b.Empty() {
 		<-s.writer
 		return err
 	}
@@ -294,18 +285,24 @@ func (s *Store) updateLocked(fn func(tx kv.Txn) error) error {
 // transactions running beside it. The caller holds the writer slot, which
 // commit releases.
 func (s *Store) commit(b *pebble.Batch, keys [][]byte) error {
-	locked, logged := true, false
-	defer func() {
-		// Logged even if the commit failed: a batch that may be visible
-		// must be checked against, and an extra entry only costs a
-		// spurious re-run.
-		if !logged {
-			s.commits.add(keys)
+	err := s.apply(b)
+	// Logged even if the commit failed: a batch that may be visible must
+	// be checked against, and an extra entry only costs a spurious re-run.
+	s.commits.add(keys)
+	<-s.writer
+	if err == nil && s.opts.SyncCommits {
+		// Waited for outside the slot, so that the next transactions'
+		// fsyncs group with ours.
+		if err = b.SyncWait(); err != nil {
+			err = fmt.Errorf("%s: commit sync: %w", s.Name(), err)
 		}
-		if locked {
-			<-s.writer
-		}
-	}()
+	}
+	return err
+}
+
+// apply makes b visible: through the redo log, or with SyncCommits
+// committed for a sync that commit waits for. The caller holds the slot.
+func (s *Store) apply(b *pebble.Batch) error {
 	if s.redoBroken {
 		if err := s.syncLocked(); err != nil {
 			return fmt.Errorf("%s: %w", s.Name(), err)
@@ -317,16 +314,8 @@ func (s *Store) commit(b *pebble.Batch, keys [][]byte) error {
 		}
 		return nil
 	}
-	// The batch is visible once applied; release the writer before waiting
-	// for the fsync so that the next transactions' fsyncs group with ours.
 	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
 		return fmt.Errorf("%s: commit: %w", s.Name(), err)
-	}
-	s.commits.add(keys)
-	logged, locked = true, false
-	<-s.writer
-	if err := b.SyncWait(); err != nil {
-		return fmt.Errorf("%s: commit sync: %w", s.Name(), err)
 	}
 	return nil
 }
@@ -549,6 +538,14 @@ func (tx *txn) Set(key, value []byte) {
 	}
 	tx.writes = append(tx.writes, bytes.Clone(key))
 	_ = tx.b.Set(key, value, nil)
+}
+
+// run runs fn on tx: its error, or the reserved-key error of a write.
+func (tx *txn) run(fn func(tx kv.Txn) error) error {
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.err
 }
 
 func (tx *txn) Delete(key []byte) {
