@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -94,7 +95,10 @@ func TestBackgroundFlushErrorReported(t *testing.T) {
 	w := s.NewWriter(c)
 	defer w.Close()
 	c.mu.Lock()
-	c.failN = 2 // the background flush's commit, then the first Flush's
+	// Commits fail until the fault is lifted below: the writes in the
+	// wait loop may start more than one background flush, and each must
+	// fail.
+	c.failN = math.MaxInt
 	c.mu.Unlock()
 	for i := range 3 {
 		if err := w.Write(ctx, int64(2-i)*100, []byte{byte('a' + i)}); err != nil {
@@ -115,6 +119,9 @@ func TestBackgroundFlushErrorReported(t *testing.T) {
 	if err := w.Flush(ctx); !errors.Is(err, errInjected) {
 		t.Fatalf("Flush while commits fail = %v", err)
 	}
+	c.mu.Lock()
+	c.failN = 0
+	c.mu.Unlock()
 	if err := w.Flush(ctx); err != nil {
 		t.Fatalf("Flush after the fault: %v", err)
 	}
