@@ -12,6 +12,8 @@ package kv
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 )
 
 // ErrConflict is returned by a backend's commit (or any operation inside a
@@ -252,4 +254,74 @@ func first(r Reader, start, end []byte) (Pair, error) {
 		return false
 	})
 	return p, err
+}
+
+// Write is one key a committed transaction set (Delete false) or deleted.
+type Write struct {
+	Key, Value []byte
+	Delete     bool
+}
+
+// CommitObserver sees every transaction a Store commits, for caches of
+// committed state kept beside the store. For each commit with writes, the
+// store calls Committing just before the writes can become visible to any
+// reader and Committed just after they are (ok false: the commit failed
+// and they may or may not be visible). The two calls of one commit and
+// those of all other commits are serialized, in commit order. The
+// observer must not call the store, must not retain ws, and should return
+// quickly: commits wait for it.
+type CommitObserver interface {
+	Committing(ws []Write)
+	Committed(ws []Write, ok bool)
+}
+
+// Observable is an optional ability of a Store that is the only writer of
+// its data (kv/pebble holds its directory's lock; kv/memkv lives in one
+// process): Observe registers o for every commit from now on, and the
+// returned function unregisters it. ok is false if the store cannot
+// (a wrapper over a store without the ability); a Store on a server
+// shared by other processes never can, since their commits would be
+// missed.
+type Observable interface {
+	Observe(o CommitObserver) (stop func(), ok bool)
+}
+
+// Observers is a set of CommitObservers for backends to embed.
+type Observers struct {
+	mu   sync.Mutex
+	list []*CommitObserver
+}
+
+// Add registers o; the returned function removes it.
+func (s *Observers) Add(o CommitObserver) func() {
+	p := &o
+	s.mu.Lock()
+	s.list = append(slices.Clone(s.list), p)
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.list = slices.DeleteFunc(slices.Clone(s.list), func(q *CommitObserver) bool { return q == p })
+		s.mu.Unlock()
+	}
+}
+
+// Active reports the observers registered now; nil if none.
+func (s *Observers) Active() []*CommitObserver {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.list
+}
+
+// Committing calls Committing on each of list.
+func Committing(list []*CommitObserver, ws []Write) {
+	for _, o := range list {
+		(*o).Committing(ws)
+	}
+}
+
+// Committed calls Committed on each of list.
+func Committed(list []*CommitObserver, ws []Write, ok bool) {
+	for _, o := range list {
+		(*o).Committed(ws, ok)
+	}
 }

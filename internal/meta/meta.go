@@ -32,6 +32,10 @@ type Options struct {
 	// with other closes (saving a transaction per close on shared
 	// engines). An unlinked file is then destroyed that much later.
 	HoldReleaseDelay time.Duration
+	// LatestCacheEntries bounds the in-memory cache of attributes and
+	// directory entries kept on stores no other process writes (see
+	// latest.go): 0 means DefaultLatestCacheEntries, negative turns it off.
+	LatestCacheEntries int
 }
 
 // Validate checks the options (after defaults are applied).
@@ -54,6 +58,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.CompactThreshold == 0 {
 		o.CompactThreshold = 64
+	}
+	if o.LatestCacheEntries == 0 {
+		o.LatestCacheEntries = DefaultLatestCacheEntries
 	}
 }
 
@@ -102,6 +109,9 @@ type Meta struct {
 
 	deletes chan struct{}
 	now     func() int64
+
+	lc         *latestCache // nil: off
+	stopLatest func()
 }
 
 // Open opens a Meta client of a formatted volume. Unless read-only, it
@@ -129,8 +139,12 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 		deletes:  make(chan struct{}, 1),
 		now:      func() int64 { return time.Now().UnixNano() },
 	}
+	if err := m.openLatestCache(ctx); err != nil {
+		return nil, err
+	}
 	if !opts.ReadOnly {
 		if err := m.releaseDeadSessions(ctx); err != nil {
+			m.closeLatestCache()
 			return nil, fmt.Errorf("releasing holds of dead sessions: %w", err)
 		}
 	}
@@ -156,7 +170,15 @@ func (m *Meta) Close() error {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
+	m.closeLatestCache()
 	return err
+}
+
+// closeLatestCache stops the cache's observer.
+func (m *Meta) closeLatestCache() {
+	if m.stopLatest != nil {
+		m.stopLatest()
+	}
 }
 
 // Sync makes committed metadata durable (kv.Store.Sync).
@@ -200,6 +222,11 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 func (m *Meta) looseView(ctx context.Context, fn func(r kv.Reader) error) error {
 	if m.isClosed() {
 		return kv.ErrClosed
+	}
+	if m.lc != nil {
+		// The generations are taken before the store's view begins.
+		inner, gens := fn, m.lc.begin()
+		fn = func(r kv.Reader) error { return inner(cachedReader{r, m.lc, gens}) }
 	}
 	if lv, ok := m.store.(kv.LooseViewer); ok {
 		return lv.ViewLoose(ctx, fn)

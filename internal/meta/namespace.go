@@ -27,7 +27,8 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 		// The parent, the entry and its inode in one round trip where the
 		// store can.
 		r := &wtx{Txn: readTxn{rd}}
-		if name != "." && name != ".." {
+		// With the cache, the records are most likely in memory.
+		if name != "." && name != ".." && m.lc == nil {
 			if err := r.prefetchEntry(parent, name); err != nil {
 				return err
 			}

@@ -27,6 +27,21 @@ type version struct {
 // vget returns the payload of logical at epoch; ok is false if the record
 // does not exist (no version at or below epoch, or a tombstone).
 func vget(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, err error) {
+	if lc, gens := latestOf(r, logical, epoch); lc != nil {
+		if p, ok := lc.get(logical); ok {
+			return p, true, nil
+		}
+		payload, ok, err = vgetStore(r, logical, epoch)
+		if err == nil && ok {
+			lc.fill(logical, payload, gens)
+		}
+		return payload, ok, err
+	}
+	return vgetStore(r, logical, epoch)
+}
+
+// vgetStore is vget from the store (or what this transaction read).
+func vgetStore(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, err error) {
 	var val []byte
 	found := false
 	var at uint64

@@ -85,10 +85,19 @@ var (
 	_ kv.LooseViewer = (*Store)(nil)
 	_ kv.Exclusive   = (*Store)(nil)
 	_ kv.Notifier    = (*Store)(nil)
+	_ kv.Observable  = (*Store)(nil)
 )
 
 // New wraps inner.
 func New(inner kv.Store) *Store { return &Store{inner: inner} }
+
+// Observe passes kv.Observable on from the wrapped store.
+func (s *Store) Observe(o kv.CommitObserver) (func(), bool) {
+	if ob, ok := s.inner.(kv.Observable); ok {
+		return ob.Observe(o)
+	}
+	return nil, false
+}
 
 // Unwrap returns the wrapped store.
 func (s *Store) Unwrap() kv.Store { return s.inner }

@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore func(t *testing.T) kv.Store) {
 		{"Firsts", testFirsts},
 		{"SetAfterConcurrentDelete", testSetAfterConcurrentDelete},
 		{"UpdateExclusive", testUpdateExclusive},
+		{"Observe", testObserve},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -929,5 +930,113 @@ func testUpdateExclusive(t *testing.T, s kv.Store) {
 	}
 	if got, _ := get(t, s, "xcount"); got != fmt.Sprint(plain+1000*exclusives) {
 		t.Errorf("xcount = %s; want %d", got, plain+1000*exclusives)
+	}
+}
+
+// recorder is a CommitObserver that checks the call pairs and, at each
+// call, whether the commit's first write is visible yet.
+type recorder struct {
+	s       kv.Store
+	mu      sync.Mutex
+	inCall  bool
+	commits [][]kv.Write
+	errs    []string
+}
+
+func (r *recorder) visible(ws []kv.Write) bool {
+	var v []byte
+	_ = r.s.View(context.Background(), func(rd kv.Reader) (err error) {
+		v, err = rd.Get(ws[0].Key)
+		return err
+	})
+	return v != nil
+}
+
+func (r *recorder) Committing(ws []kv.Write) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inCall {
+		r.errs = append(r.errs, "Committing while another commit is between its calls")
+	}
+	r.inCall = true
+	if !ws[0].Delete && r.visible(ws) {
+		r.errs = append(r.errs, "writes visible at Committing")
+	}
+}
+
+func (r *recorder) Committed(ws []kv.Write, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.inCall || !ok {
+		r.errs = append(r.errs, fmt.Sprintf("Committed without Committing, or failed (ok %v)", ok))
+	}
+	r.inCall = false
+	if !ws[0].Delete && !r.visible(ws) {
+		r.errs = append(r.errs, "writes not visible at Committed")
+	}
+	c := make([]kv.Write, len(ws))
+	for i, w := range ws {
+		c[i] = kv.Write{Key: bytes.Clone(w.Key), Value: bytes.Clone(w.Value), Delete: w.Delete}
+	}
+	r.commits = append(r.commits, c)
+}
+
+// testObserve: a kv.Observable store reports each commit's writes, around
+// the moment they become visible, one commit at a time; nothing for a
+// transaction that failed or wrote nothing; nothing after stop.
+func testObserve(t *testing.T, s kv.Store) {
+	ob, ok := s.(kv.Observable)
+	if !ok {
+		t.Skip("not observable")
+	}
+	r := &recorder{s: s}
+	stop, ok := ob.Observe(r)
+	if !ok {
+		t.Skip("not observable")
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := fmt.Appendf(nil, "k%d", i)
+			_ = s.Update(ctx, func(tx kv.Txn) error {
+				tx.Set(k, []byte("v"))
+				tx.Set(append(k, 'x'), []byte("w"))
+				return nil
+			})
+			_ = s.Update(ctx, func(tx kv.Txn) error { tx.Delete(append(k, 'x')); return nil })
+		}()
+	}
+	wg.Wait()
+	_ = s.Update(ctx, func(tx kv.Txn) error { return nil })
+	_ = s.Update(ctx, func(tx kv.Txn) error { tx.Set([]byte("z"), nil); return errors.New("abort") })
+	stop()
+	_ = s.Update(ctx, func(tx kv.Txn) error { tx.Set([]byte("after"), []byte("v")); return nil })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.errs {
+		t.Error(e)
+	}
+	if len(r.commits) != 16 {
+		t.Fatalf("%d commits observed, want 16", len(r.commits))
+	}
+	sets, dels := 0, 0
+	for _, ws := range r.commits {
+		for _, w := range ws {
+			switch {
+			case w.Delete && len(w.Key) == 3 && w.Key[2] == 'x':
+				dels++
+			case !w.Delete && len(w.Key) == 2 && string(w.Value) == "v",
+				!w.Delete && len(w.Key) == 3 && string(w.Value) == "w":
+				sets++
+			default:
+				t.Errorf("unexpected write %+v", w)
+			}
+		}
+	}
+	if sets != 16 || dels != 8 {
+		t.Fatalf("%d sets and %d deletes observed, want 16 and 8", sets, dels)
 	}
 }

@@ -34,15 +34,21 @@ type Store struct {
 	// honours the context.
 	writer chan struct{}
 
+	observe kv.Observers
+
 	mu     sync.Mutex // guards the fields below and every Clone of tree
 	tree   *tree      // committed state; values are never modified in place
 	closed bool
 }
 
 var (
-	_ kv.Store    = (*Store)(nil)
-	_ kv.Notifier = (*Store)(nil)
+	_ kv.Store      = (*Store)(nil)
+	_ kv.Notifier   = (*Store)(nil)
+	_ kv.Observable = (*Store)(nil)
 )
+
+// Observe implements kv.Observable: the store lives in this process.
+func (s *Store) Observe(o kv.CommitObserver) (func(), bool) { return s.observe.Add(o), true }
 
 // New returns an empty Store.
 func New() *Store {
@@ -87,19 +93,29 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 	}
 	// base is private to this transaction and no other writer can run, so
 	// applying the writes to it and publishing it is an atomic commit.
+	obs := s.observe.Active()
+	var ws []kv.Write
 	for k, w := range tx.writes.Ascend(btreemap.Min[string](), btreemap.Max[string]()) {
 		if w.deleted {
 			base.Delete(k)
 		} else {
 			base.ReplaceOrInsert(k, w.value)
 		}
+		if obs != nil {
+			ws = append(ws, kv.Write{Key: []byte(k), Value: w.value, Delete: w.deleted})
+		}
 	}
+	kv.Committing(obs, ws)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed := s.closed
+	if !closed {
+		s.tree = base
+	}
+	s.mu.Unlock()
+	kv.Committed(obs, ws, !closed)
+	if closed {
 		return kv.ErrClosed
 	}
-	s.tree = base
 	return nil
 }
 

@@ -96,6 +96,7 @@ type Store struct {
 	writer chan struct{}
 
 	commits  commitLog // keys written by recent commits (occ.go)
+	observe  kv.Observers
 	gate     occGate
 	occCount occCounters
 
@@ -115,9 +116,13 @@ type Store struct {
 }
 
 var (
-	_ kv.Store    = (*Store)(nil)
-	_ kv.Notifier = (*Store)(nil)
+	_ kv.Store      = (*Store)(nil)
+	_ kv.Notifier   = (*Store)(nil)
+	_ kv.Observable = (*Store)(nil)
 )
+
+// Observe implements kv.Observable: this process is the only writer.
+func (s *Store) Observe(o kv.CommitObserver) (func(), bool) { return s.observe.Add(o), true }
 
 // Open opens (creating if needed, unless opts.ReadOnly) the Pebble database
 // in directory path. If another process has it open, the error wraps
@@ -285,7 +290,16 @@ func (s *Store) updateLocked(fn func(tx kv.Txn) error) error {
 // transactions running beside it. The caller holds the writer slot, which
 // commit releases.
 func (s *Store) commit(b *pebble.Batch, keys [][]byte) error {
+	obs := s.observe.Active()
+	var ws []kv.Write
+	if obs != nil {
+		ws = batchWrites(b)
+		kv.Committing(obs, ws)
+	}
 	err := s.apply(b)
+	if obs != nil {
+		kv.Committed(obs, ws, err == nil)
+	}
 	// Logged even if the commit failed: a batch that may be visible must
 	// be checked against, and an extra entry only costs a spurious re-run.
 	s.commits.add(keys)
@@ -298,6 +312,26 @@ func (s *Store) commit(b *pebble.Batch, keys [][]byte) error {
 		}
 	}
 	return err
+}
+
+// batchWrites lists b's writes in order, for the observers; read before
+// apply, which may add the store's own bookkeeping.
+func batchWrites(b *pebble.Batch) []kv.Write {
+	ws := make([]kv.Write, 0, b.Count())
+	r := b.Reader()
+	for {
+		kind, k, v, ok, err := r.Next()
+		if !ok || err != nil {
+			// A batch this process built and never committed is legible.
+			return ws
+		}
+		switch kind {
+		case pebble.InternalKeyKindSet:
+			ws = append(ws, kv.Write{Key: k, Value: v})
+		case pebble.InternalKeyKindDelete:
+			ws = append(ws, kv.Write{Key: k, Delete: true})
+		}
+	}
 }
 
 // apply makes b visible: through the redo log, or with SyncCommits

@@ -1,0 +1,319 @@
+package meta
+
+// The latest-version cache: on a store this process alone writes
+// (kv.Observable: the embedded engine), the newest payload of attribute
+// and directory-entry records, kept in memory so that lookups and getattrs
+// (most of an NFS client's calls, and FUSE's when the kernel cache misses)
+// read no store at all.
+//
+// Coherence comes from the store's commit observer, called in commit
+// order around the moment a commit becomes visible:
+//
+//   - Committing drops every cached record the commit writes, so from
+//     before the commit is visible until Committed, reads of them go to
+//     the store; Committed caches the payloads the commit wrote at the
+//     live epoch. A reader never sees the cache go back in time from what
+//     the store already showed it.
+//   - A view that misses fills the cache with what it read from the store
+//     only if no commit touched the record's shard since before the view
+//     began (a generation per shard, moved by both calls), so a value read
+//     before a commit is never cached after it.
+//
+// Reads at the live view only (snapshots read the store); reads inside
+// read-write transactions do not use it (their reads must be recorded by
+// the store's conflict checks). Entries are bounded; a full shard drops an
+// arbitrary entry.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+const latestShards = 64
+
+// DefaultLatestCacheEntries bounds the cache: at about 200 bytes per
+// entry, some 50 MiB.
+const DefaultLatestCacheEntries = 1 << 18
+
+type latestCache struct {
+	seed     maphash.Seed
+	perShard int
+	epoch    atomic.Uint64 // live epoch, from the epoch record
+	shards   [latestShards]latestShard
+	hits     atomic.Uint64
+	misses   atomic.Uint64
+}
+
+type latestShard struct {
+	mu  sync.Mutex
+	gen atomic.Uint64     // changed with mu held; read without it by begin
+	m   map[string][]byte // logical key → newest live payload
+}
+
+func newLatestCache(entries int) *latestCache {
+	c := &latestCache{seed: maphash.MakeSeed(), perShard: max(1, entries/latestShards)}
+	for i := range c.shards {
+		c.shards[i].m = make(map[string][]byte)
+	}
+	return c
+}
+
+// latestCacheable: the records the cache holds.
+func latestCacheable(logical []byte) bool {
+	return len(logical) > 0 && (logical[0] == pAttr || logical[0] == pDentry)
+}
+
+func (c *latestCache) shardIndex(logical []byte) int {
+	return int(maphash.Bytes(c.seed, logical) % latestShards)
+}
+
+func (c *latestCache) shard(logical []byte) *latestShard {
+	return &c.shards[c.shardIndex(logical)]
+}
+
+// latestGens are the shards' generations when a view began.
+type latestGens [latestShards]uint64
+
+// begin records the generations before a view's reads: what the view
+// reads may be cached only if no commit touched its shard since.
+func (c *latestCache) begin() *latestGens {
+	var g latestGens
+	for i := range c.shards {
+		g[i] = c.shards[i].gen.Load()
+	}
+	return &g
+}
+
+// get returns a copy of logical's cached payload.
+func (c *latestCache) get(logical []byte) (payload []byte, ok bool) {
+	sh := c.shard(logical)
+	sh.mu.Lock()
+	p, ok := sh.m[string(logical)]
+	sh.mu.Unlock()
+	if ok {
+		c.hits.Add(1)
+		return append([]byte(nil), p...), true
+	}
+	c.misses.Add(1)
+	return nil, false
+}
+
+// fill caches payload, read by a view that began at gens, unless a commit
+// touched the record's shard since.
+func (c *latestCache) fill(logical, payload []byte, gens *latestGens) {
+	i := c.shardIndex(logical)
+	sh := &c.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.gen.Load() != gens[i] {
+		return
+	}
+	sh.put(string(logical), append([]byte(nil), payload...), c.perShard)
+}
+
+// put stores p under k, dropping an arbitrary entry from a full shard.
+// Called with sh.mu held.
+func (sh *latestShard) put(k string, p []byte, limit int) {
+	if _, ok := sh.m[k]; !ok && len(sh.m) >= limit {
+		for old := range sh.m {
+			delete(sh.m, old)
+			break
+		}
+	}
+	sh.m[k] = p
+}
+
+// latestWrite is what one commit did to a cached record.
+type latestWrite struct {
+	logical string
+	payload []byte // newest live payload written at the live epoch
+	known   bool   // payload is the record's newest version after the commit
+}
+
+// summarize reduces ws to the cached records they touch. A record's
+// newest version after the commit is known when the commit set a live
+// version at the live epoch and deleted no version at or above it.
+func (c *latestCache) summarize(ws []kv.Write) []latestWrite {
+	live := c.epoch.Load()
+	var out []latestWrite
+	idx := map[string]int{}
+	for _, w := range ws {
+		if len(w.Key) == len(epochKey()) && w.Key[0] == pEpoch && !w.Delete && len(w.Value) == 8 {
+			live = binary.BigEndian.Uint64(w.Value)
+			c.epoch.Store(live)
+			continue
+		}
+		if len(w.Key) < 1+epochLen || !latestCacheable(w.Key) {
+			continue
+		}
+		logical, epoch, _ := splitVersion(w.Key)
+		i, seen := idx[string(logical)]
+		if !seen {
+			i = len(out)
+			idx[string(logical)] = i
+			out = append(out, latestWrite{logical: string(logical)})
+		}
+		lw := &out[i]
+		switch {
+		case epoch != live:
+			// A version below the live epoch (pruning, or a job on a
+			// snapshot's versions): the newest may be another one.
+			if !w.Delete {
+				lw.known, lw.payload = false, nil
+			}
+		case w.Delete:
+			lw.known, lw.payload = false, nil
+		case len(w.Value) >= 1 && w.Value[0] == tagLive:
+			lw.known, lw.payload = true, w.Value[1:]
+		default: // tombstone
+			lw.known, lw.payload = false, nil
+		}
+	}
+	return out
+}
+
+// Committing implements kv.CommitObserver.
+func (c *latestCache) Committing(ws []kv.Write) {
+	for _, w := range ws {
+		if len(w.Key) < 1+epochLen || !latestCacheable(w.Key) {
+			continue
+		}
+		logical := w.Key[:len(w.Key)-epochLen]
+		sh := c.shard(logical)
+		sh.mu.Lock()
+		delete(sh.m, string(logical))
+		sh.gen.Add(1)
+		sh.mu.Unlock()
+	}
+}
+
+// Committed implements kv.CommitObserver.
+func (c *latestCache) Committed(ws []kv.Write, ok bool) {
+	for _, w := range ws {
+		if len(w.Key) < 1+epochLen || !latestCacheable(w.Key) {
+			continue
+		}
+		logical := w.Key[:len(w.Key)-epochLen]
+		sh := c.shard(logical)
+		sh.mu.Lock()
+		sh.gen.Add(1)
+		sh.mu.Unlock()
+	}
+	if !ok {
+		return
+	}
+	for _, lw := range c.summarize(ws) {
+		if !lw.known {
+			continue
+		}
+		sh := c.shard([]byte(lw.logical))
+		sh.mu.Lock()
+		sh.put(lw.logical, append([]byte(nil), lw.payload...), c.perShard)
+		sh.mu.Unlock()
+	}
+}
+
+// latestReader is a reader whose live-view reads may use a latestCache.
+type latestReader interface {
+	latest() (*latestCache, *latestGens)
+}
+
+// cachedReader is a loose view's reader with the cache and the
+// generations from before the view began.
+type cachedReader struct {
+	kv.Reader
+	lc   *latestCache
+	gens *latestGens
+}
+
+func (r cachedReader) latest() (*latestCache, *latestGens) { return r.lc, r.gens }
+
+// Firsts passes the reader's kv.FirstReader ability on.
+func (r cachedReader) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
+	return kv.Firsts(r.Reader, ranges)
+}
+
+// latest is the cache of a read-only wtx over a cachedReader; nil for a
+// read-write transaction.
+func (t *wtx) latest() (*latestCache, *latestGens) {
+	if rt, ok := t.Txn.(readTxn); ok {
+		if cr, ok := rt.Reader.(cachedReader); ok {
+			return cr.lc, cr.gens
+		}
+	}
+	return nil, nil
+}
+
+// latestOf returns r's cache for a live-view read of logical, or nil.
+func latestOf(r kv.Reader, logical []byte, epoch uint64) (*latestCache, *latestGens) {
+	if epoch != latestEpoch || !latestCacheable(logical) {
+		return nil, nil
+	}
+	if lr, ok := r.(latestReader); ok {
+		return lr.latest()
+	}
+	return nil, nil
+}
+
+// LatestCacheStats counts the latest-version cache's reads.
+type LatestCacheStats struct {
+	Enabled      bool
+	Hits, Misses uint64
+	Entries      int
+}
+
+// LatestCacheStats reports the cache's counters (Enabled false: the store
+// is shared with other processes, or the cache is off).
+func (m *Meta) LatestCacheStats() LatestCacheStats {
+	c := m.lc
+	if c == nil {
+		return LatestCacheStats{}
+	}
+	st := LatestCacheStats{Enabled: true, Hits: c.hits.Load(), Misses: c.misses.Load()}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		st.Entries += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+// openLatestCache starts the cache if the store reports every commit.
+func (m *Meta) openLatestCache(ctx context.Context) error {
+	if m.opts.LatestCacheEntries < 0 {
+		return nil
+	}
+	ob, ok := m.store.(kv.Observable)
+	if !ok {
+		return nil
+	}
+	c := newLatestCache(m.opts.LatestCacheEntries)
+	stop, ok := ob.Observe(c)
+	if !ok {
+		return nil
+	}
+	// Read after observing: an epoch committed since is already in c.
+	var e uint64
+	err := m.store.View(ctx, func(r kv.Reader) error {
+		v, err := r.Get(epochKey())
+		if err != nil || v == nil {
+			return err
+		}
+		e, err = decodeU64(v)
+		return err
+	})
+	if err != nil {
+		stop()
+		return fmt.Errorf("epoch record: %w", err)
+	}
+	c.epoch.CompareAndSwap(0, e)
+	m.lc, m.stopLatest = c, stop
+	return nil
+}

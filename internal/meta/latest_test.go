@@ -1,0 +1,178 @@
+package meta
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+	"github.com/cairnfs/cairn/internal/kv/memkv"
+	"github.com/cairnfs/cairn/internal/kv/postgres"
+)
+
+// TestLatestCacheFollowsWrites: lookups and getattrs are served from the
+// cache, and every kind of change is seen at once.
+func TestLatestCacheFollowsWrites(t *testing.T) {
+	m := newTestMeta(t)
+	if !m.LatestCacheStats().Enabled {
+		t.Skip("the test store is not observable")
+	}
+	dir := mkdir(t, m, root, base.RootIno, "d")
+	ino := create(t, m, root, dir, "f")
+	before := m.LatestCacheStats()
+	for range 3 {
+		got, a, _, err := m.LookupDir(ctx, root, dir, "f")
+		ok(t, err)
+		if got != ino || a.Type != base.TypeFile {
+			t.Fatalf("lookup: %d (%+v), want %d", got, a, ino)
+		}
+	}
+	after := m.LatestCacheStats()
+	// The create cached the entry, the file and the directory; a lookup
+	// reads the directory twice: twelve hits.
+	if after.Hits-before.Hits != 12 || after.Misses != before.Misses {
+		t.Fatalf("3 lookups after the create: %d hits, %d misses; want 12, 0",
+			after.Hits-before.Hits, after.Misses-before.Misses)
+	}
+
+	must[base.Attr](t)(m.SetAttr(ctx, root, ino, SetAttrRequest{Valid: SetMode, Mode: 0o600}))
+	if a := must[base.Attr](t)(m.GetAttr(ctx, ino)); a.Mode&0o7777 != 0o600 {
+		t.Fatalf("mode after chmod: %o", a.Mode&0o7777)
+	}
+	ok(t, m.Rename(ctx, root, dir, "f", dir, "g", 0))
+	_, _, _, err := m.LookupDir(ctx, root, dir, "f")
+	wantErr(t, err, base.ErrNotFound)
+	if got, _, _, err := m.LookupDir(ctx, root, dir, "g"); err != nil || got != ino {
+		t.Fatalf("lookup of the new name: %d, %v", got, err)
+	}
+	ok(t, m.Unlink(ctx, root, dir, "g"))
+	_, _, _, err = m.LookupDir(ctx, root, dir, "g")
+	wantErr(t, err, base.ErrNotFound)
+	_, err = m.GetAttr(ctx, ino)
+	wantErr(t, err, base.ErrNotFound)
+}
+
+// TestLatestCacheSnapshotsAndOtherClients: a snapshot's epoch change
+// keeps the cache right, and a second client of the same store (both
+// observe it) sees the first one's changes at once.
+func TestLatestCacheSnapshotsAndOtherClients(t *testing.T) {
+	m, store := newTestMetaStore(t, Options{})
+	if !m.LatestCacheStats().Enabled {
+		t.Skip("the test store is not observable")
+	}
+	m2, err := Open(ctx, store, Options{})
+	ok(t, err)
+	defer m2.Close()
+	ino := create(t, m, root, base.RootIno, "f")
+	must[base.Attr](t)(m2.GetAttr(ctx, ino)) // cached in m2
+	must[Snapshot](t)(m.CreateSnapshot(ctx, "s1"))
+	for i, mode := range []uint32{0o640, 0o604} {
+		must[base.Attr](t)(m.SetAttr(ctx, root, ino, SetAttrRequest{Valid: SetMode, Mode: mode}))
+		for _, c := range []*Meta{m, m2} {
+			if a := must[base.Attr](t)(c.GetAttr(ctx, ino)); a.Mode&0o7777 != mode {
+				t.Fatalf("change %d: mode %o, want %o", i, a.Mode&0o7777, mode)
+			}
+		}
+		if i == 0 {
+			must[Snapshot](t)(m.CreateSnapshot(ctx, "s2"))
+		}
+	}
+}
+
+// TestLatestCacheNeverGoesBack: while one goroutine changes a file's
+// mtime, readers never see an mtime older than one a finished SetAttr
+// wrote, through the cache or around it.
+func TestLatestCacheNeverGoesBack(t *testing.T) {
+	m := newTestMeta(t)
+	if !m.LatestCacheStats().Enabled {
+		t.Skip("the test store is not observable")
+	}
+	ino := create(t, m, root, base.RootIno, "f")
+	var done atomic.Int64 // the last mtime whose SetAttr returned
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for r := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				floor := done.Load()
+				var a base.Attr
+				var err error
+				if r%2 == 0 {
+					a, err = m.GetAttr(ctx, ino)
+				} else {
+					_, a, _, err = m.LookupDir(ctx, root, base.RootIno, "f")
+				}
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				if a.Mtime < floor {
+					errs <- "read went back in time"
+					return
+				}
+			}
+		}()
+	}
+	for i := int64(1); i <= 1500; i++ {
+		must[base.Attr](t)(m.SetAttr(ctx, root, ino, SetAttrRequest{Valid: SetMtime, Mtime: i * 1000}))
+		done.Store(i * 1000)
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	if st := m.LatestCacheStats(); st.Hits == 0 {
+		t.Fatal("no read was served from the cache")
+	}
+}
+
+// TestLatestCacheBounded: the cache holds at most its bound, and evicted
+// records are read from the store again.
+func TestLatestCacheBounded(t *testing.T) {
+	m, _ := newTestMetaStore(t, Options{LatestCacheEntries: 128})
+	if !m.LatestCacheStats().Enabled {
+		t.Skip("the test store is not observable")
+	}
+	inos := make([]base.Ino, 300)
+	for i := range inos {
+		inos[i] = create(t, m, root, base.RootIno, "f"+string(rune('A'+i%26))+string(rune('a'+i/26)))
+		// Each file's size is its inode number, to tell the attributes apart.
+		must[base.Attr](t)(m.SetAttr(ctx, root, inos[i], SetAttrRequest{Valid: SetSize, Size: uint64(inos[i])}))
+	}
+	for range 2 {
+		for _, ino := range inos {
+			if a := must[base.Attr](t)(m.GetAttr(ctx, ino)); a.Length != uint64(ino) {
+				t.Fatalf("getattr %d: size %d", ino, a.Length)
+			}
+		}
+	}
+	if st := m.LatestCacheStats(); st.Entries > 128 || st.Misses == 0 {
+		t.Fatalf("bound 128: %d entries, %d misses", st.Entries, st.Misses)
+	}
+}
+
+// TestLatestCacheOnlyWhereObservable: on by default over an observable
+// store, off when asked, and never over a store other processes write.
+func TestLatestCacheOnlyWhereObservable(t *testing.T) {
+	store := memkv.New()
+	ok(t, Format(ctx, store, Settings{Name: "test"}, false))
+	on, err := Open(ctx, store, Options{})
+	ok(t, err)
+	defer on.Close()
+	off, err := Open(ctx, store, Options{LatestCacheEntries: -1})
+	ok(t, err)
+	defer off.Close()
+	if !on.LatestCacheStats().Enabled || off.LatestCacheStats().Enabled {
+		t.Fatalf("enabled: default %v, off %v", on.LatestCacheStats().Enabled, off.LatestCacheStats().Enabled)
+	}
+	var shared kv.Store = (*postgres.Store)(nil)
+	if _, ok := shared.(kv.Observable); ok {
+		t.Fatal("the PostgreSQL store claims to see every commit")
+	}
+}
