@@ -82,6 +82,12 @@ func TestMetaAndNFSStats(t *testing.T) {
 		t.Errorf("NFS calls: %v", calls)
 	}
 
+	// The embedded engine keeps attributes and entries in memory: the
+	// second lookup of g read no store.
+	if lc := vol.Stats().Latest; lc == nil || lc.Hits == 0 || lc.Entries == 0 {
+		t.Errorf("metadata cache stats: %+v", lc)
+	}
+
 	var out bytes.Buffer
 	if err := WritePrometheus(&out, vol.Stats()); err != nil {
 		t.Fatal(err)
@@ -96,6 +102,8 @@ func TestMetaAndNFSStats(t *testing.T) {
 		`cairn_nfs_calls_total{prog="nfs",proc="lookup"} 2`,
 		`cairn_nfs_calls_total{prog="mount",proc="mnt"} 1`,
 		`cairn_nfs_call_seconds_count{prog="nfs",proc="create"} 1`,
+		`cairn_meta_cache_reads_total{result="hit"} `,
+		`cairn_meta_cache_entries `,
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("metrics lack %q", want)

@@ -22,6 +22,7 @@ import (
 	"github.com/cairnfs/cairn/internal/base"
 	kvcounted "github.com/cairnfs/cairn/internal/kv/counted"
 	"github.com/cairnfs/cairn/internal/kv/pebble"
+	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/metrics"
 	"github.com/cairnfs/cairn/internal/object/counted"
 )
@@ -37,9 +38,10 @@ type Stats struct {
 	Disk   *TierStats                   `json:"disk,omitempty"` // nil without a disk cache
 	Object map[string]counted.KindStats `json:"object"`         // by request kind
 	Chunk  ChunkStats                   `json:"chunk"`
-	Meta   kvcounted.Stats              `json:"meta"`               // metadata engine transactions
-	OCC    *pebble.OCCStats             `json:"meta_occ,omitempty"` // how the embedded engine ran updates
-	NFS    []NFSProcStats               `json:"nfs,omitempty"`      // procedures called, if an NFS gateway runs
+	Meta   kvcounted.Stats              `json:"meta"`                 // metadata engine transactions
+	OCC    *pebble.OCCStats             `json:"meta_occ,omitempty"`   // how the embedded engine ran updates
+	Latest *meta.LatestCacheStats       `json:"meta_cache,omitempty"` // attributes and entries kept in memory (embedded engine)
+	NFS    []NFSProcStats               `json:"nfs,omitempty"`        // procedures called, if an NFS gateway runs
 }
 
 // TierStats are the counters of one cache tier. Hits and misses count
@@ -103,6 +105,11 @@ func (v *Volume) Stats() Stats {
 	if v.occ != nil {
 		occ := v.occ.OCCStats()
 		st.OCC = &occ
+	}
+	if v.Meta != nil {
+		if lc := v.Meta.LatestCacheStats(); lc.Enabled {
+			st.Latest = &lc
+		}
 	}
 	if v.disk != nil {
 		ds := v.disk.Stats()
@@ -172,6 +179,11 @@ func WritePrometheus(w io.Writer, s Stats) error {
 		p.Counter("cairn_meta_updates_total", help, float64(s.OCC.Optimistic), "run", "optimistic")
 		p.Counter("cairn_meta_updates_total", "", float64(s.OCC.Conflicts), "run", "rerun")
 		p.Counter("cairn_meta_updates_total", "", float64(s.OCC.Locked), "run", "locked")
+	}
+	if s.Latest != nil {
+		p.Counter("cairn_meta_cache_reads_total", "Reads of attributes and directory entries by whether the in-memory cache of the embedded engine had them.", float64(s.Latest.Hits), "result", "hit")
+		p.Counter("cairn_meta_cache_reads_total", "", float64(s.Latest.Misses), "result", "miss")
+		p.Gauge("cairn_meta_cache_entries", "Attributes and directory entries in the in-memory cache.", float64(s.Latest.Entries))
 	}
 	for _, c := range s.NFS {
 		p.Counter("cairn_nfs_calls_total", "Calls served by the NFS gateway, by program and procedure (those called at least once).", float64(c.Latency.Count), "prog", c.Prog, "proc", c.Proc)

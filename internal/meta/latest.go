@@ -263,9 +263,10 @@ func latestOf(r kv.Reader, logical []byte, epoch uint64) (*latestCache, *latestG
 
 // LatestCacheStats counts the latest-version cache's reads.
 type LatestCacheStats struct {
-	Enabled      bool
-	Hits, Misses uint64
-	Entries      int
+	Enabled bool   `json:"-"`
+	Hits    uint64 `json:"hits"`
+	Misses  uint64 `json:"misses"`
+	Entries int    `json:"entries"`
 }
 
 // LatestCacheStats reports the cache's counters (Enabled false: the store
