@@ -325,3 +325,13 @@ func Committed(list []*CommitObserver, ws []Write, ok bool) {
 		(*o).Committed(ws, ok)
 	}
 }
+
+// ReadNoter is an optional ability of a Txn of an Observable store: the
+// transaction learned, from a cache of committed state kept by a
+// CommitObserver, that p is the first pair of [start, end) (p.Key nil:
+// none), without reading the store; NoteFirst makes the commit depend on
+// that range as if the transaction had read it. Caller's duty: the cached
+// state is the latest committed one at the time of the call.
+type ReadNoter interface {
+	NoteFirst(start, end []byte, p Pair)
+}

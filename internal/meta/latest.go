@@ -52,14 +52,19 @@ type latestCache struct {
 
 type latestShard struct {
 	mu  sync.Mutex
-	gen atomic.Uint64     // changed with mu held; read without it by begin
-	m   map[string][]byte // logical key → newest live payload
+	gen atomic.Uint64          // changed with mu held; read without it by begin
+	m   map[string]latestEntry // logical key → its newest version, live
+}
+
+type latestEntry struct {
+	epoch   uint64
+	payload []byte
 }
 
 func newLatestCache(entries int) *latestCache {
 	c := &latestCache{seed: maphash.MakeSeed(), perShard: max(1, entries/latestShards)}
 	for i := range c.shards {
-		c.shards[i].m = make(map[string][]byte)
+		c.shards[i].m = make(map[string]latestEntry)
 	}
 	return c
 }
@@ -90,23 +95,24 @@ func (c *latestCache) begin() *latestGens {
 	return &g
 }
 
-// get returns a copy of logical's cached payload.
-func (c *latestCache) get(logical []byte) (payload []byte, ok bool) {
+// get returns a copy of logical's cached payload and the epoch of that
+// version.
+func (c *latestCache) get(logical []byte) (payload []byte, epoch uint64, ok bool) {
 	sh := c.shard(logical)
 	sh.mu.Lock()
-	p, ok := sh.m[string(logical)]
+	e, ok := sh.m[string(logical)]
 	sh.mu.Unlock()
 	if ok {
 		c.hits.Add(1)
-		return append([]byte(nil), p...), true
+		return append([]byte(nil), e.payload...), e.epoch, true
 	}
 	c.misses.Add(1)
-	return nil, false
+	return nil, 0, false
 }
 
-// fill caches payload, read by a view that began at gens, unless a commit
-// touched the record's shard since.
-func (c *latestCache) fill(logical, payload []byte, gens *latestGens) {
+// fill caches payload, the version at epoch, read by a view that began at
+// gens, unless a commit touched the record's shard since.
+func (c *latestCache) fill(logical, payload []byte, epoch uint64, gens *latestGens) {
 	i := c.shardIndex(logical)
 	sh := &c.shards[i]
 	sh.mu.Lock()
@@ -114,25 +120,26 @@ func (c *latestCache) fill(logical, payload []byte, gens *latestGens) {
 	if sh.gen.Load() != gens[i] {
 		return
 	}
-	sh.put(string(logical), append([]byte(nil), payload...), c.perShard)
+	sh.put(string(logical), latestEntry{epoch, append([]byte(nil), payload...)}, c.perShard)
 }
 
-// put stores p under k, dropping an arbitrary entry from a full shard.
+// put stores e under k, dropping an arbitrary entry from a full shard.
 // Called with sh.mu held.
-func (sh *latestShard) put(k string, p []byte, limit int) {
+func (sh *latestShard) put(k string, e latestEntry, limit int) {
 	if _, ok := sh.m[k]; !ok && len(sh.m) >= limit {
 		for old := range sh.m {
 			delete(sh.m, old)
 			break
 		}
 	}
-	sh.m[k] = p
+	sh.m[k] = e
 }
 
 // latestWrite is what one commit did to a cached record.
 type latestWrite struct {
 	logical string
 	payload []byte // newest live payload written at the live epoch
+	epoch   uint64 // that epoch
 	known   bool   // payload is the record's newest version after the commit
 }
 
@@ -170,7 +177,7 @@ func (c *latestCache) summarize(ws []kv.Write) []latestWrite {
 		case w.Delete:
 			lw.known, lw.payload = false, nil
 		case len(w.Value) >= 1 && w.Value[0] == tagLive:
-			lw.known, lw.payload = true, w.Value[1:]
+			lw.known, lw.payload, lw.epoch = true, w.Value[1:], epoch
 		default: // tombstone
 			lw.known, lw.payload = false, nil
 		}
@@ -214,7 +221,7 @@ func (c *latestCache) Committed(ws []kv.Write, ok bool) {
 		}
 		sh := c.shard([]byte(lw.logical))
 		sh.mu.Lock()
-		sh.put(lw.logical, append([]byte(nil), lw.payload...), c.perShard)
+		sh.put(lw.logical, latestEntry{lw.epoch, append([]byte(nil), lw.payload...)}, c.perShard)
 		sh.mu.Unlock()
 	}
 }

@@ -1,6 +1,8 @@
 package meta
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -8,6 +10,7 @@ import (
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/kv/memkv"
+	"github.com/cairnfs/cairn/internal/kv/pebble"
 	"github.com/cairnfs/cairn/internal/kv/postgres"
 )
 
@@ -174,5 +177,68 @@ func TestLatestCacheOnlyWhereObservable(t *testing.T) {
 	var shared kv.Store = (*postgres.Store)(nil)
 	if _, ok := shared.(kv.Observable); ok {
 		t.Fatal("the PostgreSQL store claims to see every commit")
+	}
+}
+
+// TestLatestCacheUnlinkRacesLink: on the embedded engine, unlinks whose
+// records come from the cache race links of the same files. An unlink that
+// read a link count the link then changed must not commit it: every file
+// ends with the link count of its remaining names, which Check verifies.
+func TestLatestCacheUnlinkRacesLink(t *testing.T) {
+	store, err := pebble.Open(t.TempDir(), pebble.Options{})
+	ok(t, err)
+	t.Cleanup(func() { _ = store.Close() }) // after the check below
+	ok(t, Format(ctx, store, Settings{Name: "race"}, false))
+	m, err := Open(ctx, store, Options{})
+	ok(t, err)
+	checkOnCleanup(t, m)
+	const n = 300
+	inos := make([]base.Ino, n)
+	for i := range inos {
+		inos[i] = create(t, m, root, base.RootIno, fmt.Sprintf("f%d", i))
+	}
+	before := m.LatestCacheStats()
+	var wg sync.WaitGroup
+	linked := make([]bool, n)
+	errs := make(chan error, 2*n)
+	for _, half := range []int{0, 1} {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := half; i < n; i += 2 {
+				if err := m.Unlink(ctx, root, base.RootIno, fmt.Sprintf("f%d", i)); err != nil {
+					errs <- err
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := half; i < n; i += 2 {
+				_, err := m.Link(ctx, root, inos[i], base.RootIno, fmt.Sprintf("h%d", i))
+				switch {
+				case err == nil:
+					linked[i] = true
+				case !errors.Is(err, base.ErrNotFound):
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i, ino := range inos {
+		a, err := m.GetAttr(ctx, ino)
+		switch {
+		case linked[i] && (err != nil || a.Nlink != 1):
+			t.Fatalf("file %d, linked then unlinked: nlink %d, %v", i, a.Nlink, err)
+		case !linked[i] && !errors.Is(err, base.ErrNotFound):
+			t.Fatalf("file %d, unlinked: %+v, %v", i, a, err)
+		}
+	}
+	if m.LatestCacheStats().Hits == before.Hits {
+		t.Fatal("no unlink read the cache")
 	}
 }

@@ -205,7 +205,7 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 	}
 	queued := false
 	err := m.store.Update(ctx, func(tx kv.Txn) error {
-		t := &wtx{Txn: tx, shard: byte(rand.IntN(usageShards))}
+		t := &wtx{Txn: tx, shard: byte(rand.IntN(usageShards)), lc: m.lc}
 		err := fn(t)
 		queued = t.deletesQueued
 		return err

@@ -28,33 +28,35 @@ type version struct {
 // does not exist (no version at or below epoch, or a tombstone).
 func vget(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, err error) {
 	if lc, gens := latestOf(r, logical, epoch); lc != nil {
-		if p, ok := lc.get(logical); ok {
+		if p, _, ok := lc.get(logical); ok {
 			return p, true, nil
 		}
-		payload, ok, err = vgetStore(r, logical, epoch)
+		payload, at, ok, err := vgetStore(r, logical, epoch)
 		if err == nil && ok {
-			lc.fill(logical, payload, gens)
+			lc.fill(logical, payload, at, gens)
 		}
 		return payload, ok, err
 	}
-	return vgetStore(r, logical, epoch)
+	payload, _, ok, err = vgetStore(r, logical, epoch)
+	return payload, ok, err
 }
 
-// vgetStore is vget from the store (or what this transaction read).
-func vgetStore(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, err error) {
+// vgetStore is vget from the store (or what this transaction read); at is
+// the epoch of the version read.
+func vgetStore(r kv.Reader, logical []byte, epoch uint64) (payload []byte, at uint64, ok bool, err error) {
 	var val []byte
 	found := false
-	var at uint64
 	if c, isTxn := r.(topCache); isTxn && epoch == latestEpoch {
 		if p, ok := c.topsOf().pre[string(logical)]; ok {
 			if p.key == nil {
 				c.topsOf().remember(logical, topVersion{})
-				return nil, false, nil
+				return nil, 0, false, nil
 			}
 			val, found = p.value, true
 			_, at, _ = splitVersion(p.key)
 			c.topsOf().remember(logical, topVersion{epoch: at, exists: true})
-			return decodeVersion(logical, val)
+			payload, ok, err = decodeVersion(logical, val)
+			return payload, at, ok, err
 		}
 	}
 	err = r.Scan(versionKey(logical, epoch), kv.PrefixEnd(logical), false, func(k, v []byte) bool {
@@ -67,15 +69,16 @@ func vgetStore(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bo
 		return true
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	if c, isTxn := r.(topCache); isTxn && epoch == latestEpoch {
 		c.topsOf().remember(logical, topVersion{epoch: at, exists: found})
 	}
 	if !found {
-		return nil, false, nil
+		return nil, 0, false, nil
 	}
-	return decodeVersion(logical, val)
+	payload, ok, err = decodeVersion(logical, val)
+	return payload, at, ok, err
 }
 
 // decodeVersion splits a version's value into its payload, or reports a
@@ -183,6 +186,10 @@ type wtx struct {
 	fetched map[base.Ino]bool
 	// shard is the usage-counter shard this transaction updates.
 	shard byte
+	// lc, if set, may answer prefetches before the first write: the store
+	// checks reads at commit and takes cached ones (kv.ReadNoter).
+	lc    *latestCache
+	wrote bool
 }
 
 // newestRange is the key range whose first pair is the newest version of
@@ -277,6 +284,9 @@ func (t *wtx) prefetchInode(ino base.Ino) error {
 // server this saves a round trip per unlink.
 func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 	dk := dentryKey(parent, name)
+	if done, err := t.prefetchUnlinkCached(parent, dk); done || err != nil {
+		return err
+	}
 	// Keys under an inode's hold, xattr and chunk prefixes continue with
 	// at most 12 bytes (a session id; an index and an epoch) or with an
 	// xattr name, which starts with its ASCII namespace: all sort before
@@ -322,6 +332,51 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 	}
 	t.fetched[ino] = true
 	return nil
+}
+
+// prefetchUnlinkCached is prefetchUnlink where the latest-version cache
+// holds parent's attribute, the entry and its inode's attribute: only the
+// plain keys and the inode's hold, xattr and chunk ranges are read. done
+// is false if the cache cannot answer.
+func (t *wtx) prefetchUnlinkCached(parent base.Ino, dk []byte) (done bool, err error) {
+	if t.lc == nil || t.wrote {
+		return false, nil
+	}
+	p, _, ok := t.lc.get(dk)
+	if !ok || len(p) != dentryLen {
+		return false, nil
+	}
+	ino, _, err := decodeDentry(p)
+	if err != nil {
+		return false, nil
+	}
+	if t.cachedVersions(attrKey(parent), dk, attrKey(ino)) == nil {
+		return false, nil
+	}
+	prefixes := [][]byte{holdPrefix(ino), xattrPrefix(ino), chunkPrefix(ino)}
+	extra := make([]kv.Range, len(prefixes))
+	for i, pr := range prefixes {
+		// As the follows of prefetchUnlink: every key under these
+		// prefixes sorts before 16 bytes of 0xff.
+		extra[i] = kv.Range{Start: pr, End: append(bytes.Clone(pr), bytes.Repeat([]byte{0xff}, 16)...)}
+	}
+	ps, err := t.prefetchWith(nil, t.opPlains(), extra)
+	if err != nil {
+		return true, err
+	}
+	if t.empty == nil {
+		t.empty = make(map[string]bool)
+	}
+	for i, pr := range prefixes {
+		if ps[i].Key == nil {
+			t.empty[string(pr)] = true
+		}
+	}
+	if t.fetched == nil {
+		t.fetched = make(map[base.Ino]bool)
+	}
+	t.fetched[ino] = true
+	return true, nil
 }
 
 // isEmpty reports that prefetch found no key under prefix (and none was
@@ -397,12 +452,43 @@ func (t *wtx) Get(key []byte) ([]byte, error) {
 // Set and Delete drop what prefetch read of the key.
 func (t *wtx) Set(key, value []byte) {
 	t.forget(key)
+	t.wrote = true
 	t.Txn.Set(key, value)
 }
 
 func (t *wtx) Delete(key []byte) {
 	t.forget(key)
+	t.wrote = true
 	t.Txn.Delete(key)
+}
+
+// cachedVersions looks logicals up in the latest-version cache for a
+// prefetch: if every one is there, it keeps them as prefetched, makes the
+// commit depend on them as if read, and returns their payloads; else nil.
+func (t *wtx) cachedVersions(logicals ...[]byte) [][]byte {
+	if t.lc == nil || t.wrote {
+		return nil
+	}
+	rn, ok := t.Txn.(kv.ReadNoter)
+	if !ok {
+		return nil
+	}
+	payloads := make([][]byte, len(logicals))
+	pairs := make([]kv.Pair, len(logicals))
+	for i, l := range logicals {
+		p, epoch, ok := t.lc.get(l)
+		if !ok {
+			return nil
+		}
+		payloads[i] = p
+		pairs[i] = kv.Pair{Key: versionKey(l, epoch), Value: append([]byte{tagLive}, p...)}
+	}
+	for i, l := range logicals {
+		r := newestRange(l)
+		rn.NoteFirst(r.Start, r.End, pairs[i])
+		t.keepVersion(l, pairs[i])
+	}
+	return payloads
 }
 
 func (t *wtx) forget(key []byte) {

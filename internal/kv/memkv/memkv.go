@@ -223,6 +223,10 @@ func (tx *txn) Set(key, value []byte) {
 	tx.writes.ReplaceOrInsert(string(key), write{value: append([]byte{}, value...)})
 }
 
+// NoteFirst implements kv.ReadNoter: transactions run one at a time, so
+// what the cache saw stays true until the commit; nothing to record.
+func (tx *txn) NoteFirst(_, _ []byte, _ kv.Pair) {}
+
 func (tx *txn) Delete(key []byte) {
 	tx.writes.ReplaceOrInsert(string(key), write{deleted: true})
 }

@@ -574,6 +574,12 @@ func (tx *txn) Set(key, value []byte) {
 	_ = tx.b.Set(key, value, nil)
 }
 
+// NoteFirst implements kv.ReadNoter: the optimistic check covers the
+// range up to p as if Firsts had read it.
+func (tx *txn) NoteFirst(start, end []byte, p kv.Pair) {
+	tx.scanned(start, end, false, p.Key)
+}
+
 // run runs fn on tx: its error, or the reserved-key error of a write.
 func (tx *txn) run(fn func(tx kv.Txn) error) error {
 	if err := fn(tx); err != nil {
