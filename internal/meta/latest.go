@@ -42,6 +42,13 @@ const latestShards = 64
 const DefaultLatestCacheEntries = 1 << 18
 
 type latestCache struct {
+	// plain holds the plain records nearly every mutation reads: the
+	// epoch records and the usage-counter shards (opPlains). Never
+	// evicted; filled at open and by every commit that writes them.
+	plainMu  sync.Mutex
+	plain    map[string]plainEntry
+	plainGen uint64 // moved by every commit that writes a plain record
+
 	seed     maphash.Seed
 	perShard int
 	epoch    atomic.Uint64 // live epoch, from the epoch record
@@ -56,13 +63,40 @@ type latestShard struct {
 	m   map[string]latestEntry // logical key → its newest version, live
 }
 
+type plainEntry struct {
+	value   []byte // non-nil if present
+	present bool
+}
+
+// plainCacheable: the plain records the cache holds.
+func plainCacheable(key []byte) bool {
+	switch {
+	case len(key) == 1:
+		return key[0] == pEpoch || key[0] == pFrozen
+	case len(key) == 3:
+		return key[0] == pCounter && (key[1] == counterUsedInodes || key[1] == counterUsedBytes)
+	}
+	return false
+}
+
+// getPlain returns the cached value of a plain record (nil: absent).
+func (c *latestCache) getPlain(key []byte) (value []byte, ok bool) {
+	c.plainMu.Lock()
+	e, ok := c.plain[string(key)]
+	c.plainMu.Unlock()
+	if !ok || !e.present {
+		return nil, ok
+	}
+	return e.value[:len(e.value):len(e.value)], true
+}
+
 type latestEntry struct {
 	epoch   uint64
 	payload []byte
 }
 
 func newLatestCache(entries int) *latestCache {
-	c := &latestCache{seed: maphash.MakeSeed(), perShard: max(1, entries/latestShards)}
+	c := &latestCache{seed: maphash.MakeSeed(), perShard: max(1, entries/latestShards), plain: map[string]plainEntry{}}
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]latestEntry)
 	}
@@ -95,8 +129,9 @@ func (c *latestCache) begin() *latestGens {
 	return &g
 }
 
-// get returns a copy of logical's cached payload and the epoch of that
-// version.
+// get returns logical's cached payload and the epoch of that version.
+// The payload is shared with the cache: callers only read it (decode it),
+// and its capacity is its length, so an append copies.
 func (c *latestCache) get(logical []byte) (payload []byte, epoch uint64, ok bool) {
 	sh := c.shard(logical)
 	sh.mu.Lock()
@@ -104,7 +139,7 @@ func (c *latestCache) get(logical []byte) (payload []byte, epoch uint64, ok bool
 	sh.mu.Unlock()
 	if ok {
 		c.hits.Add(1)
-		return append([]byte(nil), e.payload...), e.epoch, true
+		return e.payload[:len(e.payload):len(e.payload)], e.epoch, true
 	}
 	c.misses.Add(1)
 	return nil, 0, false
@@ -187,6 +222,14 @@ func (c *latestCache) summarize(ws []kv.Write) []latestWrite {
 
 // Committing implements kv.CommitObserver.
 func (c *latestCache) Committing(ws []kv.Write) {
+	c.plainMu.Lock()
+	for _, w := range ws {
+		if plainCacheable(w.Key) {
+			delete(c.plain, string(w.Key))
+			c.plainGen++
+		}
+	}
+	c.plainMu.Unlock()
 	for _, w := range ws {
 		if len(w.Key) < 1+epochLen || !latestCacheable(w.Key) {
 			continue
@@ -215,6 +258,14 @@ func (c *latestCache) Committed(ws []kv.Write, ok bool) {
 	if !ok {
 		return
 	}
+	c.plainMu.Lock()
+	for _, w := range ws {
+		if plainCacheable(w.Key) {
+			c.plain[string(w.Key)] = plainEntry{value: append([]byte{}, w.Value...), present: !w.Delete}
+			c.plainGen++
+		}
+	}
+	c.plainMu.Unlock()
 	for _, lw := range c.summarize(ws) {
 		if !lw.known {
 			continue
@@ -308,20 +359,45 @@ func (m *Meta) openLatestCache(ctx context.Context) error {
 		return nil
 	}
 	// Read after observing: an epoch committed since is already in c.
-	var e uint64
-	err := m.store.View(ctx, func(r kv.Reader) error {
-		v, err := r.Get(epochKey())
-		if err != nil || v == nil {
-			return err
+	// The plain records are cached only if no commit wrote any of them
+	// meanwhile (then each is cached by the next commit that writes it,
+	// and read from the store until then).
+	keys := [][]byte{epochKey(), frozenKey()}
+	for _, kind := range []byte{counterUsedInodes, counterUsedBytes} {
+		for i := range usageShards {
+			keys = append(keys, counterShardKey(kind, byte(i)))
 		}
-		e, err = decodeU64(v)
-		return err
+	}
+	vals := make([][]byte, len(keys))
+	c.plainMu.Lock()
+	gen := c.plainGen
+	c.plainMu.Unlock()
+	err := m.store.View(ctx, func(r kv.Reader) error {
+		for i, k := range keys {
+			v, err := r.Get(k)
+			if err != nil {
+				return err
+			}
+			vals[i] = v
+		}
+		return nil
 	})
+	var e uint64
+	if err == nil && vals[0] != nil {
+		e, err = decodeU64(vals[0])
+	}
 	if err != nil {
 		stop()
 		return fmt.Errorf("epoch record: %w", err)
 	}
 	c.epoch.CompareAndSwap(0, e)
+	c.plainMu.Lock()
+	if c.plainGen == gen {
+		for i, k := range keys {
+			c.plain[string(k)] = plainEntry{value: vals[i], present: vals[i] != nil}
+		}
+	}
+	c.plainMu.Unlock()
 	m.lc, m.stopLatest = c, stop
 	return nil
 }

@@ -180,10 +180,12 @@ func TestLatestCacheOnlyWhereObservable(t *testing.T) {
 	}
 }
 
-// TestLatestCacheUnlinkRacesLink: on the embedded engine, unlinks whose
-// records come from the cache race links of the same files. An unlink that
-// read a link count the link then changed must not commit it: every file
-// ends with the link count of its remaining names, which Check verifies.
+// TestLatestCacheUnlinkRacesLink: on the embedded engine, parallel creates
+// (their usage counters come from the cache), then unlinks whose records
+// come from the cache racing links of the same files. An unlink that read
+// a link count the link then changed must not commit it: every file ends
+// with the link count of its remaining names, and the usage counters
+// match the inodes, which Check verifies.
 func TestLatestCacheUnlinkRacesLink(t *testing.T) {
 	store, err := pebble.Open(t.TempDir(), pebble.Options{})
 	ok(t, err)
@@ -194,9 +196,24 @@ func TestLatestCacheUnlinkRacesLink(t *testing.T) {
 	checkOnCleanup(t, m)
 	const n = 300
 	inos := make([]base.Ino, n)
-	for i := range inos {
-		inos[i] = create(t, m, root, base.RootIno, fmt.Sprintf("f%d", i))
+	// Concurrent creates in four directories: nothing conflicts but the
+	// usage counters, which come from the cache.
+	var dirs [4]base.Ino
+	for w := range dirs {
+		dirs[w] = mkdir(t, m, root, base.RootIno, fmt.Sprintf("d%d", w))
 	}
+	dirOf := func(i int) base.Ino { return dirs[i%4] }
+	var cwg sync.WaitGroup
+	for w := range 4 {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			for i := w; i < n; i += 4 {
+				inos[i] = create(t, m, root, dirOf(i), fmt.Sprintf("f%d", i))
+			}
+		}()
+	}
+	cwg.Wait()
 	before := m.LatestCacheStats()
 	var wg sync.WaitGroup
 	linked := make([]bool, n)
@@ -206,7 +223,7 @@ func TestLatestCacheUnlinkRacesLink(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := half; i < n; i += 2 {
-				if err := m.Unlink(ctx, root, base.RootIno, fmt.Sprintf("f%d", i)); err != nil {
+				if err := m.Unlink(ctx, root, dirOf(i), fmt.Sprintf("f%d", i)); err != nil {
 					errs <- err
 				}
 			}
@@ -214,7 +231,7 @@ func TestLatestCacheUnlinkRacesLink(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := half; i < n; i += 2 {
-				_, err := m.Link(ctx, root, inos[i], base.RootIno, fmt.Sprintf("h%d", i))
+				_, err := m.Link(ctx, root, inos[i], dirOf(i), fmt.Sprintf("h%d", i))
 				switch {
 				case err == nil:
 					linked[i] = true

@@ -334,6 +334,36 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 	return nil
 }
 
+// cachedPlains takes the plain keys the latest-version cache holds as
+// prefetched (noting them as read) and returns the others.
+func (t *wtx) cachedPlains(plains [][]byte) [][]byte {
+	if t.lc == nil || t.wrote || len(plains) == 0 {
+		return plains
+	}
+	rn, ok := t.Txn.(kv.ReadNoter)
+	if !ok {
+		return plains
+	}
+	var rest [][]byte
+	for _, k := range plains {
+		v, ok := t.lc.getPlain(k)
+		if !ok {
+			rest = append(rest, k)
+			continue
+		}
+		p := kv.Pair{}
+		if v != nil {
+			p = kv.Pair{Key: k, Value: v}
+		}
+		rn.NoteFirst(k, append(bytes.Clone(k), 0), p)
+		if t.plain == nil {
+			t.plain = make(map[string][]byte)
+		}
+		t.plain[string(k)] = v
+	}
+	return rest
+}
+
 // prefetchUnlinkCached is prefetchUnlink where the latest-version cache
 // holds parent's attribute, the entry and its inode's attribute: only the
 // plain keys and the inode's hold, xattr and chunk ranges are read. done
@@ -410,6 +440,7 @@ func (t *wtx) prefetch(logicals, plains [][]byte) error {
 // prefetchWith is prefetch that also reads the ranges extra in the same
 // round trip and returns their first pairs.
 func (t *wtx) prefetchWith(logicals, plains [][]byte, extra []kv.Range) ([]kv.Pair, error) {
+	plains = t.cachedPlains(plains)
 	ranges := make([]kv.Range, 0, len(logicals)+len(plains)+len(extra))
 	for _, l := range logicals {
 		ranges = append(ranges, newestRange(l))
