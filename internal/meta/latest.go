@@ -32,6 +32,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
 )
 
@@ -49,6 +50,12 @@ type latestCache struct {
 	plain    map[string]plainEntry
 	plainGen uint64 // moved by every commit that writes a plain record
 
+	// fresh are inodes allocated by this client, so never used before:
+	// every key under their hold, xattr and chunk prefixes was written by
+	// an observed commit, and the cache knows them all (see freshInode).
+	freshMu sync.Mutex
+	fresh   map[base.Ino]*freshInode
+
 	seed     maphash.Seed
 	perShard int
 	epoch    atomic.Uint64 // live epoch, from the epoch record
@@ -61,6 +68,101 @@ type latestShard struct {
 	mu  sync.Mutex
 	gen atomic.Uint64          // changed with mu held; read without it by begin
 	m   map[string]latestEntry // logical key → its newest version, live
+}
+
+// freshInode lists the keys under a fresh inode's hold, xattr and chunk
+// prefixes; busy counts commits writing some between their two observer
+// calls, while the list may be behind the store.
+type freshInode struct {
+	keys map[string]bool
+	busy int
+}
+
+// freshPrefix reports whether key lies under a hold, xattr or chunk
+// prefix, and whose.
+func freshPrefix(key []byte) (base.Ino, bool) {
+	if len(key) < 9 || key[0] != pHold && key[0] != pXattr && key[0] != pChunk {
+		return 0, false
+	}
+	return base.Ino(binary.BigEndian.Uint64(key[1:9])), true
+}
+
+// markFresh records that ino was just allocated, never used.
+func (c *latestCache) markFresh(ino base.Ino) {
+	c.freshMu.Lock()
+	defer c.freshMu.Unlock()
+	if len(c.fresh) >= c.perShard*latestShards {
+		for old := range c.fresh {
+			delete(c.fresh, old)
+			break
+		}
+	}
+	c.fresh[ino] = &freshInode{keys: map[string]bool{}}
+}
+
+// emptyPrefix reports whether the cache knows that no key lies under
+// prefix (a hold, xattr or chunk prefix of a fresh inode).
+func (c *latestCache) emptyPrefix(prefix []byte) bool {
+	if len(prefix) != 9 {
+		return false
+	}
+	ino, ok := freshPrefix(prefix)
+	if !ok {
+		return false
+	}
+	c.freshMu.Lock()
+	defer c.freshMu.Unlock()
+	f := c.fresh[ino]
+	if f == nil || f.busy > 0 {
+		return false
+	}
+	for k := range f.keys {
+		if k[0] == prefix[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// freshCommitting and freshCommitted follow commits' writes under fresh
+// inodes' prefixes; an inode whose attribute is deleted, or whose commit
+// failed, is forgotten.
+func (c *latestCache) freshCommitting(ws []kv.Write) {
+	c.freshMu.Lock()
+	defer c.freshMu.Unlock()
+	for _, w := range ws {
+		if ino, ok := freshPrefix(w.Key); ok {
+			if f := c.fresh[ino]; f != nil {
+				f.busy++
+			}
+		}
+	}
+}
+
+func (c *latestCache) freshCommitted(ws []kv.Write, ok bool) {
+	c.freshMu.Lock()
+	defer c.freshMu.Unlock()
+	for _, w := range ws {
+		if ino, isFresh := freshPrefix(w.Key); isFresh {
+			f := c.fresh[ino]
+			if f == nil {
+				continue
+			}
+			f.busy--
+			switch {
+			case !ok:
+				delete(c.fresh, ino)
+			case w.Delete:
+				delete(f.keys, string(w.Key))
+			default:
+				f.keys[string(w.Key)] = true
+			}
+			continue
+		}
+		if len(w.Key) == 1+8+epochLen && w.Key[0] == pAttr && (w.Delete || len(w.Value) == 1 && w.Value[0] == tagTombstone) {
+			delete(c.fresh, base.Ino(binary.BigEndian.Uint64(w.Key[1:9])))
+		}
+	}
 }
 
 type plainEntry struct {
@@ -96,7 +198,8 @@ type latestEntry struct {
 }
 
 func newLatestCache(entries int) *latestCache {
-	c := &latestCache{seed: maphash.MakeSeed(), perShard: max(1, entries/latestShards), plain: map[string]plainEntry{}}
+	c := &latestCache{seed: maphash.MakeSeed(), perShard: max(1, entries/latestShards),
+		plain: map[string]plainEntry{}, fresh: map[base.Ino]*freshInode{}}
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]latestEntry)
 	}
@@ -222,6 +325,7 @@ func (c *latestCache) summarize(ws []kv.Write) []latestWrite {
 
 // Committing implements kv.CommitObserver.
 func (c *latestCache) Committing(ws []kv.Write) {
+	c.freshCommitting(ws)
 	c.plainMu.Lock()
 	for _, w := range ws {
 		if plainCacheable(w.Key) {
@@ -245,6 +349,7 @@ func (c *latestCache) Committing(ws []kv.Write) {
 
 // Committed implements kv.CommitObserver.
 func (c *latestCache) Committed(ws []kv.Write, ok bool) {
+	c.freshCommitted(ws, ok)
 	for _, w := range ws {
 		if len(w.Key) < 1+epochLen || !latestCacheable(w.Key) {
 			continue

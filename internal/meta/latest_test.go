@@ -259,3 +259,42 @@ func TestLatestCacheUnlinkRacesLink(t *testing.T) {
 		t.Fatal("no unlink read the cache")
 	}
 }
+
+// TestLatestCacheFreshInodes: the cache knows a new inode has no holds,
+// xattrs or chunks until a commit writes some, and an unlink then finds
+// and removes them (Check, on cleanup, finds no orphan record).
+func TestLatestCacheFreshInodes(t *testing.T) {
+	m := newTestMeta(t)
+	if m.lc == nil {
+		t.Skip("the test store is not observable")
+	}
+	f := create(t, m, root, base.RootIno, "x")
+	for _, p := range [][]byte{holdPrefix(f), xattrPrefix(f), chunkPrefix(f)} {
+		if !m.lc.emptyPrefix(p) {
+			t.Fatalf("new inode: prefix %x not known empty", p)
+		}
+	}
+	ok(t, m.SetXattr(ctx, root, f, "user.a", []byte("v"), 0))
+	if m.lc.emptyPrefix(xattrPrefix(f)) || !m.lc.emptyPrefix(chunkPrefix(f)) {
+		t.Fatal("after setxattr: xattrs still known empty, or chunks not")
+	}
+	ok(t, m.Unlink(ctx, root, base.RootIno, "x"))
+
+	g := create(t, m, root, base.RootIno, "c")
+	_, err := m.WriteSlice(ctx, g, 0, newSlice(t, m, 0, 100), 1)
+	ok(t, err)
+	if m.lc.emptyPrefix(chunkPrefix(g)) {
+		t.Fatal("after a write: chunks still known empty")
+	}
+	ok(t, m.Unlink(ctx, root, base.RootIno, "c"))
+
+	h := create(t, m, root, base.RootIno, "o")
+	must[base.Attr](t)(m.OpenFile(ctx, h))
+	ok(t, m.Unlink(ctx, root, base.RootIno, "o"))
+	if a, err := m.GetAttr(ctx, h); err != nil || a.Nlink != 0 {
+		t.Fatalf("open file unlinked: %+v, %v; want it kept with nlink 0", a, err)
+	}
+	ok(t, m.CloseFile(ctx, h))
+	_, err = m.GetAttr(ctx, h)
+	wantErr(t, err, base.ErrNotFound)
+}

@@ -254,6 +254,9 @@ func (m *Meta) view(ctx context.Context, fn func(r kv.Reader) error) error {
 // allocIno hands out a fresh inode number, reserving a batch when needed.
 func (m *Meta) allocIno(ctx context.Context) (base.Ino, error) {
 	id, err := m.alloc(ctx, counterNextInode, &m.nextIno, &m.maxIno, m.opts.InodeBatch)
+	if err == nil && m.lc != nil {
+		m.lc.markFresh(base.Ino(id))
+	}
 	return base.Ino(id), err
 }
 

@@ -383,21 +383,28 @@ func (t *wtx) prefetchUnlinkCached(parent base.Ino, dk []byte) (done bool, err e
 	if t.cachedVersions(attrKey(parent), dk, attrKey(ino)) == nil {
 		return false, nil
 	}
-	prefixes := [][]byte{holdPrefix(ino), xattrPrefix(ino), chunkPrefix(ino)}
-	extra := make([]kv.Range, len(prefixes))
-	for i, pr := range prefixes {
+	if t.empty == nil {
+		t.empty = make(map[string]bool)
+	}
+	rn := t.Txn.(kv.ReadNoter) // cachedVersions checked
+	var read [][]byte
+	var extra []kv.Range
+	for _, pr := range [][]byte{holdPrefix(ino), xattrPrefix(ino), chunkPrefix(ino)} {
 		// As the follows of prefetchUnlink: every key under these
 		// prefixes sorts before 16 bytes of 0xff.
-		extra[i] = kv.Range{Start: pr, End: append(bytes.Clone(pr), bytes.Repeat([]byte{0xff}, 16)...)}
+		r := kv.Range{Start: pr, End: append(bytes.Clone(pr), bytes.Repeat([]byte{0xff}, 16)...)}
+		if t.lc.emptyPrefix(pr) {
+			rn.NoteFirst(r.Start, r.End, kv.Pair{})
+			t.empty[string(pr)] = true
+			continue
+		}
+		read, extra = append(read, pr), append(extra, r)
 	}
 	ps, err := t.prefetchWith(nil, t.opPlains(), extra)
 	if err != nil {
 		return true, err
 	}
-	if t.empty == nil {
-		t.empty = make(map[string]bool)
-	}
-	for i, pr := range prefixes {
+	for i, pr := range read {
 		if ps[i].Key == nil {
 			t.empty[string(pr)] = true
 		}
