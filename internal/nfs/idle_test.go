@@ -1,8 +1,11 @@
 package nfs
 
 import (
+	"net"
 	"testing"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/nfs/proto"
 )
 
 // A connection that keeps calling outlives the idle timeout many times
@@ -25,5 +28,41 @@ func TestIdleTimeout(t *testing.T) {
 	}
 	if _, err := busy.GetAttr(root); err != nil {
 		t.Fatalf("busy connection closed: %v", err)
+	}
+}
+
+// A client that floods calls and never reads the replies is disconnected
+// once a reply write has waited about the write timeout, and the gateway
+// goes on serving others.
+func TestWriteTimeout(t *testing.T) {
+	const wt = 300 * time.Millisecond
+	e := newEnvWith(t, Options{WriteTimeout: wt})
+	conn, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rec := callRecord(1, 2, proto.ProgNFS, 3, 0, proto.AuthSys, nil)
+	conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	for i := 0; i < 400000; i++ {
+		if _, err := conn.Write(rec); err != nil {
+			break // the gateway stopped reading: its replies are stuck
+		}
+	}
+	conns := func() int {
+		e.srv.mu.Lock()
+		defer e.srv.mu.Unlock()
+		return len(e.srv.conns)
+	}
+	deadline := time.Now().Add(10 * wt)
+	for conns() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections left %v after the flood; the stuck one was not closed", conns(), 10*wt)
+		}
+		time.Sleep(wt / 10)
+	}
+	c, root := e.client(t)
+	if _, err := c.GetAttr(root); err != nil {
+		t.Fatalf("GETATTR after the flooding client was cut: %v", err)
 	}
 }

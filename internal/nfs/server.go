@@ -247,10 +247,29 @@ func (s *Server) serveConn(c net.Conn) {
 	// Checked once: a TCP connection's source address does not change.
 	allowed := s.opts.Export.allows(c.RemoteAddr())
 	var wmu sync.Mutex
+	var wdeadline time.Time // guarded by wmu
 	sem := make(chan struct{}, s.opts.MaxInFlight)
 	var reqs sync.WaitGroup
+	// Calls are served by the connection's workers, started as needed
+	// (at most MaxInFlight busy) and kept until the connection closes: a
+	// worker's stack has grown to what serving needs, where a goroutine
+	// per call grew (copied) its stack on nearly every call.
+	work := make(chan func())
+	serve := func(fn func()) {
+		select {
+		case work <- fn: // an idle worker
+		default:
+			go func() {
+				fn()
+				for fn := range work {
+					fn()
+				}
+			}()
+		}
+	}
 	defer func() {
 		reqs.Wait()
+		close(work)
 		c.Close()
 		s.mu.Lock()
 		delete(s.conns, c)
@@ -289,7 +308,7 @@ func (s *Server) serveConn(c net.Conn) {
 		if perr == nil {
 			t = s.order.register(call) // in arrival order, before serving
 		}
-		go func() {
+		serve(func() {
 			defer func() { <-sem; reqs.Done() }()
 			if t != nil {
 				t.wait()
@@ -310,14 +329,20 @@ func (s *Server) serveConn(c net.Conn) {
 			wmu.Lock()
 			defer wmu.Unlock()
 			if s.opts.WriteTimeout > 0 {
-				_ = c.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+				// Moved only when it would move by more than a tenth of
+				// the timeout, as the read deadline: a write still gets
+				// at least nine tenths of it.
+				if now := time.Now(); now.Add(s.opts.WriteTimeout).Sub(wdeadline) > s.opts.WriteTimeout/10 {
+					wdeadline = now.Add(s.opts.WriteTimeout)
+					_ = c.SetWriteDeadline(wdeadline)
+				}
 			}
 			if _, err := c.Write(reply); err != nil {
 				s.log.Debug("nfs: writing reply", "remote", remote, "err", err)
 				c.Close()
 			}
 			proto.Recycle(reply)
-		}()
+		})
 	}
 }
 
