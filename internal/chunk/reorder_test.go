@@ -70,3 +70,58 @@ func TestReorderedWritesMakeFullBlocks(t *testing.T) {
 		t.Errorf("%d slices committed; want 1", n)
 	}
 }
+
+// TestLateWritesBeforeAFullBlock: a write that arrives after the data
+// behind it already filled a block's worth still joins one slice with full
+// blocks: the later slice's blocks wait for the gap to close instead of
+// being uploaded with boundaries of their own.
+func TestLateWritesBeforeAFullBlock(t *testing.T) {
+	ctx := context.Background()
+	obj := memStore()
+	s := newTestStore(t, obj, newMapCache(), Options{BlockSize: testBS, BufferLimit: 64 << 20, MaxChunkSlices: 1 << 20})
+	c := newCommitter()
+	w := s.NewWriter(c)
+	defer w.Close()
+	want := make([]byte, 8*testBS)
+	for i := range want {
+		want[i] = byte(i/1000) | 1
+	}
+	at := func(a, b int) {
+		t.Helper()
+		if err := w.Write(ctx, int64(a), want[a:b]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// [0, 1.5 blocks), then [2.5, 8 blocks): five and a half blocks'
+	// worth, then the gap [1.5, 2.5).
+	at(0, 3*testBS/2)
+	at(5*testBS/2, len(want))
+	at(3*testBS/2, 5*testBS/2)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, s, c, 0, len(want)); firstDiff(got, want) >= 0 {
+		t.Fatalf("content differs at %d", firstDiff(got, want))
+	}
+	var sizes []int
+	err := obj.List(ctx, "chunks/", func(i object.Info) bool {
+		_, _, n, err := ParseBlockKey(i.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, n)
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := 0
+	for _, n := range sizes {
+		if n != testBS {
+			short++
+		}
+	}
+	if len(sizes) != 8 || short != 0 {
+		t.Errorf("block sizes %v: want 8 full blocks", sizes)
+	}
+}

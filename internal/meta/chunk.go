@@ -82,7 +82,9 @@ type SliceWrite struct {
 
 // WriteSlices appends several slices, in order, to chunks of file ino in
 // one transaction (the writes of one flush), with the effects of
-// WriteSlice for each. It returns the chunks that are due for compaction.
+// WriteSlice for each, except that an mtime of 0 leaves the times as they
+// are (they were set after the writes were made). It returns the chunks
+// that are due for compaction.
 func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, mtime int64) (compact []uint32, err error) {
 	for _, w := range ws {
 		if w.Slice.Len == 0 {
@@ -155,7 +157,9 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 				compact = append(compact, idx)
 			}
 		}
-		a.Mtime, a.Ctime = mtime, mtime
+		if mtime != 0 {
+			a.Mtime, a.Ctime = mtime, mtime
+		}
 		o.put(ino, a)
 		return nil
 	})

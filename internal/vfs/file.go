@@ -34,7 +34,11 @@ type file struct {
 	length    int64  // committed length, valid if lengthOK (same rules as chunks)
 	lengthOK  bool
 	lastWrite atomic.Int64 // ns of the newest buffered write, 0 if none
-	compact   map[uint32]bool
+	// timesSet is when a SetAttr last set the times: commits of writes
+	// made before it leave the times alone, and attributes are not
+	// overlaid with those writes' time.
+	timesSet atomic.Int64
+	compact  map[uint32]bool
 }
 
 // committer adapts a file to chunk.Committer.
@@ -54,6 +58,9 @@ func (c committer) CommitSlices(ctx context.Context, commits []chunk.Commit) err
 	mtime := f.lastWrite.Load()
 	if mtime == 0 {
 		mtime = time.Now().UnixNano()
+	}
+	if f.timesSet.Load() >= mtime {
+		mtime = 0 // the times were set after every write committed here
 	}
 	ws := make([]meta.SliceWrite, len(commits))
 	for i, cm := range commits {
@@ -316,7 +323,7 @@ func (v *VFS) overlay(ino base.Ino, a *base.Attr) {
 	if n := f.w.Len(); n > int64(a.Length) {
 		a.Length = uint64(n)
 	}
-	if lw := f.lastWrite.Load(); lw > a.Mtime {
+	if lw := f.lastWrite.Load(); lw > a.Mtime && lw > f.timesSet.Load() {
 		a.Mtime = lw
 		a.Ctime = lw
 	}

@@ -176,24 +176,38 @@ func TestBackgroundFlushErrorAtWrite(t *testing.T) {
 
 // TestSetMtimeAfterWrites: a time set after writes stays set, whether the
 // writes were still buffered, committed by a background flush, or being
-// uploaded; and writes made while the SETATTR waits for the earlier ones
-// (the writeback cache sends the mtime while a file is written) do not
-// wait for it.
+// uploaded by a flush when the time is set; setting it waits for no
+// upload, and neither do writes made meanwhile (the writeback cache sends
+// the mtime while a file is written); a write after it sets a newer time.
 func TestSetMtimeAfterWrites(t *testing.T) {
 	e := newEnv(t)
 	ino, fh := e.create(t, "f")
 	mtime := meta.SetAttrRequest{Valid: meta.SetMtime, Mtime: 5}
+	getMtime := func() int64 {
+		t.Helper()
+		a, en := e.v.GetAttr(ctx, ino)
+		if en != 0 {
+			t.Fatal(en)
+		}
+		return a.Mtime
+	}
 	check := func(what string) {
 		t.Helper()
 		if a, en := e.v.SetAttr(ctx, root, ino, mtime); en != 0 || a.Mtime != 5 {
 			t.Fatalf("%s: setattr: %v, mtime %d", what, en, a.Mtime)
 		}
-		if a, en := e.v.GetAttr(ctx, ino); en != 0 || a.Mtime != 5 {
-			t.Fatalf("%s: getattr after setattr: %v, mtime %d", what, en, a.Mtime)
+		if m := getMtime(); m != 5 {
+			t.Fatalf("%s: getattr after setattr: mtime %d", what, m)
 		}
 	}
 	e.write(t, fh, 0, []byte("buffered"))
 	check("buffered write")
+	if en := e.v.Flush(ctx, fh); en != 0 {
+		t.Fatal(en)
+	}
+	if m := getMtime(); m != 5 {
+		t.Fatalf("the commit of a write made before the time was set changed it to %d", m)
+	}
 	e.scattered(t, fh, 40, 'a') // a background flush commits them
 	for e.v.files[ino].w.Pending() {
 		time.Sleep(time.Millisecond)
@@ -203,25 +217,28 @@ func TestSetMtimeAfterWrites(t *testing.T) {
 	const stall = 2 * time.Second
 	e.write(t, fh, 0, []byte("stalled"))
 	fault := e.fobj.Inject(faulty.Rule{Ops: faulty.OpPut, Prefix: "chunks/", Latency: stall})
-	start := time.Now()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Its mtime may be the later write's: that write is newer.
-		if _, en := e.v.SetAttr(ctx, root, ino, mtime); en != 0 {
-			t.Errorf("setattr during a stalled upload: %v", en)
-		}
-	}()
+	flushed := make(chan syscall.Errno, 1)
+	go func() { flushed <- e.v.Flush(ctx, fh) }()
 	for fault.Fired() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	e.write(t, fh, 100, []byte("later"))
+	start := time.Now()
+	check("writes being uploaded")
 	if took := time.Since(start); took > stall/2 {
-		t.Fatalf("a write waited %v for a time change's flush", took)
+		t.Fatalf("setting the time waited %v for an upload", took)
 	}
 	fault.Remove()
-	<-done
+	if en := <-flushed; en != 0 {
+		t.Fatal(en)
+	}
+	if m := getMtime(); m != 5 {
+		t.Fatalf("the stalled upload's commit changed the time set during it to %d", m)
+	}
+	e.write(t, fh, 100, []byte("later"))
 	e.release(t, fh)
+	if m := getMtime(); m <= 5 {
+		t.Fatalf("a write after the time was set left mtime at %d", m)
+	}
 }
 
 // TestReadPastCommittedLength: after a truncation, a buffered write in a

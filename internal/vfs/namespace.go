@@ -95,9 +95,10 @@ func (v *VFS) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Err
 // SetAttr changes attributes. A size change first commits buffered writes
 // of the file, holding its write lock until the truncation is done, so
 // they cannot land after it. A time change (with the writeback cache the
-// kernel sends the file's mtime now and then while it is written) commits
-// the writes made before it, so their commits cannot overwrite the time
-// set, but lets later writes go on meanwhile.
+// kernel sends the file's mtime now and then while it is written) is made
+// while no commit of the file runs, and the later commits of the writes
+// buffered before it leave the times alone: no flush, which would cut the
+// buffered slices' blocks short in the middle of a stream.
 func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req meta.SetAttrRequest) (base.Attr, syscall.Errno) {
 	if _, e := v.writable(ino); e != 0 {
 		return base.Attr{}, e
@@ -109,17 +110,28 @@ func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req met
 	if f != nil {
 		defer func() { _ = v.unref(ctx, f, false) }()
 	}
+	var a base.Attr
+	var err error
 	switch {
 	case f != nil && req.Valid&meta.SetSize != 0:
 		f.wmu.Lock()
 		defer f.wmu.Unlock()
-		fallthrough
-	case f != nil && req.Valid&(meta.SetMtime|meta.SetMtimeNow) != 0:
 		if err := f.flush(ctx); err != nil {
 			return base.Attr{}, v.errno("setattr-flush", err)
 		}
+		a, err = v.m.SetAttr(ctx, c, ino, req)
+	case f != nil && req.Valid&(meta.SetMtime|meta.SetMtimeNow|meta.SetCtime) != 0:
+		err = f.holdCommits(func(bool) error {
+			var err error
+			a, err = v.m.SetAttr(ctx, c, ino, req)
+			if err == nil {
+				f.timesSet.Store(time.Now().UnixNano())
+			}
+			return err
+		})
+	default:
+		a, err = v.m.SetAttr(ctx, c, ino, req)
 	}
-	a, err := v.m.SetAttr(ctx, c, ino, req)
 	if err != nil {
 		return a, v.errno("setattr", err)
 	}
