@@ -49,6 +49,12 @@ type latestCache struct {
 	plainMu  sync.Mutex
 	plain    map[string]plainEntry
 	plainGen uint64 // moved by every commit that writes a plain record
+	// jobs are the pending snapshot-deletion jobs (keys under pSnapJob),
+	// known if jobsKnown and no commit writing one is between its two
+	// observer calls (jobsBusy).
+	jobs      map[string]bool
+	jobsKnown bool
+	jobsBusy  int
 
 	// fresh are inodes allocated by this client, so never used before:
 	// every key under their hold, xattr and chunk prefixes was written by
@@ -181,6 +187,14 @@ func plainCacheable(key []byte) bool {
 	return false
 }
 
+// noSnapshotJobs reports that the cache knows no snapshot-deletion job
+// is pending.
+func (c *latestCache) noSnapshotJobs() bool {
+	c.plainMu.Lock()
+	defer c.plainMu.Unlock()
+	return c.jobsKnown && c.jobsBusy == 0 && len(c.jobs) == 0
+}
+
 // getPlain returns the cached value of a plain record (nil: absent).
 func (c *latestCache) getPlain(key []byte) (value []byte, ok bool) {
 	c.plainMu.Lock()
@@ -199,7 +213,7 @@ type latestEntry struct {
 
 func newLatestCache(entries int) *latestCache {
 	c := &latestCache{seed: maphash.MakeSeed(), perShard: max(1, entries/latestShards),
-		plain: map[string]plainEntry{}, fresh: map[base.Ino]*freshInode{}}
+		plain: map[string]plainEntry{}, fresh: map[base.Ino]*freshInode{}, jobs: map[string]bool{}}
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]latestEntry)
 	}
@@ -332,6 +346,10 @@ func (c *latestCache) Committing(ws []kv.Write) {
 			delete(c.plain, string(w.Key))
 			c.plainGen++
 		}
+		if len(w.Key) > 0 && w.Key[0] == pSnapJob {
+			c.jobsBusy++
+			c.plainGen++
+		}
 	}
 	c.plainMu.Unlock()
 	for _, w := range ws {
@@ -360,6 +378,16 @@ func (c *latestCache) Committed(ws []kv.Write, ok bool) {
 		sh.gen.Add(1)
 		sh.mu.Unlock()
 	}
+	c.plainMu.Lock()
+	for _, w := range ws {
+		if len(w.Key) > 0 && w.Key[0] == pSnapJob {
+			c.jobsBusy--
+			if !ok {
+				c.jobsKnown = false // whether the job was written is unknown
+			}
+		}
+	}
+	c.plainMu.Unlock()
 	if !ok {
 		return
 	}
@@ -368,6 +396,13 @@ func (c *latestCache) Committed(ws []kv.Write, ok bool) {
 		if plainCacheable(w.Key) {
 			c.plain[string(w.Key)] = plainEntry{value: append([]byte{}, w.Value...), present: !w.Delete}
 			c.plainGen++
+		}
+		if len(w.Key) > 0 && w.Key[0] == pSnapJob {
+			if w.Delete {
+				delete(c.jobs, string(w.Key))
+			} else {
+				c.jobs[string(w.Key)] = true
+			}
 		}
 	}
 	c.plainMu.Unlock()
@@ -474,6 +509,7 @@ func (m *Meta) openLatestCache(ctx context.Context) error {
 		}
 	}
 	vals := make([][]byte, len(keys))
+	var jobs []string
 	c.plainMu.Lock()
 	gen := c.plainGen
 	c.plainMu.Unlock()
@@ -485,7 +521,10 @@ func (m *Meta) openLatestCache(ctx context.Context) error {
 			}
 			vals[i] = v
 		}
-		return nil
+		return r.Scan([]byte{pSnapJob}, kv.PrefixEnd([]byte{pSnapJob}), false, func(k, _ []byte) bool {
+			jobs = append(jobs, string(k))
+			return true
+		})
 	})
 	var e uint64
 	if err == nil && vals[0] != nil {
@@ -501,6 +540,10 @@ func (m *Meta) openLatestCache(ctx context.Context) error {
 		for i, k := range keys {
 			c.plain[string(k)] = plainEntry{value: vals[i], present: vals[i] != nil}
 		}
+		for _, k := range jobs {
+			c.jobs[k] = true
+		}
+		c.jobsKnown = true
 	}
 	c.plainMu.Unlock()
 	m.lc, m.stopLatest = c, stop

@@ -298,3 +298,29 @@ func TestLatestCacheFreshInodes(t *testing.T) {
 	_, err = m.GetAttr(ctx, h)
 	wantErr(t, err, base.ErrNotFound)
 }
+
+// TestLatestCacheSingleVersions: with no snapshot frozen and no deletion
+// of one pending, an unlink skips looking for older versions; one after a
+// snapshot was taken and deleted (its versions pruned) leaves nothing that
+// could make the file reappear.
+func TestLatestCacheSingleVersions(t *testing.T) {
+	m := newTestMeta(t)
+	if m.lc == nil {
+		t.Skip("the test store is not observable")
+	}
+	if !m.lc.noSnapshotJobs() {
+		t.Fatal("a new volume has snapshot jobs pending, says the cache")
+	}
+	f := create(t, m, root, base.RootIno, "f")
+	must[Snapshot](t)(m.CreateSnapshot(ctx, "s1"))
+	must[base.Attr](t)(m.SetAttr(ctx, root, f, SetAttrRequest{Valid: SetMode, Mode: 0o600}))
+	ok(t, m.DeleteSnapshot(ctx, "s1", nil))
+	if !m.lc.noSnapshotJobs() {
+		t.Fatal("snapshot jobs still pending after DeleteSnapshot returned")
+	}
+	ok(t, m.Unlink(ctx, root, base.RootIno, "f"))
+	_, _, _, err := m.LookupDir(ctx, root, base.RootIno, "f")
+	wantErr(t, err, base.ErrNotFound)
+	_, err = m.GetAttr(ctx, f)
+	wantErr(t, err, base.ErrNotFound)
+}

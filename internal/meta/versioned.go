@@ -334,6 +334,24 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 	return nil
 }
 
+// singleVersions reports, from the latest-version cache, that no record
+// has a version older than its newest: no snapshot is frozen (t.frozen,
+// read by this transaction) and no deletion of one is still pruning
+// versions (noted as read). Every write prunes older versions that no
+// snapshot sees, so then each record has one. Called after loadEpochs.
+func (t *wtx) singleVersions() bool {
+	if t.lc == nil || len(t.frozen) != 0 {
+		return false
+	}
+	rn, ok := t.Txn.(kv.ReadNoter)
+	if !ok || !t.lc.noSnapshotJobs() {
+		return false
+	}
+	start := []byte{pSnapJob}
+	rn.NoteFirst(start, kv.PrefixEnd(start), kv.Pair{})
+	return true
+}
+
 // cachedPlains takes the plain keys the latest-version cache holds as
 // prefetched (noting them as read) and returns the others.
 func (t *wtx) cachedPlains(plains [][]byte) [][]byte {
@@ -863,7 +881,7 @@ func (t *wtx) vdel(logical []byte) error {
 		if olderVisible, err = t.pruneOlder(logical, vs, nil); err != nil {
 			return err
 		}
-	} else if t.epoch > 0 {
+	} else if t.epoch > 0 && !t.singleVersions() {
 		// Older versions still present are the ones snapshots retain.
 		prev, ok, err := newest(t, logical, t.epoch-1)
 		if err != nil {
