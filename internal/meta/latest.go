@@ -27,6 +27,7 @@ package meta
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -415,6 +416,18 @@ func (c *latestCache) Committed(ws []kv.Write, ok bool) {
 		sh.put(lw.logical, latestEntry{lw.epoch, append([]byte(nil), lw.payload...)}, c.perShard)
 		sh.mu.Unlock()
 	}
+}
+
+// errNeedStore is what cacheOnly's reads return: the read needs the store.
+var errNeedStore = errors.New("meta: not in the latest-version cache")
+
+// cacheOnly is the reader of a loose view's first try, from the cache
+// alone: every read that reaches it fails with errNeedStore.
+type cacheOnly struct{}
+
+func (cacheOnly) Get([]byte) ([]byte, error) { return nil, errNeedStore }
+func (cacheOnly) Scan(_, _ []byte, _ bool, _ func(k, v []byte) bool) error {
+	return errNeedStore
 }
 
 // latestReader is a reader whose live-view reads may use a latestCache.

@@ -224,6 +224,11 @@ func (m *Meta) looseView(ctx context.Context, fn func(r kv.Reader) error) error 
 		return kv.ErrClosed
 	}
 	if m.lc != nil {
+		// First from the cache alone: most lookups and getattrs find
+		// everything there and need no view of the store.
+		if err := fn(cachedReader{cacheOnly{}, m.lc, nil}); !errors.Is(err, errNeedStore) {
+			return err
+		}
 		// The generations are taken before the store's view begins.
 		inner, gens := fn, m.lc.begin()
 		fn = func(r kv.Reader) error { return inner(cachedReader{r, m.lc, gens}) }

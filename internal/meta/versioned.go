@@ -32,7 +32,7 @@ func vget(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, e
 			return p, true, nil
 		}
 		payload, at, ok, err := vgetStore(r, logical, epoch)
-		if err == nil && ok {
+		if err == nil && ok && gens != nil {
 			lc.fill(logical, payload, at, gens)
 		}
 		return payload, ok, err

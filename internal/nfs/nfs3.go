@@ -519,6 +519,18 @@ func nfsCreate(s *Server, ctx context.Context, req *request, args *proto.Reader,
 		va, vm := exclusiveTimes(verf)
 		a, e = s.v.SetAttr(ctx, req.caller, ino, meta.SetAttrRequest{Valid: meta.SetAtime | meta.SetMtime, Atime: va, Mtime: vm})
 	case e == 0:
+		// The new file already has length 0 and the caller as owner (as
+		// Linux asks for an O_TRUNC create): only what differs costs a
+		// SETATTR.
+		if sa.Size != nil && *sa.Size == a.Length {
+			sa.Size = nil
+		}
+		if sa.Uid != nil && *sa.Uid == a.Uid {
+			sa.Uid = nil
+		}
+		if sa.Gid != nil && *sa.Gid == a.Gid {
+			sa.Gid = nil
+		}
 		e = s.applyAttrs(ctx, req.caller, ino, sa, &a)
 	case e == syscall.EEXIST && how != proto.CreateGuarded:
 		var le syscall.Errno
