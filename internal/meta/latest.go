@@ -83,15 +83,39 @@ type latestShard struct {
 type freshInode struct {
 	keys map[string]bool
 	busy int
+	// For a directory: the versions of its entries (physical keys) and
+	// how many each name has (made on the first entry); entriesLost once
+	// there were more than maxFreshEntries (names are then read from the
+	// store).
+	dentKeys    map[string]bool
+	dents       map[string]int
+	entriesLost bool
 }
+
+// maxFreshEntries bounds the entries the cache lists per fresh directory.
+const maxFreshEntries = 1 << 14
 
 // freshPrefix reports whether key lies under a hold, xattr or chunk
 // prefix, and whose.
 func freshPrefix(key []byte) (base.Ino, bool) {
-	if len(key) < 9 || key[0] != pHold && key[0] != pXattr && key[0] != pChunk {
+	if len(key) < 9 || key[0] != pHold && key[0] != pXattr && key[0] != pChunk && key[0] != pDentry {
 		return 0, false
 	}
 	return base.Ino(binary.BigEndian.Uint64(key[1:9])), true
+}
+
+// absentEntry reports whether the cache knows that the directory entry
+// logical (a dentry key) has no version at all: its directory is fresh,
+// every entry of it was written by an observed commit, and none by that
+// name.
+func (c *latestCache) absentEntry(logical []byte) bool {
+	if len(logical) < 1+8+1 || logical[0] != pDentry {
+		return false
+	}
+	c.freshMu.Lock()
+	defer c.freshMu.Unlock()
+	f := c.fresh[base.Ino(binary.BigEndian.Uint64(logical[1:9]))]
+	return f != nil && f.busy == 0 && !f.entriesLost && f.dents[string(logical)] == 0
 }
 
 // markFresh records that ino was just allocated, never used.
@@ -159,6 +183,8 @@ func (c *latestCache) freshCommitted(ws []kv.Write, ok bool) {
 			switch {
 			case !ok:
 				delete(c.fresh, ino)
+			case w.Key[0] == pDentry:
+				f.entryWritten(w)
 			case w.Delete:
 				delete(f.keys, string(w.Key))
 			default:
@@ -169,6 +195,30 @@ func (c *latestCache) freshCommitted(ws []kv.Write, ok bool) {
 		if len(w.Key) == 1+8+epochLen && w.Key[0] == pAttr && (w.Delete || len(w.Value) == 1 && w.Value[0] == tagTombstone) {
 			delete(c.fresh, base.Ino(binary.BigEndian.Uint64(w.Key[1:9])))
 		}
+	}
+}
+
+// entryWritten follows a committed write of one version of an entry.
+func (f *freshInode) entryWritten(w kv.Write) {
+	if f.entriesLost || len(w.Key) < 1+8+1+epochLen {
+		return
+	}
+	if f.dents == nil {
+		f.dentKeys, f.dents = map[string]bool{}, map[string]int{}
+	}
+	logical := string(w.Key[:len(w.Key)-epochLen])
+	switch had := f.dentKeys[string(w.Key)]; {
+	case w.Delete && had:
+		delete(f.dentKeys, string(w.Key))
+		if f.dents[logical]--; f.dents[logical] <= 0 {
+			delete(f.dents, logical)
+		}
+	case !w.Delete && !had:
+		f.dentKeys[string(w.Key)] = true
+		f.dents[logical]++
+	}
+	if len(f.dentKeys) > maxFreshEntries {
+		f.dentKeys, f.dents, f.entriesLost = nil, nil, true
 	}
 }
 

@@ -324,3 +324,77 @@ func TestLatestCacheSingleVersions(t *testing.T) {
 	_, err = m.GetAttr(ctx, f)
 	wantErr(t, err, base.ErrNotFound)
 }
+
+// TestLatestCacheFreshDirectories: in a directory this client made, the
+// cache knows which names are absent, and follows creates, renames and
+// unlinks by this client and by another one of the same store.
+func TestLatestCacheFreshDirectories(t *testing.T) {
+	m, store := newTestMetaStore(t, Options{})
+	if m.lc == nil {
+		t.Skip("the test store is not observable")
+	}
+	m2, err := Open(ctx, store, Options{})
+	ok(t, err)
+	defer m2.Close()
+	d := mkdir(t, m, root, base.RootIno, "d")
+	a := create(t, m, root, d, "a")
+	if !m.lc.absentEntry(dentryKey(d, "x")) || m.lc.absentEntry(dentryKey(d, "a")) {
+		t.Fatal("fresh directory: x not known absent, or a known absent")
+	}
+	_, _, _, err = m.LookupDir(ctx, root, d, "x")
+	wantErr(t, err, base.ErrNotFound)
+	ok(t, m.Rename(ctx, root, d, "a", d, "x", 0))
+	if got, _, _, err := m.LookupDir(ctx, root, d, "x"); err != nil || got != a {
+		t.Fatalf("lookup after rename: %d, %v", got, err)
+	}
+	_, _, _, err = m.LookupDir(ctx, root, d, "a")
+	wantErr(t, err, base.ErrNotFound)
+	ok(t, m.Unlink(ctx, root, d, "x"))
+	_, _, _, err = m.LookupDir(ctx, root, d, "x")
+	wantErr(t, err, base.ErrNotFound)
+	y := create(t, m2, root, d, "y") // another client of the store
+	if got, _, _, err := m.LookupDir(ctx, root, d, "y"); err != nil || got != y {
+		t.Fatalf("lookup of the other client's file: %d, %v", got, err)
+	}
+	_, _, err = m.Create(ctx, root, d, "y", 0o644, 0)
+	wantErr(t, err, base.ErrExist)
+}
+
+// TestLatestCacheFreshDirectoryRaces: on the embedded engine, two
+// goroutines create the same names in a fresh directory, both told by the
+// cache that the name is absent; each name is made exactly once (the
+// absence is noted as read, and so is the directory's attribute, which
+// both creates change).
+func TestLatestCacheFreshDirectoryRaces(t *testing.T) {
+	store, err := pebble.Open(t.TempDir(), pebble.Options{})
+	ok(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	ok(t, Format(ctx, store, Settings{Name: "race"}, false))
+	m, err := Open(ctx, store, Options{})
+	ok(t, err)
+	checkOnCleanup(t, m)
+	d := mkdir(t, m, root, base.RootIno, "d")
+	const n = 300
+	var made atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				_, _, err := m.Create(ctx, root, d, fmt.Sprintf("f%d", i), 0o644, 0)
+				switch {
+				case err == nil:
+					made.Add(1)
+				case !errors.Is(err, base.ErrExist):
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if made.Load() != n {
+		t.Fatalf("%d creates succeeded for %d names", made.Load(), n)
+	}
+}

@@ -31,6 +31,9 @@ func vget(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, e
 		if p, _, ok := lc.get(logical); ok {
 			return p, true, nil
 		}
+		if lc.absentEntry(logical) {
+			return nil, false, nil
+		}
 		payload, at, ok, err := vgetStore(r, logical, epoch)
 		if err == nil && ok && gens != nil {
 			lc.fill(logical, payload, at, gens)
@@ -352,6 +355,37 @@ func (t *wtx) singleVersions() bool {
 	return true
 }
 
+// cachedLogicals takes the records the latest-version cache holds, or
+// knows absent (an entry of a fresh directory), as prefetched (noting them
+// as read) and returns the others.
+func (t *wtx) cachedLogicals(logicals [][]byte) [][]byte {
+	if t.lc == nil || t.wrote || len(logicals) == 0 {
+		return logicals
+	}
+	rn, ok := t.Txn.(kv.ReadNoter)
+	if !ok {
+		return logicals
+	}
+	var rest [][]byte
+	for _, l := range logicals {
+		var p kv.Pair
+		if !latestCacheable(l) {
+			rest = append(rest, l)
+			continue
+		}
+		if v, epoch, ok := t.lc.get(l); ok {
+			p = kv.Pair{Key: versionKey(l, epoch), Value: append([]byte{tagLive}, v...)}
+		} else if !t.lc.absentEntry(l) {
+			rest = append(rest, l)
+			continue
+		}
+		r := newestRange(l)
+		rn.NoteFirst(r.Start, r.End, p)
+		t.keepVersion(l, p)
+	}
+	return rest
+}
+
 // cachedPlains takes the plain keys the latest-version cache holds as
 // prefetched (noting them as read) and returns the others.
 func (t *wtx) cachedPlains(plains [][]byte) [][]byte {
@@ -465,6 +499,7 @@ func (t *wtx) prefetch(logicals, plains [][]byte) error {
 // prefetchWith is prefetch that also reads the ranges extra in the same
 // round trip and returns their first pairs.
 func (t *wtx) prefetchWith(logicals, plains [][]byte, extra []kv.Range) ([]kv.Pair, error) {
+	logicals = t.cachedLogicals(logicals)
 	plains = t.cachedPlains(plains)
 	ranges := make([]kv.Range, 0, len(logicals)+len(plains)+len(extra))
 	for _, l := range logicals {
