@@ -47,24 +47,9 @@ func TestReorderedWritesMakeFullBlocks(t *testing.T) {
 	if got := readFile(t, s, c, 0, len(want)); firstDiff(got, want) >= 0 {
 		t.Fatalf("content differs at %d", firstDiff(got, want))
 	}
-	var keys []string
-	err := obj.List(ctx, "chunks/", func(i object.Info) bool {
-		keys = append(keys, i.Key)
-		return true
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	short := 0
-	for _, k := range keys {
-		if _, _, n, err := ParseBlockKey(k); err != nil {
-			t.Fatal(err)
-		} else if n != testBS {
-			short++
-		}
-	}
-	if len(keys) != len(want)/testBS || short != 0 {
-		t.Errorf("%d blocks, %d of them short; want %d full blocks", len(keys), short, len(want)/testBS)
+	sizes := blockSizes(t, obj)
+	if short := shortBlocks(sizes); len(sizes) != len(want)/testBS || short != 0 {
+		t.Errorf("%d blocks, %d of them short; want %d full blocks", len(sizes), short, len(want)/testBS)
 	}
 	if n := len(c.chunk(0)); n != 1 {
 		t.Errorf("%d slices committed; want 1", n)
@@ -103,8 +88,17 @@ func TestLateWritesBeforeAFullBlock(t *testing.T) {
 	if got := readFile(t, s, c, 0, len(want)); firstDiff(got, want) >= 0 {
 		t.Fatalf("content differs at %d", firstDiff(got, want))
 	}
+	sizes := blockSizes(t, obj)
+	if len(sizes) != 8 || shortBlocks(sizes) != 0 {
+		t.Errorf("block sizes %v: want 8 full blocks", sizes)
+	}
+}
+
+// blockSizes lists the lengths of the block objects in obj.
+func blockSizes(t *testing.T, obj object.Store) []int {
+	t.Helper()
 	var sizes []int
-	err := obj.List(ctx, "chunks/", func(i object.Info) bool {
+	err := obj.List(context.Background(), "chunks/", func(i object.Info) bool {
 		_, _, n, err := ParseBlockKey(i.Key)
 		if err != nil {
 			t.Fatal(err)
@@ -115,13 +109,16 @@ func TestLateWritesBeforeAFullBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sizes
+}
+
+// shortBlocks counts the sizes below a full test block.
+func shortBlocks(sizes []int) int {
 	short := 0
 	for _, n := range sizes {
 		if n != testBS {
 			short++
 		}
 	}
-	if len(sizes) != 8 || short != 0 {
-		t.Errorf("block sizes %v: want 8 full blocks", sizes)
-	}
+	return short
 }

@@ -403,6 +403,12 @@ func (c *latestCache) Committing(ws []kv.Write) {
 		}
 	}
 	c.plainMu.Unlock()
+	c.touch(ws, true)
+}
+
+// touch moves the generation of the shard of every cached record ws
+// writes, dropping the record too if drop.
+func (c *latestCache) touch(ws []kv.Write, drop bool) {
 	for _, w := range ws {
 		if len(w.Key) < 1+epochLen || !latestCacheable(w.Key) {
 			continue
@@ -410,7 +416,9 @@ func (c *latestCache) Committing(ws []kv.Write) {
 		logical := w.Key[:len(w.Key)-epochLen]
 		sh := c.shard(logical)
 		sh.mu.Lock()
-		delete(sh.m, string(logical))
+		if drop {
+			delete(sh.m, string(logical))
+		}
 		sh.gen.Add(1)
 		sh.mu.Unlock()
 	}
@@ -419,16 +427,7 @@ func (c *latestCache) Committing(ws []kv.Write) {
 // Committed implements kv.CommitObserver.
 func (c *latestCache) Committed(ws []kv.Write, ok bool) {
 	c.freshCommitted(ws, ok)
-	for _, w := range ws {
-		if len(w.Key) < 1+epochLen || !latestCacheable(w.Key) {
-			continue
-		}
-		logical := w.Key[:len(w.Key)-epochLen]
-		sh := c.shard(logical)
-		sh.mu.Lock()
-		sh.gen.Add(1)
-		sh.mu.Unlock()
-	}
+	c.touch(ws, false)
 	c.plainMu.Lock()
 	for _, w := range ws {
 		if len(w.Key) > 0 && w.Key[0] == pSnapJob {

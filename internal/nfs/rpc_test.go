@@ -162,18 +162,8 @@ func TestBrokenStreams(t *testing.T) {
 // replies is bounded and does not wedge other connections.
 func TestInFlightBound(t *testing.T) {
 	e := newEnv(t)
-	conn, err := net.Dial("tcp", e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := flood(t, e.addr, 200000)
 	defer conn.Close()
-	rec := callRecord(1, 2, proto.ProgNFS, 3, 0, proto.AuthSys, nil)
-	conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
-	for i := 0; i < 200000; i++ {
-		if _, err := conn.Write(rec); err != nil {
-			break // the gateway stopped reading: back-pressure
-		}
-	}
 	c, err := nfsclient.Dial(e.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -182,4 +172,23 @@ func TestInFlightBound(t *testing.T) {
 	if _, err := c.Mount("/"); err != nil {
 		t.Fatalf("another client while one floods: %v", err)
 	}
+}
+
+// flood connects to addr and sends up to n NULL calls without reading a
+// reply, for at most 2 s (the gateway stops reading once its replies are
+// stuck: back-pressure). The caller closes the connection.
+func flood(t *testing.T, addr string, n int) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := callRecord(1, 2, proto.ProgNFS, 3, 0, proto.AuthSys, nil)
+	conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	for range n {
+		if _, err := conn.Write(rec); err != nil {
+			break
+		}
+	}
+	return conn
 }
