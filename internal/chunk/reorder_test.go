@@ -16,11 +16,7 @@ import (
 // instead of 64).
 func TestReorderedWritesMakeFullBlocks(t *testing.T) {
 	ctx := context.Background()
-	obj := memStore()
-	s := newTestStore(t, obj, newMapCache(), Options{BlockSize: testBS, BufferLimit: 64 << 20, MaxChunkSlices: 1 << 20})
-	c := newCommitter()
-	w := s.NewWriter(c)
-	defer w.Close()
+	obj, s, c, w := newReorderWriter(t)
 	const piece, pieces = 16 << 10, 256 // 4 MiB: 32 blocks of 128 KiB
 	r := rand.New(rand.NewPCG(3, 4))
 	order := make([]int, pieces)
@@ -62,11 +58,7 @@ func TestReorderedWritesMakeFullBlocks(t *testing.T) {
 // being uploaded with boundaries of their own.
 func TestLateWritesBeforeAFullBlock(t *testing.T) {
 	ctx := context.Background()
-	obj := memStore()
-	s := newTestStore(t, obj, newMapCache(), Options{BlockSize: testBS, BufferLimit: 64 << 20, MaxChunkSlices: 1 << 20})
-	c := newCommitter()
-	w := s.NewWriter(c)
-	defer w.Close()
+	obj, s, c, w := newReorderWriter(t)
 	want := make([]byte, 8*testBS)
 	for i := range want {
 		want[i] = byte(i/1000) | 1
@@ -121,4 +113,16 @@ func shortBlocks(sizes []int) int {
 		}
 	}
 	return short
+}
+
+// newReorderWriter is a Writer over an in-memory store with room for a
+// whole test file and no auto-flush, so that only the write order decides
+// the blocks.
+func newReorderWriter(t *testing.T) (*testStore, *Store, *memCommitter, *Writer) {
+	obj := memStore()
+	s := newTestStore(t, obj, newMapCache(), Options{BlockSize: testBS, BufferLimit: 64 << 20, MaxChunkSlices: 1 << 20})
+	c := newCommitter()
+	w := s.NewWriter(c)
+	t.Cleanup(w.Close)
+	return obj, s, c, w
 }

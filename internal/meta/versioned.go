@@ -432,13 +432,13 @@ func (t *wtx) prefetchUnlinkCached(parent base.Ino, dk []byte) (done bool, err e
 	if err != nil {
 		return false, nil
 	}
-	if t.cachedVersions(attrKey(parent), dk, attrKey(ino)) == nil {
-		return false, nil
+	if len(t.cachedLogicals([][]byte{attrKey(parent), dk, attrKey(ino)})) != 0 {
+		return false, nil // the caller's reads replace what was kept
 	}
 	if t.empty == nil {
 		t.empty = make(map[string]bool)
 	}
-	rn := t.Txn.(kv.ReadNoter) // cachedVersions checked
+	rn := t.Txn.(kv.ReadNoter) // cachedLogicals checked
 	var read [][]byte
 	var extra []kv.Range
 	for _, pr := range [][]byte{holdPrefix(ino), xattrPrefix(ino), chunkPrefix(ino)} {
@@ -551,35 +551,6 @@ func (t *wtx) Delete(key []byte) {
 	t.forget(key)
 	t.wrote = true
 	t.Txn.Delete(key)
-}
-
-// cachedVersions looks logicals up in the latest-version cache for a
-// prefetch: if every one is there, it keeps them as prefetched, makes the
-// commit depend on them as if read, and returns their payloads; else nil.
-func (t *wtx) cachedVersions(logicals ...[]byte) [][]byte {
-	if t.lc == nil || t.wrote {
-		return nil
-	}
-	rn, ok := t.Txn.(kv.ReadNoter)
-	if !ok {
-		return nil
-	}
-	payloads := make([][]byte, len(logicals))
-	pairs := make([]kv.Pair, len(logicals))
-	for i, l := range logicals {
-		p, epoch, ok := t.lc.get(l)
-		if !ok {
-			return nil
-		}
-		payloads[i] = p
-		pairs[i] = kv.Pair{Key: versionKey(l, epoch), Value: append([]byte{tagLive}, p...)}
-	}
-	for i, l := range logicals {
-		r := newestRange(l)
-		rn.NoteFirst(r.Start, r.End, pairs[i])
-		t.keepVersion(l, pairs[i])
-	}
-	return payloads
 }
 
 func (t *wtx) forget(key []byte) {
