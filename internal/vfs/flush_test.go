@@ -208,7 +208,10 @@ func TestSetMtimeAfterWrites(t *testing.T) {
 	if m := getMtime(); m != 5 {
 		t.Fatalf("the commit of a write made before the time was set changed it to %d", m)
 	}
-	e.scattered(t, fh, 40, 'a') // a background flush commits them
+	// 33 slices: the last write passes MaxChunkSlices (32) and starts a
+	// background flush that commits them all (more writes after it would
+	// stay buffered until an idle flush, an hour away here).
+	e.scattered(t, fh, 33, 'a')
 	for e.v.files[ino].w.Pending() {
 		time.Sleep(time.Millisecond)
 	}
