@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -415,7 +416,9 @@ func (d *Disk) write(key string, data []byte) error {
 		d.ioErrors.Add(1)
 		return err
 	}
-	_, err = f.Write(append(append(hdr[:], key...), data...))
+	// Header and key, then the data in place: no copy of the block.
+	head := append(hdr[:], key...)
+	_, err = (&net.Buffers{head, data}).WriteTo(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cairnfs/cairn/internal/object"
@@ -44,6 +45,13 @@ type Store struct {
 	dir  string   // absolute, cleaned
 	root *os.File // dir itself, kept open for syncfs
 	sync group
+	// changes counts the Puts and Deletes done (counted once done), and
+	// synced the count read by the last round of Sync whose syncfs
+	// succeeded: when they are equal nothing changed since, and Sync
+	// skips the syncfs, which would flush everything else written to the
+	// file system too (the disk cache, when it shares it).
+	changes, synced atomic.Uint64
+	syncFS          func(*os.File) error // syncfs; tests count the calls
 }
 
 // Open opens (creating it if needed) the directory store at dir. It fails if
@@ -75,7 +83,7 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("object/local: open store directory: %w", err)
 	}
-	s := &Store{dir: abs, root: root}
+	s := &Store{dir: abs, root: root, syncFS: syncfs}
 	s.sync.fn = s.syncfs
 	return s, nil
 }
@@ -137,6 +145,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	if err == nil {
 		err = os.Rename(tmp, target)
 	}
+	s.changes.Add(1) // even a failed Put may have written (and left) something
 	if err != nil {
 		os.Remove(tmp)
 		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
@@ -232,6 +241,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	p := s.path(key)
+	defer s.changes.Add(1)
 	// unlink(2), not os.Remove: that would also remove an empty directory.
 	if err := syscall.Unlink(p); err != nil {
 		if notFound(err) || errors.Is(err, syscall.EPERM) && isDir(p) {

@@ -3,6 +3,7 @@ package local_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -213,4 +214,53 @@ func TestSyncGroup(t *testing.T) {
 	if err := s.Sync(ctx); err != nil {
 		t.Errorf("Sync after a cancelled Sync: %v", err)
 	}
+}
+
+// TestSyncOnlyAfterChanges checks that Sync calls syncfs only when a Put
+// or Delete finished since the last successful one: an idle client's
+// periodic Sync must not flush the rest of the file system every second.
+func TestSyncOnlyAfterChanges(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := t.Context()
+	var calls int
+	var fail error
+	local.SetSyncFS(s, func(f *os.File) error {
+		calls++
+		if fail != nil {
+			return fail
+		}
+		return local.Syncfs(f)
+	})
+	check := func(want int) {
+		t.Helper()
+		if err := s.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if calls != want {
+			t.Fatalf("syncfs calls = %d, want %d", calls, want)
+		}
+	}
+	check(0) // nothing written yet
+	if err := s.Put(ctx, "a/b", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	check(1)
+	check(1)
+	if err := s.Delete(ctx, "a/b"); err != nil {
+		t.Fatal(err)
+	}
+	check(2)
+	check(2)
+
+	// A failed syncfs leaves the changes unsynced: the next Sync retries.
+	if err := s.Put(ctx, "c", []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	fail = errors.New("injected")
+	if err := s.Sync(ctx); !errors.Is(err, fail) {
+		t.Fatalf("Sync = %v, want the injected error", err)
+	}
+	fail = nil
+	check(4)
+	check(4)
 }
