@@ -413,6 +413,10 @@ func (w *Writer) fits(ws *wslice, pos uint32) bool {
 	return rel <= ws.length && rel >= ws.length/bs*bs
 }
 
+// streamWrite is the size from which a write at the start of a block is
+// taken for part of a stream: copyIn gives its block a full buffer.
+const streamWrite = 128 << 10
+
 // copyIn copies p to offset rel of ws and returns how much ws grew.
 func (w *Writer) copyIn(ws *wslice, rel int, p []byte) int {
 	bs := w.s.opts.BlockSize
@@ -427,7 +431,11 @@ func (w *Writer) copyIn(ws *wslice, rel int, p []byte) int {
 		if need := boff + n; need > len(b.buf) {
 			if need > cap(b.buf) {
 				c := max(need, 2*cap(b.buf), 16<<10)
-				if c >= bs {
+				// A stream (a block after the first, or a large
+				// write) gets the whole block at once: growing it by
+				// doubling would allocate, zero and copy it about
+				// twice over.
+				if c >= bs || boff == 0 && (idx > 0 || n >= streamWrite) {
 					c = EncodedLen(bs) // room to encode in place
 				}
 				nb := make([]byte, len(b.buf), c)
