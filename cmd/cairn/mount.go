@@ -172,6 +172,9 @@ answers like a remote object store (bench/cache-study.sh uses it).`,
 			}
 			mo.Volume.CacheDirs, mo.Volume.CacheSize = cacheDirs, int64(cs)
 			mo.Volume.CacheFreeRatio, mo.Volume.CacheWrites = cacheFreeRatio, cacheWrites
+			// Lookups answered from a directory listing are no older than
+			// the kernel could have kept them itself.
+			mo.Volume.ListingTTL = min(attrTimeout, entryTimeout)
 			mo.NFS.Export = ex
 			mo.Fuse.AllowOther = allowOther
 			mo.Fuse.AttrTimeout = attrTimeout

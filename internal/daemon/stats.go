@@ -38,10 +38,11 @@ type Stats struct {
 	Disk   *TierStats                   `json:"disk,omitempty"` // nil without a disk cache
 	Object map[string]counted.KindStats `json:"object"`         // by request kind
 	Chunk  ChunkStats                   `json:"chunk"`
-	Meta   kvcounted.Stats              `json:"meta"`                 // metadata engine transactions
-	OCC    *pebble.OCCStats             `json:"meta_occ,omitempty"`   // how the embedded engine ran updates
-	Latest *meta.LatestCacheStats       `json:"meta_cache,omitempty"` // attributes and entries kept in memory (embedded engine)
-	NFS    []NFSProcStats               `json:"nfs,omitempty"`        // procedures called, if an NFS gateway runs
+	Meta   kvcounted.Stats              `json:"meta"`                    // metadata engine transactions
+	OCC    *pebble.OCCStats             `json:"meta_occ,omitempty"`      // how the embedded engine ran updates
+	Latest *meta.LatestCacheStats       `json:"meta_cache,omitempty"`    // attributes and entries kept in memory (embedded engine)
+	Listed *meta.ListingStats           `json:"meta_listings,omitempty"` // lookups answered from directory listings (shared engines)
+	NFS    []NFSProcStats               `json:"nfs,omitempty"`           // procedures called, if an NFS gateway runs
 }
 
 // TierStats are the counters of one cache tier. Hits and misses count
@@ -109,6 +110,9 @@ func (v *Volume) Stats() Stats {
 	if v.Meta != nil {
 		if lc := v.Meta.LatestCacheStats(); lc.Enabled {
 			st.Latest = &lc
+		}
+		if ls, ok := v.Meta.ListingStats(); ok {
+			st.Listed = &ls
 		}
 	}
 	if v.disk != nil {
@@ -184,6 +188,11 @@ func WritePrometheus(w io.Writer, s Stats) error {
 		p.Counter("cairn_meta_cache_reads_total", "Reads of attributes and directory entries by whether the in-memory cache of the embedded engine had them.", float64(s.Latest.Hits), "result", "hit")
 		p.Counter("cairn_meta_cache_reads_total", "", float64(s.Latest.Misses), "result", "miss")
 		p.Gauge("cairn_meta_cache_entries", "Attributes and directory entries in the in-memory cache.", float64(s.Latest.Entries))
+	}
+	if s.Listed != nil {
+		p.Counter("cairn_meta_listing_hits_total", "Lookups answered from a recent directory listing (shared engines).", float64(s.Listed.Hits))
+		p.Counter("cairn_meta_listing_loads_total", "Directories listed for the listing cache.", float64(s.Listed.Loads))
+		p.Counter("cairn_meta_listing_discarded_total", "Listings dropped because this client changed them while they were read.", float64(s.Listed.Discarded))
 	}
 	for _, c := range s.NFS {
 		p.Counter("cairn_nfs_calls_total", "Calls served by the NFS gateway, by program and procedure (those called at least once).", float64(c.Latency.Count), "prog", c.Prog, "proc", c.Proc)

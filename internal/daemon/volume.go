@@ -275,6 +275,11 @@ type VolumeOptions struct {
 	CacheFreeRatio float64
 	// CacheWrites also puts uploaded blocks into the disk cache.
 	CacheWrites bool
+	// ListingTTL turns on meta's listing cache on shared volumes: lookups
+	// walking a directory are answered from a listing at most this old.
+	// Mount sets it to the shorter of the kernel's attribute and entry
+	// timeouts. 0: off.
+	ListingTTL time.Duration
 	// ObjectLatency, when positive, delays every request to the data
 	// store (get, range get, put, head, delete, list; not sync) by this
 	// much before it is sent, so that a local store answers like a remote
@@ -374,7 +379,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	// its commit: creating files through FUSE took two updates per file,
 	// one of them the release. An unlinked file that was open is destroyed
 	// up to 20 ms after its last close.
-	mo := meta.Options{Logger: o.Logger, ReadOnly: o.ReadOnly, HoldReleaseDelay: 20 * time.Millisecond}
+	mo := meta.Options{Logger: o.Logger, ReadOnly: o.ReadOnly, HoldReleaseDelay: 20 * time.Millisecond, ListingTTL: o.ListingTTL}
 	v.Meta, err = meta.Open(ctx, store, mo)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -36,6 +37,11 @@ type Options struct {
 	// directory entries kept on stores no other process writes (see
 	// latest.go): 0 means DefaultLatestCacheEntries, negative turns it off.
 	LatestCacheEntries int
+	// ListingTTL, if positive, turns the listing cache on for stores
+	// other processes write (no latest-version cache): lookups walking a
+	// directory are answered from a listing at most this old (listing.go).
+	// Set it no longer than the front end's attribute and entry timeouts.
+	ListingTTL time.Duration
 }
 
 // Validate checks the options (after defaults are applied).
@@ -110,7 +116,9 @@ type Meta struct {
 	deletes chan struct{}
 	now     func() int64
 
-	lc         *latestCache // nil: off
+	lc         *latestCache  // nil: off
+	listings   *listingCache // nil: off
+	lastEpoch  atomic.Uint64 // the live epoch the last update read
 	stopLatest func()
 }
 
@@ -141,6 +149,9 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 	}
 	if err := m.openLatestCache(ctx); err != nil {
 		return nil, err
+	}
+	if m.lc == nil && opts.ListingTTL > 0 {
+		m.listings = newListingCache(opts.ListingTTL)
 	}
 	if !opts.ReadOnly {
 		if err := m.releaseDeadSessions(ctx); err != nil {
@@ -204,12 +215,22 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 		return kv.ErrClosed
 	}
 	queued := false
+	var touched *touchLog
+	if m.listings != nil {
+		touched = &touchLog{}
+	}
 	err := m.store.Update(ctx, func(tx kv.Txn) error {
-		t := &wtx{Txn: tx, shard: byte(rand.IntN(usageShards)), lc: m.lc}
+		t := &wtx{Txn: tx, shard: byte(rand.IntN(usageShards)), lc: m.lc, touched: touched,
+			epochSeen: &m.lastEpoch, epochGuess: m.lastEpoch.Load()}
 		err := fn(t)
 		queued = t.deletesQueued
 		return err
 	})
+	if touched != nil {
+		// Whatever the outcome (it may be unknown): an attempt may have
+		// committed.
+		m.listings.touched(touched.inos, touched.dirs)
+	}
 	if err == nil && queued {
 		m.signalDeletes()
 	}

@@ -21,6 +21,11 @@ func (m *Meta) Lookup(ctx context.Context, c *Caller, parent base.Ino, name stri
 // LookupDir is Lookup, and also returns the attributes of parent, read in
 // the same view (an NFS LOOKUP reply carries both).
 func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name string) (base.Ino, base.Attr, base.Attr, error) {
+	if m.listings != nil && name != "." && name != ".." {
+		if ino, a, p, ok := m.listings.lookup(c, parent, name); ok {
+			return ino, a, p, nil
+		}
+	}
 	var ino base.Ino
 	var a, p base.Attr
 	err := m.looseView(ctx, func(rd kv.Reader) error {
@@ -42,6 +47,9 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 	})
 	if err != nil {
 		return 0, base.Attr{}, base.Attr{}, err
+	}
+	if m.listings != nil && name != "." && name != ".." && m.listings.found(parent) {
+		go m.listings.load(context.WithoutCancel(ctx), m, parent)
 	}
 	return ino, a, p, nil
 }
@@ -476,15 +484,66 @@ func readdirAt(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, pl
 		return nil, fmt.Errorf("readdir %d: %w", dir, ferr)
 	}
 	if plus {
-		for i := range out {
-			a, err := getAttrAt(r, out[i].Ino, epoch)
-			if err != nil {
-				return nil, fmt.Errorf("readdir %d, entry %q: %w", dir, out[i].Name, err)
-			}
-			out[i].Attr = &a
+		if err := entryAttrs(r, out, epoch); err != nil {
+			return nil, fmt.Errorf("readdir %d: %w", dir, err)
 		}
 	}
 	return out, nil
+}
+
+// attrBatch is how many attributes entryAttrs reads with one kv.Firsts
+// (one statement on a server).
+const attrBatch = 256
+
+// entryAttrs fills the Attr of each entry as of epoch. The newest
+// attributes are read attrBatch at a time with kv.Firsts: on a server one
+// round trip per batch instead of one per entry.
+func entryAttrs(r kv.Reader, ents []base.Entry, epoch uint64) error {
+	for start := 0; start < len(ents); start += attrBatch {
+		batch := ents[start:min(start+attrBatch, len(ents))]
+		var ps []kv.Pair
+		if epoch == latestEpoch {
+			ranges := make([]kv.Range, len(batch))
+			for i, e := range batch {
+				ranges[i] = newestRange(attrKey(e.Ino))
+			}
+			var err error
+			if ps, err = kv.Firsts(r, ranges); err != nil {
+				return err
+			}
+		}
+		for i := range batch {
+			var a base.Attr
+			var err error
+			if ps != nil && len(ps[i].Key) == len(attrKey(0))+epochLen {
+				a, err = decodeAttrVersion(batch[i].Ino, ps[i].Value)
+			} else {
+				a, err = getAttrAt(r, batch[i].Ino, epoch)
+			}
+			if err != nil {
+				return fmt.Errorf("entry %q: %w", batch[i].Name, err)
+			}
+			batch[i].Attr = &a
+		}
+	}
+	return nil
+}
+
+// decodeAttrVersion decodes val, a version of ino's attribute record, as
+// getAttrAt does.
+func decodeAttrVersion(ino base.Ino, val []byte) (base.Attr, error) {
+	v, ok, err := decodeVersion(attrKey(ino), val)
+	if err != nil {
+		return base.Attr{}, err
+	}
+	if !ok {
+		return base.Attr{}, fmt.Errorf("inode %d: %w", ino, base.ErrNotFound)
+	}
+	a, err := decodeAttr(v)
+	if err != nil {
+		return base.Attr{}, fmt.Errorf("inode %d: %w", ino, err)
+	}
+	return a, nil
 }
 
 // Readlink returns the target of symlink ino (ErrInvalid if not a symlink).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -20,6 +21,12 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func pgClients(t *testing.T, n int) []*Meta {
+	t.Helper()
+	return pgClientsWith(t, n, Options{})
+}
+
+// pgClientsWith is pgClients with opts for every client.
+func pgClientsWith(t *testing.T, n int, opts Options) []*Meta {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
 	open := func() kv.Store {
@@ -38,7 +45,7 @@ func pgClients(t *testing.T, n int) []*Meta {
 		if i > 0 {
 			s = open()
 		}
-		m, err := Open(ctx, s, Options{})
+		m, err := Open(ctx, s, opts)
 		ok(t, err)
 		must[uint64](t)(m.NewSession(ctx, SessionInfo{Host: fmt.Sprint("c", i)}))
 		out = append(out, m)
@@ -244,5 +251,97 @@ func TestSharedUnlinkFollows(t *testing.T) {
 	ok(t, b.CloseFile(ctx, h))
 	if _, err := a.GetAttr(ctx, h); !errors.Is(err, base.ErrNotFound) {
 		t.Fatalf("held file after its last close: %v", err)
+	}
+}
+
+// TestSharedUnlinkAcrossSnapshots removes files on PostgreSQL, where an
+// unlink reads the versions older than the live epoch in its first round
+// trip for the epoch the client last saw: right after a snapshot of its
+// own, and after one by another client (its guess is then stale and the
+// unlink looks again). Each snapshot keeps what it saw; Check (at
+// cleanup) finds no version left that nothing sees.
+func TestSharedUnlinkAcrossSnapshots(t *testing.T) {
+	ms := pgClients(t, 2)
+	a, b := ms[0], ms[1]
+	var snaps []Snapshot
+	var gone []string
+	for round, snapper := range []*Meta{a, b, a} {
+		names := []string{fmt.Sprint("old", round), fmt.Sprint("new", round)}
+		create(t, a, root, base.RootIno, names[0])
+		snaps = append(snaps, must[Snapshot](t)(snapper.CreateSnapshot(ctx, fmt.Sprint("s", round))))
+		create(t, a, root, base.RootIno, names[1])
+		for _, n := range names {
+			ok(t, a.Unlink(ctx, root, base.RootIno, n))
+			gone = append(gone, n)
+		}
+		for _, n := range gone {
+			_, _, err := a.Lookup(ctx, root, base.RootIno, n)
+			wantErr(t, err, base.ErrNotFound)
+		}
+		// Snapshot i has only the old file of round i (the earlier ones
+		// were removed before it), none of the new ones.
+		for i, s := range snaps {
+			for r := range round + 1 {
+				_, _, err := a.View(s).Lookup(ctx, root, base.RootIno, fmt.Sprint("old", r))
+				if r == i {
+					ok(t, err)
+				} else {
+					wantErr(t, err, base.ErrNotFound)
+				}
+				_, _, err = a.View(s).Lookup(ctx, root, base.RootIno, fmt.Sprint("new", r))
+				wantErr(t, err, base.ErrNotFound)
+			}
+		}
+	}
+	for i := range snaps {
+		ok(t, b.DeleteSnapshot(ctx, fmt.Sprint("s", i), nil))
+	}
+}
+
+// scanCounter is a store whose update transactions count their Scans
+// (each a statement on a server) and pass kv.FirstReader on.
+type scanCounter struct {
+	kv.Store
+	scans atomic.Int64
+}
+
+type scanCountTxn struct {
+	kv.Txn
+	c *scanCounter
+}
+
+func (s *scanCounter) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
+	return s.Store.Update(ctx, func(tx kv.Txn) error { return fn(scanCountTxn{tx, s}) })
+}
+
+func (t scanCountTxn) Scan(start, end []byte, reverse bool, fn func(k, v []byte) bool) error {
+	t.c.scans.Add(1)
+	return t.Txn.Scan(start, end, reverse, fn)
+}
+
+func (t scanCountTxn) Firsts(ranges []kv.Range) ([]kv.Pair, error) { return kv.Firsts(t.Txn, ranges) }
+
+// TestSharedUnlinkReadsAhead checks that an unlink on PostgreSQL, once
+// the client knows the live epoch, reads everything in its first round
+// trip (no Scan after it): the versions older than the live epoch too.
+func TestSharedUnlinkReadsAhead(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	s, err := postgres.Open(ctx, url, postgres.Options{})
+	ok(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ok(t, Format(ctx, s, Settings{Name: "pg"}, false))
+	sc := &scanCounter{Store: s}
+	m, err := Open(ctx, sc, Options{})
+	ok(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	for i := range 5 {
+		create(t, m, root, base.RootIno, fmt.Sprint("f", i))
+	}
+	for i := range 5 {
+		before := sc.scans.Load()
+		ok(t, m.Unlink(ctx, root, base.RootIno, fmt.Sprint("f", i)))
+		if n := sc.scans.Load() - before; n != 0 {
+			t.Fatalf("unlink %d: %d scans after the first round trip", i, n)
+		}
 	}
 }

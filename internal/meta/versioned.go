@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
@@ -193,6 +194,38 @@ type wtx struct {
 	// checks reads at commit and takes cached ones (kv.ReadNoter).
 	lc    *latestCache
 	wrote bool
+	// touched, if set, collects the records this update writes, for the
+	// listing cache.
+	touched *touchLog
+	// epochSeen keeps the live epoch each update reads; epochGuess is the
+	// one the last update read, for prefetches that need it before this
+	// update has read it (0: none).
+	epochSeen  *atomic.Uint64
+	epochGuess uint64
+	// older holds what prefetchUnlink read of versions older than the
+	// live epoch it guessed (newestBelow).
+	older map[string]olderVersion
+}
+
+// olderVersion is the first pair of [versionKey(logical, bound),
+// PrefixEnd(logical)), read ahead: the newest version of logical at or
+// before epoch bound, if its key is one.
+type olderVersion struct {
+	bound      uint64
+	key, value []byte
+}
+
+// newestBelow is newest(t, logical, epoch), from what prefetchUnlink read
+// when it guessed that epoch.
+func (t *wtx) newestBelow(logical []byte, epoch uint64) (version, bool, error) {
+	if o, ok := t.older[string(logical)]; ok && o.bound == epoch {
+		if o.key == nil || len(o.key) != len(logical)+epochLen {
+			return version{}, false, nil
+		}
+		_, e, _ := splitVersion(o.key)
+		return version{e, o.value}, true, nil
+	}
+	return newest(t, logical, epoch)
 }
 
 // newestRange is the key range whose first pair is the newest version of
@@ -300,13 +333,27 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 		r.Follow = entryFollow(prefix, start, end)
 		return r
 	}
+	anyEpoch := bytes.Repeat([]byte{0xff}, epochLen+1)
 	extra := []kv.Range{
-		fol(pAttr, u64(nil, ^latestEpoch), bytes.Repeat([]byte{0xff}, epochLen+1)),
+		fol(pAttr, u64(nil, ^latestEpoch), anyEpoch),
 		fol(pHold, nil, under), fol(pXattr, nil, under), fol(pChunk, nil, under),
+	}
+	// Removing the entry and the inode looks for their versions older than
+	// the live epoch (vdel: a snapshot may retain one). The epoch is read
+	// in this same round trip, so the last one this client saw stands in:
+	// if it is still live, those reads are done here too.
+	below := t.epochGuess - 1
+	if t.epochGuess > 0 {
+		extra = append(extra,
+			kv.Range{Start: versionKey(dk, below), End: kv.PrefixEnd(dk)},
+			fol(pAttr, u64(nil, ^below), anyEpoch))
 	}
 	ps, err := t.prefetchWith([][]byte{attrKey(parent), dk}, t.opPlains(), extra)
 	if err != nil {
 		return err
+	}
+	if t.epochGuess > 0 {
+		t.keepOlder(dk, below, ps[4])
 	}
 	e := ps[0]
 	if e.Key == nil || len(e.Key) != len(dk)+epochLen || len(e.Value) != 1+dentryLen || e.Value[0] != tagLive {
@@ -316,12 +363,18 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 	if err != nil {
 		return nil
 	}
-	for _, p := range ps {
+	for _, p := range ps[:4] {
 		if p.Followed == nil {
 			return nil
 		}
 	}
+	if t.epochGuess > 0 && ps[5].Followed == nil {
+		return nil
+	}
 	t.keepVersion(attrKey(ino), *ps[0].Followed)
+	if t.epochGuess > 0 {
+		t.keepOlder(attrKey(ino), below, *ps[5].Followed)
+	}
 	if t.empty == nil {
 		t.empty = make(map[string]bool)
 	}
@@ -335,6 +388,15 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 	}
 	t.fetched[ino] = true
 	return nil
+}
+
+// keepOlder records p as the first pair at or below epoch bound of
+// logical's versions (newestBelow).
+func (t *wtx) keepOlder(logical []byte, bound uint64, p kv.Pair) {
+	if t.older == nil {
+		t.older = make(map[string]olderVersion)
+	}
+	t.older[string(logical)] = olderVersion{bound: bound, key: p.Key, value: p.Value}
 }
 
 // singleVersions reports, from the latest-version cache, that no record
@@ -624,6 +686,9 @@ func (t *wtx) loadEpochs() error {
 		return fmt.Errorf("snapshot epochs record: %w", err)
 	}
 	t.epoch, t.frozen, t.loaded = e, fr, true
+	if t.epochSeen != nil {
+		t.epochSeen.Store(e)
+	}
 	return nil
 }
 
@@ -848,6 +913,9 @@ func (t *wtx) vset(logical, payload []byte) error {
 		tp = topVersion{epoch: v.epoch, exists: ok}
 	}
 	t.fence()
+	if t.touched != nil {
+		t.touched.note(logical)
+	}
 	if !tp.exists || tp.epoch < t.epoch {
 		t.logChange(logical)
 	}
@@ -877,6 +945,9 @@ func (t *wtx) vdel(logical []byte) error {
 		return err
 	}
 	t.fence()
+	if t.touched != nil {
+		t.touched.note(logical)
+	}
 	var olderVisible bool
 	if top.epoch < t.epoch {
 		t.logChange(logical)
@@ -889,7 +960,7 @@ func (t *wtx) vdel(logical []byte) error {
 		}
 	} else if t.epoch > 0 && !t.singleVersions() {
 		// Older versions still present are the ones snapshots retain.
-		prev, ok, err := newest(t, logical, t.epoch-1)
+		prev, ok, err := t.newestBelow(logical, t.epoch-1)
 		if err != nil {
 			return err
 		}

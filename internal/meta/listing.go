@@ -1,0 +1,350 @@
+package meta
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// Listing cache: lookups on a shared engine answered from a recent listing
+// of the directory.
+//
+// On a store other processes write (PostgreSQL), every lookup the kernel
+// sends once its entry has expired costs a statement on the server. A
+// program that walks a directory (stat of each file, ls -l, a backup)
+// sends one per file. Once lookups that find their name keep coming for
+// one directory, the client reads the whole directory with its entries'
+// attributes in a few statements (Readdir with attributes batched) and
+// answers the next lookups of names it holds from memory, for at most
+// ListingTTL after the read began: the same bound the kernel's own entry
+// and attribute caches have, so no lookup sees anything older than the
+// kernel could have kept.
+//
+// What this client changes it drops first: every committed write of an
+// attribute or an entry (vset, vdel) drops the listing of the directory
+// and the cached attribute of the inode, before the operation returns. A
+// listing being read while this client commits is discarded if the
+// commit touched it. A name the listing does not hold is looked up in the
+// store (negative answers are never cached: a file another client has
+// just created is seen at once). Only lookups since this client last
+// changed the directory count towards listing it, and each time a
+// listing is dropped by such a change before it has paid for itself, the
+// directory needs twice as many (up to listingMaxTrigger; back to
+// listingTrigger once a listing lasts its TTL): a directory this client
+// keeps changing between lookups is not read whole again and again. Hard-linked
+// files are not cached (one inode under several names in several
+// listings). Directories of more than listingMaxEntries entries are not
+// cached.
+const (
+	// listingTrigger is the number of lookups that found their name in the
+	// store, within one TTL, that make a directory worth listing.
+	listingTrigger = 8
+	// listingMaxTrigger bounds the doubled trigger of a directory whose
+	// listings this client keeps dropping.
+	listingMaxTrigger = 4096
+	// listingMaxEntries bounds one listing.
+	listingMaxEntries = 16384
+	// listingMaxDirs bounds the directories listed at once.
+	listingMaxDirs = 256
+)
+
+type listed struct {
+	ino  base.Ino
+	attr base.Attr
+}
+
+type listing struct {
+	at      time.Time // when the read began
+	parent  base.Attr
+	entries map[string]listed // nil: too large, not cached until at+ttl
+	hits    int
+}
+
+// dirState is what the cache knows of one directory besides its listing.
+type dirState struct {
+	found   int       // lookups found in the store since window (and the last change)
+	window  time.Time // start of the counting window
+	trigger int       // found that starts a listing; 0: listingTrigger
+}
+
+// listingLoad is a listing being read: commits meanwhile note what they
+// touch, and the listing is discarded if they touched it.
+type listingLoad struct {
+	dirty bool
+	inos  map[base.Ino]bool
+}
+
+type listingCache struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu      sync.Mutex
+	dirs    map[base.Ino]*listing
+	byIno   map[base.Ino]base.Ino // listed inode -> the directory listing it
+	state   map[base.Ino]*dirState
+	loading map[base.Ino]*listingLoad
+
+	hits, loads, discarded atomic.Int64
+}
+
+func newListingCache(ttl time.Duration) *listingCache {
+	return &listingCache{
+		ttl: ttl, now: time.Now,
+		dirs:    make(map[base.Ino]*listing),
+		byIno:   make(map[base.Ino]base.Ino),
+		state:   make(map[base.Ino]*dirState),
+		loading: make(map[base.Ino]*listingLoad),
+	}
+}
+
+// ListingStats counts the listing cache's work.
+type ListingStats struct {
+	Hits      int64 `json:"hits"`      // lookups answered from a listing
+	Loads     int64 `json:"loads"`     // directories listed
+	Discarded int64 `json:"discarded"` // listings dropped because this client changed them meanwhile
+	Dirs      int   `json:"dirs"`      // listings held
+}
+
+// ListingStats returns the listing cache's counters; ok is false when the
+// cache is off.
+func (m *Meta) ListingStats() (s ListingStats, ok bool) {
+	c := m.listings
+	if c == nil {
+		return s, false
+	}
+	c.mu.Lock()
+	s.Dirs = len(c.dirs)
+	c.mu.Unlock()
+	s.Hits, s.Loads, s.Discarded = c.hits.Load(), c.loads.Load(), c.discarded.Load()
+	return s, true
+}
+
+// lookup answers a lookup of name in parent from a fresh listing, or
+// reports ok false. The parent's permissions are checked as the store
+// path checks them; a denial goes to the store path, which reports it.
+func (c *listingCache) lookup(cl *Caller, parent base.Ino, name string) (base.Ino, base.Attr, base.Attr, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.dirs[parent]
+	if l == nil || l.entries == nil || c.now().Sub(l.at) >= c.ttl {
+		return 0, base.Attr{}, base.Attr{}, false
+	}
+	e, ok := l.entries[name]
+	if !ok {
+		return 0, base.Attr{}, base.Attr{}, false
+	}
+	p := l.parent
+	if cl.access(&p, MayExec) != nil {
+		return 0, base.Attr{}, base.Attr{}, false
+	}
+	l.hits++
+	c.hits.Add(1)
+	return e.ino, e.attr, p, true
+}
+
+// found notes a lookup in parent that found its name in the store, and
+// reports whether parent should be listed now (the caller then calls
+// load, once).
+func (c *listingCache) found(parent base.Ino) bool {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.stateOf(parent, now)
+	if now.Sub(st.window) >= c.ttl {
+		st.found, st.window = 0, now
+	}
+	st.found++
+	if st.found < max(st.trigger, listingTrigger) || c.loading[parent] != nil {
+		return false
+	}
+	if l := c.dirs[parent]; l != nil {
+		if now.Sub(l.at) < c.ttl {
+			return false // fresh (or known too large)
+		}
+		if l.entries != nil {
+			st.trigger = 0 // it lasted: list as eagerly as at first
+		}
+	}
+	st.found = 0
+	c.loading[parent] = &listingLoad{}
+	return true
+}
+
+// stateOf returns the state of dir, made if missing; c.mu is held.
+func (c *listingCache) stateOf(dir base.Ino, now time.Time) *dirState {
+	st := c.state[dir]
+	if st == nil {
+		if len(c.state) >= 4*listingMaxDirs {
+			c.prune(now)
+		}
+		st = &dirState{window: now}
+		c.state[dir] = st
+	}
+	return st
+}
+
+// backOff doubles the lookups that start a listing of the directory.
+func (st *dirState) backOff() {
+	st.trigger = min(2*max(st.trigger, listingTrigger), listingMaxTrigger)
+}
+
+// prune drops expired listings and idle directory states; c.mu is held.
+func (c *listingCache) prune(now time.Time) {
+	for d, l := range c.dirs {
+		if now.Sub(l.at) >= c.ttl {
+			c.dropListing(d)
+		}
+	}
+	for d, st := range c.state {
+		if now.Sub(st.window) >= c.ttl && st.trigger == 0 && c.loading[d] == nil {
+			delete(c.state, d)
+		}
+	}
+}
+
+// dropListing forgets the listing of dir; c.mu is held.
+func (c *listingCache) dropListing(dir base.Ino) {
+	l := c.dirs[dir]
+	if l == nil {
+		return
+	}
+	for _, e := range l.entries {
+		if c.byIno[e.ino] == dir {
+			delete(c.byIno, e.ino)
+		}
+	}
+	delete(c.dirs, dir)
+}
+
+// load lists parent (found returned true) and keeps the listing unless a
+// commit of this client touched it meanwhile.
+func (c *listingCache) load(ctx context.Context, m *Meta, parent base.Ino) {
+	start := c.now()
+	var p base.Attr
+	var ents []base.Entry
+	err := m.view(ctx, func(r kv.Reader) error {
+		var err error
+		if p, err = getAttr(r, parent); err != nil {
+			return err
+		}
+		ents, err = readdirAt(r, RootCaller, parent, "", listingMaxEntries+1, true, latestEpoch)
+		return err
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ld := c.loading[parent]
+	delete(c.loading, parent)
+	if err != nil {
+		return // the lookups go on through the store
+	}
+	c.loads.Add(1)
+	if ld.dirty || ld.inos[parent] {
+		c.discarded.Add(1)
+		c.stateOf(parent, c.now()).backOff()
+		return
+	}
+	l := &listing{at: start, parent: p}
+	if len(ents) <= listingMaxEntries {
+		l.entries = make(map[string]listed, len(ents))
+		for _, e := range ents {
+			if ld.inos[e.Ino] {
+				c.discarded.Add(1)
+				c.stateOf(parent, c.now()).backOff()
+				return
+			}
+			if e.Attr == nil || e.Attr.Type != base.TypeDir && e.Attr.Nlink > 1 {
+				continue // hard links are not cached
+			}
+			l.entries[e.Name] = listed{ino: e.Ino, attr: *e.Attr}
+		}
+	}
+	c.dropListing(parent)
+	if len(c.dirs) >= listingMaxDirs {
+		c.prune(c.now())
+		if len(c.dirs) >= listingMaxDirs {
+			return
+		}
+	}
+	c.dirs[parent] = l
+	for _, e := range l.entries {
+		if old, ok := c.byIno[e.ino]; ok && old != parent {
+			// The same inode listed elsewhere (a directory moved between
+			// the two reads): keep neither.
+			c.dropListing(old)
+		}
+		c.byIno[e.ino] = parent
+	}
+}
+
+// touched drops what a commit of this client changed: the attributes of
+// inos and the entries of dirs. It runs before the operation returns.
+func (c *listingCache) touched(inos, dirs []base.Ino) {
+	if len(inos) == 0 && len(dirs) == 0 {
+		return
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range dirs {
+		st := c.stateOf(d, now)
+		if l := c.dirs[d]; l != nil && l.entries != nil && now.Sub(l.at) < c.ttl && l.hits < max(st.trigger, listingTrigger) {
+			st.backOff() // dropped before it saved the lookups it took
+		}
+		c.dropListing(d)
+		st.found = 0
+	}
+	for _, ino := range inos {
+		c.dropListing(ino) // its attribute is the listing's parent's
+		if d, ok := c.byIno[ino]; ok {
+			if l := c.dirs[d]; l != nil {
+				for name, e := range l.entries {
+					if e.ino == ino {
+						delete(l.entries, name)
+					}
+				}
+			}
+			delete(c.byIno, ino)
+		}
+	}
+	for d, ld := range c.loading {
+		for _, x := range dirs {
+			if x == d {
+				ld.dirty = true
+			}
+		}
+		if ld.inos == nil {
+			ld.inos = make(map[base.Ino]bool)
+		}
+		for _, ino := range inos {
+			ld.inos[ino] = true
+		}
+	}
+}
+
+// touchLog collects, across the attempts of one update, the inodes whose
+// attribute and the directories whose entries it wrote.
+type touchLog struct {
+	mu         sync.Mutex
+	inos, dirs []base.Ino
+}
+
+// note records a write of the versioned record logical.
+func (l *touchLog) note(logical []byte) {
+	if len(logical) < 9 {
+		return
+	}
+	ino := base.Ino(binary.BigEndian.Uint64(logical[1:9]))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch logical[0] {
+	case pAttr:
+		l.inos = append(l.inos, ino)
+	case pDentry:
+		l.dirs = append(l.dirs, ino)
+	}
+}
