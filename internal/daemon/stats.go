@@ -190,7 +190,7 @@ func WritePrometheus(w io.Writer, s Stats) error {
 		p.Gauge("cairn_meta_cache_entries", "Attributes and directory entries in the in-memory cache.", float64(s.Latest.Entries))
 	}
 	if s.Listed != nil {
-		p.Counter("cairn_meta_listing_hits_total", "Lookups answered from a recent directory listing (shared engines).", float64(s.Listed.Hits))
+		p.Counter("cairn_meta_listing_hits_total", "Lookups answered from a recent directory listing, and getattrs of directories from this client's own commits (shared engines).", float64(s.Listed.Hits))
 		p.Counter("cairn_meta_listing_loads_total", "Directories listed for the listing cache.", float64(s.Listed.Loads))
 		p.Counter("cairn_meta_listing_discarded_total", "Listings dropped because this client changed them while they were read.", float64(s.Listed.Discarded))
 	}

@@ -83,6 +83,12 @@ func (o *op) flush() error {
 		if err := o.vset(attrKey(ino), encodeAttr(a)); err != nil {
 			return err
 		}
+		if o.touched != nil && a.Type == base.TypeDir {
+			if o.dirAttrs == nil {
+				o.dirAttrs = make(map[base.Ino]base.Attr)
+			}
+			o.dirAttrs[ino] = *a
+		}
 	}
 	return nil
 }

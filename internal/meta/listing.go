@@ -84,6 +84,7 @@ type listingCache struct {
 	now func() time.Time
 
 	mu      sync.Mutex
+	own     map[base.Ino]ownAttr // directory attributes this client committed
 	dirs    map[base.Ino]*listing
 	byIno   map[base.Ino]base.Ino // listed inode -> the directory listing it
 	state   map[base.Ino]*dirState
@@ -95,6 +96,7 @@ type listingCache struct {
 func newListingCache(ttl time.Duration) *listingCache {
 	return &listingCache{
 		ttl: ttl, now: time.Now,
+		own:     make(map[base.Ino]ownAttr),
 		dirs:    make(map[base.Ino]*listing),
 		byIno:   make(map[base.Ino]base.Ino),
 		state:   make(map[base.Ino]*dirState),
@@ -104,7 +106,7 @@ func newListingCache(ttl time.Duration) *listingCache {
 
 // ListingStats counts the listing cache's work.
 type ListingStats struct {
-	Hits      int64 `json:"hits"`      // lookups answered from a listing
+	Hits      int64 `json:"hits"`      // lookups answered from a listing, getattrs of directories from own commits
 	Loads     int64 `json:"loads"`     // directories listed
 	Discarded int64 `json:"discarded"` // listings dropped because this client changed them meanwhile
 	Dirs      int   `json:"dirs"`      // listings held
@@ -323,6 +325,62 @@ func (c *listingCache) touched(inos, dirs []base.Ino) {
 		for _, ino := range inos {
 			ld.inos[ino] = true
 		}
+	}
+}
+
+// ownAttr is a directory's attribute as this client's commit wrote it.
+type ownAttr struct {
+	attr base.Attr
+	at   time.Time
+}
+
+// dirAttr returns the attribute of directory ino as this client last
+// committed it, if that was less than a TTL ago. Creating or removing
+// files invalidates the directory's attributes in the kernel, which asks
+// for them again (for its permission checks) before the next operation
+// in it: one statement per create or unlink, answered here instead. The
+// answer is no older than the kernel could have kept; another client's
+// change may be missed for as long.
+func (c *listingCache) dirAttr(ino base.Ino) (base.Attr, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o, ok := c.own[ino]
+	if !ok || c.now().Sub(o.at) >= c.ttl {
+		return base.Attr{}, false
+	}
+	c.hits.Add(1)
+	return o.attr, true
+}
+
+// committed records the directory attributes an update wrote (written:
+// those of its last attempt, valid only if err is nil) and forgets the
+// other attributes it touched (inos), whatever the outcome. Of two
+// updates of one directory, the later commit wrote the later ctime (it
+// read the earlier one's record): an older one is never put back.
+func (c *listingCache) committed(inos []base.Ino, written map[base.Ino]base.Attr, err error) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ino := range inos {
+		a, ok := written[ino]
+		if err != nil || !ok {
+			delete(c.own, ino)
+			continue
+		}
+		if o, had := c.own[ino]; had && o.attr.Ctime > a.Ctime {
+			continue
+		}
+		if len(c.own) >= listingMaxEntries {
+			for k, o := range c.own {
+				if now.Sub(o.at) >= c.ttl {
+					delete(c.own, k)
+				}
+			}
+			if len(c.own) >= listingMaxEntries {
+				continue
+			}
+		}
+		c.own[ino] = ownAttr{attr: a, at: now}
 	}
 }
 

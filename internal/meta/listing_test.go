@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -25,6 +26,17 @@ func (c *fakeClock) add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
+}
+
+// storeAttr reads ino's attribute from m's store, past every cache.
+func storeAttr(t *testing.T, m *Meta, ino base.Ino) base.Attr {
+	t.Helper()
+	var a base.Attr
+	ok(t, m.view(ctx, func(r kv.Reader) (err error) {
+		a, err = getAttr(r, ino)
+		return err
+	}))
+	return a
 }
 
 // walkUntilListed looks names up in dir on m until a listing of dir is
@@ -72,8 +84,8 @@ func TestListingCache(t *testing.T) {
 	for _, n := range names {
 		ino, at, pa, err := b.LookupDir(ctx, root, dir, n)
 		ok(t, err)
-		if ino != inos[n] || at != attr(t, a, ino) || pa != attr(t, a, dir) {
-			t.Fatalf("%s: listed %d %+v (parent %+v), want %d %+v", n, ino, at, pa, inos[n], attr(t, a, ino))
+		if ino != inos[n] || at != storeAttr(t, a, ino) || pa != storeAttr(t, a, dir) {
+			t.Fatalf("%s: listed %d %+v (parent %+v), want %d %+v", n, ino, at, pa, inos[n], storeAttr(t, a, ino))
 		}
 	}
 	if got := b.listings.hits.Load() - hits; got != int64(len(names)) {
@@ -106,14 +118,30 @@ func TestListingCache(t *testing.T) {
 	_, _, err = b.Lookup(ctx, root, dir, "f100")
 	wantErr(t, err, base.ErrNotFound)
 
+	// A directory's attribute as this client's own commit wrote it is
+	// answered from memory, for a TTL; another client's later change is
+	// seen once it has passed.
+	create(t, b, root, dir, "own")
+	hits = b.listings.hits.Load()
+	if got, want := must[base.Attr](t)(b.GetAttr(ctx, dir)), storeAttr(t, a, dir); got != want || b.listings.hits.Load() != hits+1 {
+		t.Fatalf("own directory attribute %+v (hits %d), want %+v from memory", got, b.listings.hits.Load()-hits, want)
+	}
+	create(t, a, root, dir, "theirs")
+	clk.add(ttl)
+	if got, want := must[base.Attr](t)(b.GetAttr(ctx, dir)), storeAttr(t, a, dir); got != want {
+		t.Fatalf("directory attribute after the TTL %+v, want %+v", got, want)
+	}
+	ok(t, b.Unlink(ctx, root, dir, "own"))
+	ok(t, b.Unlink(ctx, root, dir, "theirs"))
+
 	// Readdir with attributes (batched on the server) agrees with GetAttr.
 	es := must[[]base.Entry](t)(b.Readdir(ctx, root, dir, "", 0, true))
 	if len(es) != 299 { // 300, less f001 and f100, and new
 		t.Fatalf("%d entries, want 299", len(es))
 	}
 	for _, e := range es {
-		if *e.Attr != attr(t, a, e.Ino) {
-			t.Fatalf("readdir %s: %+v, want %+v", e.Name, *e.Attr, attr(t, a, e.Ino))
+		if *e.Attr != storeAttr(t, a, e.Ino) {
+			t.Fatalf("readdir %s: %+v, want %+v", e.Name, *e.Attr, storeAttr(t, a, e.Ino))
 		}
 	}
 }

@@ -219,9 +219,11 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 	if m.listings != nil {
 		touched = &touchLog{}
 	}
+	var last *wtx
 	err := m.store.Update(ctx, func(tx kv.Txn) error {
 		t := &wtx{Txn: tx, shard: byte(rand.IntN(usageShards)), lc: m.lc, touched: touched,
 			epochSeen: &m.lastEpoch, epochGuess: m.lastEpoch.Load()}
+		last = t
 		err := fn(t)
 		queued = t.deletesQueued
 		return err
@@ -230,6 +232,11 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 		// Whatever the outcome (it may be unknown): an attempt may have
 		// committed.
 		m.listings.touched(touched.inos, touched.dirs)
+		var written map[base.Ino]base.Attr
+		if last != nil {
+			written = last.dirAttrs
+		}
+		m.listings.committed(touched.inos, written, err)
 	}
 	if err == nil && queued {
 		m.signalDeletes()

@@ -88,8 +88,15 @@ func lookupAt(r kv.Reader, c *Caller, parent base.Ino, name string, epoch uint64
 }
 
 // GetAttr returns the attributes of ino (base.ErrNotFound if it does not
-// exist). It performs no permission check.
+// exist). It performs no permission check. With the listing cache (shared
+// engines), a directory this client changed less than a TTL ago is
+// answered with the attribute its commit wrote (listing.go).
 func (m *Meta) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, error) {
+	if m.listings != nil {
+		if a, ok := m.listings.dirAttr(ino); ok {
+			return a, nil
+		}
+	}
 	var a base.Attr
 	err := m.looseView(ctx, func(r kv.Reader) (err error) {
 		a, err = getAttr(r, ino)

@@ -202,6 +202,9 @@ type wtx struct {
 	// update has read it (0: none).
 	epochSeen  *atomic.Uint64
 	epochGuess uint64
+	// dirAttrs are the directory attributes this attempt wrote, kept for
+	// the listing cache (only if touched is set).
+	dirAttrs map[base.Ino]base.Attr
 	// older holds what prefetchUnlink read of versions older than the
 	// live epoch it guessed (newestBelow).
 	older map[string]olderVersion
