@@ -1,9 +1,7 @@
 package local
 
-import "os"
+// SetFsync replaces the fsync of s's Sync rounds, to count or fail them.
+func SetFsync(s *Store, fn func(path string) error) { s.fsync = fn }
 
-// SetSyncFS replaces the syncfs of s, to count or fail its calls.
-func SetSyncFS(s *Store, fn func(*os.File) error) { s.syncFS = fn }
-
-// Syncfs is the real syncfs.
-var Syncfs = syncfs
+// FsyncPath is the real one.
+var FsyncPath = fsyncPath

@@ -5,9 +5,12 @@
 // Put writes a temporary file beside the target and renames it into place,
 // so a reader sees the old or the new object, never a mix, and a crash
 // leaves either the old object, the new one, or a stray temporary file that
-// is never listed as an object. Put does not fsync: the store implements
-// object.Syncer, and Sync makes everything put before it durable with one
-// syncfs(2) shared by all concurrent callers (group commit).
+// is never listed as an object. Put does not fsync: it starts the
+// object's writeback and notes it; the store implements object.Syncer,
+// and Sync makes every object put before it durable by fsyncing the noted
+// files and their directories, in one round shared by all concurrent
+// callers (group commit). Only those: other files of the file system (a
+// disk cache, another program's) are left to the kernel.
 //
 // The package owns only the layout of files below DIR. It must not hold any
 // Cairn concept, and nothing else may write below DIR while a Store is open.
@@ -23,7 +26,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"syscall"
 
 	"github.com/cairnfs/cairn/internal/object"
@@ -42,16 +45,14 @@ const tmpPrefix = "\u00b7tmp."
 
 // Store is an object store in a directory. It is safe for concurrent use.
 type Store struct {
-	dir  string   // absolute, cleaned
-	root *os.File // dir itself, kept open for syncfs
+	dir  string // absolute, cleaned
 	sync group
-	// changes counts the Puts and Deletes done (counted once done), and
-	// synced the count read by the last round of Sync whose syncfs
-	// succeeded: when they are equal nothing changed since, and Sync
-	// skips the syncfs, which would flush everything else written to the
-	// file system too (the disk cache, when it shares it).
-	changes, synced atomic.Uint64
-	syncFS          func(*os.File) error // syncfs; tests count the calls
+	// unsynced are the paths of objects put since the round of Sync that
+	// took the previous ones.
+	mu       sync.Mutex
+	unsynced map[string]struct{}
+	// fsync syncs one file or directory; tests count or fail the calls.
+	fsync func(path string) error
 }
 
 // Open opens (creating it if needed) the directory store at dir. It fails if
@@ -79,19 +80,14 @@ func Open(dir string) (*Store, error) {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
-	root, err := os.Open(abs)
-	if err != nil {
-		return nil, fmt.Errorf("object/local: open store directory: %w", err)
-	}
-	s := &Store{dir: abs, root: root, syncFS: syncfs}
-	s.sync.fn = s.syncfs
+	s := &Store{dir: abs, unsynced: make(map[string]struct{}), fsync: fsyncPath}
+	s.sync.fn = s.syncPut
 	return s, nil
 }
 
-// Close releases the store's directory handle. It does not sync; call Sync
-// first if the objects must be durable. Other methods must not be called
-// after Close.
-func (s *Store) Close() error { return s.root.Close() }
+// Close releases the store. It does not sync; call Sync first if the
+// objects must be durable. Other methods must not be called after Close.
+func (s *Store) Close() error { return nil }
 
 // Dir returns the store's absolute directory.
 func (s *Store) Dir() string { return s.dir }
@@ -139,13 +135,20 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
+	if err == nil {
+		startWriteback(f) // Sync then finds little left to write
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
 		err = os.Rename(tmp, target)
 	}
-	s.changes.Add(1) // even a failed Put may have written (and left) something
+	if err == nil {
+		s.mu.Lock()
+		s.unsynced[target] = struct{}{}
+		s.mu.Unlock()
+	}
 	if err != nil {
 		os.Remove(tmp)
 		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
@@ -241,7 +244,6 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	p := s.path(key)
-	defer s.changes.Add(1)
 	// unlink(2), not os.Remove: that would also remove an empty directory.
 	if err := syscall.Unlink(p); err != nil {
 		if notFound(err) || errors.Is(err, syscall.EPERM) && isDir(p) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -216,44 +217,61 @@ func TestSyncGroup(t *testing.T) {
 	}
 }
 
-// TestSyncOnlyAfterChanges checks that Sync calls syncfs only when a Put
-// or Delete finished since the last successful one: an idle client's
-// periodic Sync must not flush the rest of the file system every second.
-func TestSyncOnlyAfterChanges(t *testing.T) {
-	s := open(t, t.TempDir())
+// TestSyncOnlyPutObjects checks that Sync fsyncs exactly the objects put
+// since the last successful Sync and their directories up to the store's:
+// nothing when nothing was put (an idle client's background sync), never
+// a file of the file system that is not such an object, and again after
+// a failed round.
+func TestSyncOnlyPutObjects(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
 	ctx := t.Context()
-	var calls int
+	var mu sync.Mutex // the round fsyncs in parallel
+	var synced []string
 	var fail error
-	local.SetSyncFS(s, func(f *os.File) error {
-		calls++
+	local.SetFsync(s, func(p string) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if fail != nil {
 			return fail
 		}
-		return local.Syncfs(f)
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		synced = append(synced, filepath.ToSlash(rel))
+		return local.FsyncPath(p)
 	})
-	check := func(want int) {
+	check := func(want ...string) {
 		t.Helper()
+		synced = nil
 		if err := s.Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if calls != want {
-			t.Fatalf("syncfs calls = %d, want %d", calls, want)
+		slices.Sort(synced)
+		slices.Sort(want)
+		if !slices.Equal(synced, want) {
+			t.Fatalf("synced %q, want %q", synced, want)
 		}
 	}
-	check(0) // nothing written yet
-	if err := s.Put(ctx, "a/b", []byte("x")); err != nil {
+	check() // nothing put yet
+	if err := os.WriteFile(filepath.Join(dir, "..", filepath.Base(dir)+"-other"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	check(1)
-	check(1)
-	if err := s.Delete(ctx, "a/b"); err != nil {
+	for _, k := range []string{"a/b/c", "a/d"} {
+		if err := s.Put(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("a/b/c", "a/d", "a/b", "a", ".")
+	check()
+	if err := s.Delete(ctx, "a/d"); err != nil {
 		t.Fatal(err)
 	}
-	check(2)
-	check(2)
+	check() // deletions need no sync
 
-	// A failed syncfs leaves the changes unsynced: the next Sync retries.
-	if err := s.Put(ctx, "c", []byte("y")); err != nil {
+	// A failed round leaves its objects for the next one.
+	if err := s.Put(ctx, "e", []byte("y")); err != nil {
 		t.Fatal(err)
 	}
 	fail = errors.New("injected")
@@ -261,6 +279,6 @@ func TestSyncOnlyAfterChanges(t *testing.T) {
 		t.Fatalf("Sync = %v, want the injected error", err)
 	}
 	fail = nil
-	check(4)
-	check(4)
+	check("e", ".")
+	check()
 }

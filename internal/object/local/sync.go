@@ -2,40 +2,111 @@ package local
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 )
 
 // Sync implements object.Syncer: every object whose Put returned before Sync
 // was called is durable when Sync returns nil. Concurrent callers share one
-// syncfs(2) of the file system holding the store directory; a caller that
-// arrives while a round is in flight waits for the next round, which starts
-// after it arrived. If ctx ends first Sync returns ctx.Err() and the round
-// completes in the background.
+// round; a caller that arrives while a round is in flight waits for the
+// next round, which starts after it arrived. If ctx ends first Sync returns
+// ctx.Err() and the round completes in the background.
 //
-// A round finds out first whether any Put or Delete finished since the
-// last round that synced; if none did it has nothing to do. Callers such
-// as the client's once-a-second background sync then cost nothing while
-// nothing is written, and do not flush the unrelated files of the same
-// file system.
-//
-// The store directory must not span file systems (no mount points below it):
-// only the file system of the directory itself is synced.
+// A round fsyncs the objects put since the previous round took its own,
+// then the directories holding them up to the store's: their names (and
+// directories made for them) are durable too. With nothing put, a round
+// costs nothing: a client's once-a-second background sync is free while
+// it only reads. Files of the file system that are not objects put here
+// are not flushed (syncfs(2) would write back everything dirty on the file
+// system: a disk cache sharing it, or another program's writes).
 func (s *Store) Sync(ctx context.Context) error {
 	return s.sync.do(ctx)
 }
 
-func (s *Store) syncfs() error {
-	// Every change counted here finished before this load, so before the
-	// syncfs below: a later round that finds the same count has nothing
-	// new to make durable.
-	n := s.changes.Load()
-	if n == s.synced.Load() {
+// syncWorkers bounds the fsyncs a round runs at once.
+const syncWorkers = 8
+
+// syncPut is one round of Sync.
+func (s *Store) syncPut() error {
+	s.mu.Lock()
+	files := s.unsynced
+	s.unsynced = make(map[string]struct{})
+	s.mu.Unlock()
+	if len(files) == 0 {
 		return nil
 	}
-	if err := s.syncFS(s.root); err != nil {
+	dirs := make(map[string]struct{})
+	for p := range files {
+		for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+			if _, seen := dirs[d]; seen {
+				break
+			}
+			dirs[d] = struct{}{}
+			if d == s.dir || len(d) <= len(s.dir) {
+				break
+			}
+		}
+	}
+	err := s.fsyncAll(files)
+	if err == nil {
+		err = s.fsyncAll(dirs)
+	}
+	if err != nil {
+		// Not known durable: the next round tries them again.
+		s.mu.Lock()
+		for p := range files {
+			s.unsynced[p] = struct{}{}
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// fsyncAll fsyncs paths, syncWorkers at a time, and returns the first
+// error. A path gone meanwhile (an object deleted after its Put) is fine.
+func (s *Store) fsyncAll(paths map[string]struct{}) error {
+	work := make(chan string)
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for range min(syncWorkers, len(paths)) {
+		wg.Go(func() {
+			for p := range work {
+				if err := s.fsync(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for p := range paths {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+	return first
+}
+
+// fsyncPath opens path (a file or a directory) and fsyncs it.
+func fsyncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
 		return err
 	}
-	s.synced.Store(n)
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("object/local: fsync %s: %w", path, err)
+	}
 	return nil
 }
 
