@@ -26,17 +26,19 @@ import (
 // kernel could have kept.
 //
 // What this client changes it drops first: every committed write of an
-// attribute or an entry (vset, vdel) drops the listing of the directory
-// and the cached attribute of the inode, before the operation returns. A
-// listing being read while this client commits is discarded if the
-// commit touched it. A name the listing does not hold is looked up in the
+// entry (vset, vdel) drops that name from the directory's listing, and of
+// an attribute the entries naming the inode, before the operation
+// returns; a listed directory's own attribute is replaced by the one its
+// commit wrote (the listing is dropped if the outcome is unknown). A
+// listing read while this client commits leaves out the names and inodes
+// the commit wrote, and is discarded if the directory's own attribute
+// changed to a value this client does not know. A name the listing does not hold is looked up in the
 // store (negative answers are never cached: a file another client has
-// just created is seen at once). Only lookups since this client last
-// changed the directory count towards listing it, and each time a
-// listing is dropped by such a change before it has paid for itself, the
-// directory needs twice as many (up to listingMaxTrigger; back to
-// listingTrigger once a listing lasts its TTL): a directory this client
-// keeps changing between lookups is not read whole again and again. Hard-linked
+// just created is seen at once), so a listing less some names is still
+// right. Each listing dropped or discarded before it has paid for itself
+// doubles the lookups the directory needs to be listed again (up to
+// listingMaxTrigger; back to listingTrigger once a listing lasts its
+// TTL). Hard-linked
 // files are not cached (one inode under several names in several
 // listings). Directories of more than listingMaxEntries entries are not
 // cached.
@@ -75,8 +77,8 @@ type dirState struct {
 // listingLoad is a listing being read: commits meanwhile note what they
 // touch, and the listing is discarded if they touched it.
 type listingLoad struct {
-	dirty bool
-	inos  map[base.Ino]bool
+	names map[string]bool   // entries of the directory written meanwhile
+	inos  map[base.Ino]bool // attributes written meanwhile
 }
 
 type listingCache struct {
@@ -171,6 +173,7 @@ func (c *listingCache) found(parent base.Ino) bool {
 		if l.entries != nil {
 			st.trigger = 0 // it lasted: list as eagerly as at first
 		}
+		c.dropListing(parent)
 	}
 	st.found = 0
 	c.loading[parent] = &listingLoad{}
@@ -245,19 +248,24 @@ func (c *listingCache) load(ctx context.Context, m *Meta, parent base.Ino) {
 		return // the lookups go on through the store
 	}
 	c.loads.Add(1)
-	if ld.dirty || ld.inos[parent] {
-		c.discarded.Add(1)
-		c.stateOf(parent, c.now()).backOff()
-		return
+	// What this client wrote meanwhile may or may not be in what was
+	// read: the names and inodes it wrote are left out (looked up in the
+	// store), the directory's attribute is the one it committed, if known.
+	if ld.inos[parent] {
+		o, ok := c.own[parent]
+		if !ok || o.attr.Ctime < p.Ctime {
+			c.discarded.Add(1)
+			c.stateOf(parent, c.now()).backOff()
+			return
+		}
+		p = o.attr
 	}
 	l := &listing{at: start, parent: p}
 	if len(ents) <= listingMaxEntries {
 		l.entries = make(map[string]listed, len(ents))
 		for _, e := range ents {
-			if ld.inos[e.Ino] {
-				c.discarded.Add(1)
-				c.stateOf(parent, c.now()).backOff()
-				return
+			if ld.inos[e.Ino] || ld.names[e.Name] {
+				continue
 			}
 			if e.Attr == nil || e.Attr.Type != base.TypeDir && e.Attr.Nlink > 1 {
 				continue // hard links are not cached
@@ -283,40 +291,34 @@ func (c *listingCache) load(ctx context.Context, m *Meta, parent base.Ino) {
 	}
 }
 
-// touched drops what a commit of this client changed: the attributes of
-// inos and the entries of dirs. It runs before the operation returns.
-func (c *listingCache) touched(inos, dirs []base.Ino) {
-	if len(inos) == 0 && len(dirs) == 0 {
+// touched drops the listed names a commit of this client wrote, and marks
+// the reads of listings in flight it touched. It runs before the
+// operation returns. A listing that no longer holds a name is still right
+// about the others: lookups of that name go to the store, which has this
+// client's change. (Attributes are settled by committed.)
+func (c *listingCache) touched(inos []base.Ino, names []dirName) {
+	if len(inos) == 0 && len(names) == 0 {
 		return
 	}
-	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, d := range dirs {
-		st := c.stateOf(d, now)
-		if l := c.dirs[d]; l != nil && l.entries != nil && now.Sub(l.at) < c.ttl && l.hits < max(st.trigger, listingTrigger) {
-			st.backOff() // dropped before it saved the lookups it took
-		}
-		c.dropListing(d)
-		st.found = 0
-	}
-	for _, ino := range inos {
-		c.dropListing(ino) // its attribute is the listing's parent's
-		if d, ok := c.byIno[ino]; ok {
-			if l := c.dirs[d]; l != nil {
-				for name, e := range l.entries {
-					if e.ino == ino {
-						delete(l.entries, name)
-					}
+	for _, n := range names {
+		if l := c.dirs[n.dir]; l != nil {
+			if e, ok := l.entries[n.name]; ok {
+				delete(l.entries, n.name)
+				if c.byIno[e.ino] == n.dir {
+					delete(c.byIno, e.ino)
 				}
 			}
-			delete(c.byIno, ino)
 		}
 	}
 	for d, ld := range c.loading {
-		for _, x := range dirs {
-			if x == d {
-				ld.dirty = true
+		for _, n := range names {
+			if n.dir == d {
+				if ld.names == nil {
+					ld.names = make(map[string]bool)
+				}
+				ld.names[n.name] = true
 			}
 		}
 		if ld.inos == nil {
@@ -357,6 +359,11 @@ func (c *listingCache) dirAttr(ino base.Ino) (base.Attr, bool) {
 // other attributes it touched (inos), whatever the outcome. Of two
 // updates of one directory, the later commit wrote the later ctime (it
 // read the earlier one's record): an older one is never put back.
+//
+// A listing of such a directory takes the attribute its commit wrote as
+// its own (permission checks and the parent attribute of lookups use it);
+// if the outcome is unknown, or the directory was removed, the listing
+// is dropped.
 func (c *listingCache) committed(inos []base.Ino, written map[base.Ino]base.Attr, err error) {
 	now := c.now()
 	c.mu.Lock()
@@ -364,9 +371,22 @@ func (c *listingCache) committed(inos []base.Ino, written map[base.Ino]base.Attr
 	for _, ino := range inos {
 		a, ok := written[ino]
 		if err != nil || !ok {
+			c.dropEntries(ino)
 			delete(c.own, ino)
+			if l := c.dirs[ino]; l != nil {
+				st := c.stateOf(ino, now)
+				if l.entries != nil && now.Sub(l.at) < c.ttl && l.hits < max(st.trigger, listingTrigger) {
+					st.backOff() // dropped before it saved the lookups it took
+				}
+				c.dropListing(ino)
+				st.found = 0
+			}
 			continue
 		}
+		if l := c.dirs[ino]; l != nil && l.parent.Ctime <= a.Ctime {
+			l.parent = a
+		}
+		c.entryAttr(ino, a)
 		if o, had := c.own[ino]; had && o.attr.Ctime > a.Ctime {
 			continue
 		}
@@ -384,11 +404,50 @@ func (c *listingCache) committed(inos []base.Ino, written map[base.Ino]base.Attr
 	}
 }
 
+// entryAttr gives the listed entry of directory ino the attribute this
+// client's commit wrote (unless it holds a later one); c.mu is held.
+func (c *listingCache) entryAttr(ino base.Ino, a base.Attr) {
+	d, ok := c.byIno[ino]
+	if !ok {
+		return
+	}
+	if l := c.dirs[d]; l != nil {
+		for name, e := range l.entries {
+			if e.ino == ino && e.attr.Ctime <= a.Ctime {
+				l.entries[name] = listed{ino: ino, attr: a}
+			}
+		}
+	}
+}
+
+// dropEntries drops the listed entries naming ino; c.mu is held.
+func (c *listingCache) dropEntries(ino base.Ino) {
+	d, ok := c.byIno[ino]
+	if !ok {
+		return
+	}
+	if l := c.dirs[d]; l != nil {
+		for name, e := range l.entries {
+			if e.ino == ino {
+				delete(l.entries, name)
+			}
+		}
+	}
+	delete(c.byIno, ino)
+}
+
 // touchLog collects, across the attempts of one update, the inodes whose
-// attribute and the directories whose entries it wrote.
+// attribute and the names whose entries it wrote.
 type touchLog struct {
-	mu         sync.Mutex
-	inos, dirs []base.Ino
+	mu    sync.Mutex
+	inos  []base.Ino
+	names []dirName
+}
+
+// dirName is an entry's name in its directory.
+type dirName struct {
+	dir  base.Ino
+	name string
 }
 
 // note records a write of the versioned record logical.
@@ -403,6 +462,8 @@ func (l *touchLog) note(logical []byte) {
 	case pAttr:
 		l.inos = append(l.inos, ino)
 	case pDentry:
-		l.dirs = append(l.dirs, ino)
+		if len(logical) > 9 { // dentryKey: the name, then a 0 byte
+			l.names = append(l.names, dirName{ino, string(logical[9 : len(logical)-1])})
+		}
 	}
 }

@@ -147,31 +147,48 @@ func TestListingCache(t *testing.T) {
 }
 
 // TestListingChangedWhileRead checks that a listing read while this client
-// commits a change to it is not kept, and that a directory this client
-// keeps changing between lookups needs ever more lookups to be listed
-// again.
+// commits changes leaves out the names and inodes they wrote, is
+// discarded when the directory's own attribute changed in a way this
+// client does not know (each such read doubling the lookups that start
+// the next), and that a listing held survives this client's own changes,
+// less the names they wrote.
 func TestListingChangedWhileRead(t *testing.T) {
 	ms := pgClientsWith(t, 1, Options{ListingTTL: time.Hour})
 	m := ms[0]
 	dir := mkdir(t, m, root, base.RootIno, "d")
 	f := create(t, m, root, dir, "f")
+	e := create(t, m, root, dir, "e")
 	c := m.listings
-
-	for _, change := range []struct {
-		inos, dirs []base.Ino
-	}{{dirs: []base.Ino{dir}}, {inos: []base.Ino{f}}, {inos: []base.Ino{dir}}} {
+	readWhile := func(inos []base.Ino, names []dirName) map[string]listed {
+		t.Helper()
 		c.mu.Lock()
+		c.dropListing(dir)
 		c.loading[dir] = &listingLoad{}
 		c.mu.Unlock()
-		c.touched(change.inos, change.dirs)
-		before := c.discarded.Load()
+		c.touched(inos, names)
 		c.load(ctx, m, dir)
-		if c.discarded.Load() != before+1 || c.dirs[dir] != nil {
-			t.Fatalf("listing kept after a change %+v during its read", change)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if l := c.dirs[dir]; l != nil {
+			return l.entries
 		}
+		return nil
+	}
+	if got := readWhile(nil, []dirName{{dir, "f"}}); len(got) != 1 || got["e"].ino != e {
+		t.Fatalf("read while f was written: %v, want e alone", got)
+	}
+	if got := readWhile([]base.Ino{e}, nil); len(got) != 1 || got["f"].ino != f {
+		t.Fatalf("read while e's attribute was written: %v, want f alone", got)
+	}
+	c.mu.Lock()
+	delete(c.own, dir) // the directory's attribute, as this client wrote it, unknown
+	c.mu.Unlock()
+	before := c.discarded.Load()
+	if got := readWhile([]base.Ino{dir}, nil); got != nil || c.discarded.Load() != before+1 {
+		t.Fatalf("read while the directory's attribute changed unknown to us kept: %v", got)
 	}
 
-	// Each discarded read doubled the lookups that start one.
+	// The discarded read doubled the lookups that start one.
 	lookups := func() int {
 		for i := 1; ; i++ {
 			lookup(t, m, dir, "f")
@@ -194,12 +211,27 @@ func TestListingChangedWhileRead(t *testing.T) {
 			}
 		}
 	}
-	if n := lookups(); n != 8*listingTrigger {
-		t.Fatalf("listed after %d lookups, want %d", n, 8*listingTrigger)
+	if n := lookups(); n != 2*listingTrigger {
+		t.Fatalf("listed after %d lookups, want %d", n, 2*listingTrigger)
 	}
-	// Dropped by a change before it paid for itself: twice as many again.
-	create(t, m, root, dir, "g")
-	if n := lookups(); n != 16*listingTrigger {
-		t.Fatalf("listed after %d lookups, want %d", n, 16*listingTrigger)
+	// This client's own changes keep the listing: the names they wrote
+	// are dropped from it (and looked up in the store), the others stay.
+	g := create(t, m, root, dir, "g")
+	create(t, m, root, dir, "h")
+	ok(t, m.Unlink(ctx, root, dir, "h"))
+	c.mu.Lock()
+	_, listed := c.dirs[dir]
+	c.mu.Unlock()
+	if !listed {
+		t.Fatal("listing dropped by this client's own creates")
+	}
+	hits := c.hits.Load()
+	if lookup(t, m, dir, "g") != g || c.hits.Load() != hits {
+		t.Fatal("new name not looked up in the store")
+	}
+	_, _, err := m.Lookup(ctx, root, dir, "h")
+	wantErr(t, err, base.ErrNotFound)
+	if lookup(t, m, dir, "f") != f || c.hits.Load() != hits+1 {
+		t.Fatal("unchanged name not answered from the listing")
 	}
 }

@@ -231,7 +231,7 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 	if touched != nil {
 		// Whatever the outcome (it may be unknown): an attempt may have
 		// committed.
-		m.listings.touched(touched.inos, touched.dirs)
+		m.listings.touched(touched.inos, touched.names)
 		var written map[base.Ino]base.Attr
 		if last != nil {
 			written = last.dirAttrs
