@@ -192,7 +192,7 @@ func WritePrometheus(w io.Writer, s Stats) error {
 	if s.Listed != nil {
 		p.Counter("cairn_meta_listing_hits_total", "Lookups answered from a recent directory listing, and getattrs of directories from this client's own commits (shared engines).", float64(s.Listed.Hits))
 		p.Counter("cairn_meta_listing_loads_total", "Directories listed for the listing cache.", float64(s.Listed.Loads))
-		p.Counter("cairn_meta_listing_discarded_total", "Listings dropped because this client changed them while they were read.", float64(s.Listed.Discarded))
+		p.Counter("cairn_meta_listing_discarded_total", "Listings read and not kept: this client changed the directory's attribute meanwhile.", float64(s.Listed.Discarded))
 	}
 	for _, c := range s.NFS {
 		p.Counter("cairn_nfs_calls_total", "Calls served by the NFS gateway, by program and procedure (those called at least once).", float64(c.Latency.Count), "prog", c.Prog, "proc", c.Proc)

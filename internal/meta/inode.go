@@ -106,6 +106,12 @@ func getAttr(r kv.Reader, ino base.Ino) (base.Attr, error) {
 // getAttrAt reads the attribute of ino as of epoch.
 func getAttrAt(r kv.Reader, ino base.Ino, epoch uint64) (base.Attr, error) {
 	v, ok, err := vget(r, attrKey(ino), epoch)
+	return inodeAttr(ino, v, ok, err)
+}
+
+// inodeAttr decodes v, the attribute record of ino as read (ok false: it
+// has none), or passes err on.
+func inodeAttr(ino base.Ino, v []byte, ok bool, err error) (base.Attr, error) {
 	if err != nil {
 		return base.Attr{}, err
 	}

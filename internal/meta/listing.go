@@ -25,23 +25,27 @@ import (
 // and attribute caches have, so no lookup sees anything older than the
 // kernel could have kept.
 //
-// What this client changes it drops first: every committed write of an
-// entry (vset, vdel) drops that name from the directory's listing, and of
-// an attribute the entries naming the inode, before the operation
-// returns; a listed directory's own attribute is replaced by the one its
-// commit wrote (the listing is dropped if the outcome is unknown). A
-// listing read while this client commits leaves out the names and inodes
-// the commit wrote, and is discarded if the directory's own attribute
-// changed to a value this client does not know. A name the listing does not hold is looked up in the
-// store (negative answers are never cached: a file another client has
-// just created is seen at once), so a listing less some names is still
-// right. Each listing dropped or discarded before it has paid for itself
-// doubles the lookups the directory needs to be listed again (up to
+// What this client changes it drops first, before the operation returns:
+// every committed write of an entry (vset, vdel) drops that name from the
+// directory's listing, and of an attribute the entries naming the inode;
+// a listed directory's own attribute is replaced by the one its commit
+// wrote (the listing is dropped if the outcome is unknown). A listing
+// read while this client commits leaves out the names and inodes the
+// commit wrote, and is discarded if the directory's own attribute changed
+// to a value this client does not know. A name a listing does not hold
+// is looked up in the store (negative answers are never cached: a file
+// another client has just created is seen at once), so a listing less
+// some names is still right.
+//
+// Each listing dropped or discarded before it paid for itself doubles the
+// lookups its directory needs to be listed again (up to
 // listingMaxTrigger; back to listingTrigger once a listing lasts its
-// TTL). Hard-linked
-// files are not cached (one inode under several names in several
-// listings). Directories of more than listingMaxEntries entries are not
-// cached.
+// TTL). Hard-linked files are not cached (one inode under several names
+// in several listings), nor directories of more than listingMaxEntries
+// entries.
+//
+// The same TTL bounds the directory attributes this client's own commits
+// wrote, which answer getattrs of those directories (dirAttr).
 const (
 	// listingTrigger is the number of lookups that found their name in the
 	// store, within one TTL, that make a directory worth listing.
@@ -69,13 +73,13 @@ type listing struct {
 
 // dirState is what the cache knows of one directory besides its listing.
 type dirState struct {
-	found   int       // lookups found in the store since window (and the last change)
+	found   int       // lookups found in the store since window
 	window  time.Time // start of the counting window
 	trigger int       // found that starts a listing; 0: listingTrigger
 }
 
 // listingLoad is a listing being read: commits meanwhile note what they
-// touch, and the listing is discarded if they touched it.
+// wrote, which the listing then leaves out.
 type listingLoad struct {
 	names map[string]bool   // entries of the directory written meanwhile
 	inos  map[base.Ino]bool // attributes written meanwhile
@@ -110,7 +114,7 @@ func newListingCache(ttl time.Duration) *listingCache {
 type ListingStats struct {
 	Hits      int64 `json:"hits"`      // lookups answered from a listing, getattrs of directories from own commits
 	Loads     int64 `json:"loads"`     // directories listed
-	Discarded int64 `json:"discarded"` // listings dropped because this client changed them meanwhile
+	Discarded int64 `json:"discarded"` // listings read and not kept: this client changed the directory's attribute meanwhile
 	Dirs      int   `json:"dirs"`      // listings held
 }
 

@@ -540,17 +540,7 @@ func entryAttrs(r kv.Reader, ents []base.Entry, epoch uint64) error {
 // getAttrAt does.
 func decodeAttrVersion(ino base.Ino, val []byte) (base.Attr, error) {
 	v, ok, err := decodeVersion(attrKey(ino), val)
-	if err != nil {
-		return base.Attr{}, err
-	}
-	if !ok {
-		return base.Attr{}, fmt.Errorf("inode %d: %w", ino, base.ErrNotFound)
-	}
-	a, err := decodeAttr(v)
-	if err != nil {
-		return base.Attr{}, fmt.Errorf("inode %d: %w", ino, err)
-	}
-	return a, nil
+	return inodeAttr(ino, v, ok, err)
 }
 
 // Readlink returns the target of symlink ino (ErrInvalid if not a symlink).
