@@ -230,18 +230,14 @@ func (c *listingCache) dropListing(dir base.Ino) {
 	delete(c.dirs, dir)
 }
 
-// load lists parent (found returned true) and keeps the listing unless a
-// commit of this client touched it meanwhile.
+// load lists parent (found returned true) and keeps the listing, less
+// what this client's commits wrote meanwhile.
 func (c *listingCache) load(ctx context.Context, m *Meta, parent base.Ino) {
 	start := c.now()
 	var p base.Attr
 	var ents []base.Entry
-	err := m.view(ctx, func(r kv.Reader) error {
-		var err error
-		if p, err = getAttr(r, parent); err != nil {
-			return err
-		}
-		ents, err = readdirAt(r, RootCaller, parent, "", listingMaxEntries+1, true, latestEpoch)
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		p, ents, err = readdirDir(r, RootCaller, parent, "", listingMaxEntries+1, true, latestEpoch)
 		return err
 	})
 	c.mu.Lock()
@@ -325,7 +321,7 @@ func (c *listingCache) touched(inos []base.Ino, names []dirName) {
 				ld.names[n.name] = true
 			}
 		}
-		if ld.inos == nil {
+		if ld.inos == nil && len(inos) > 0 {
 			ld.inos = make(map[base.Ino]bool)
 		}
 		for _, ino := range inos {

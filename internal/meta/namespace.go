@@ -457,16 +457,23 @@ func (m *Meta) Readdir(ctx context.Context, c *Caller, dir base.Ino, after strin
 }
 
 func readdirAt(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, plus bool, epoch uint64) ([]base.Entry, error) {
+	_, out, err := readdirDir(r, c, dir, after, limit, plus, epoch)
+	return out, err
+}
+
+// readdirDir is readdirAt, and also returns the directory's attribute, read
+// on the way.
+func readdirDir(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, plus bool, epoch uint64) (base.Attr, []base.Entry, error) {
 	var out []base.Entry
 	d, err := getAttrAt(r, dir, epoch)
 	if err != nil {
-		return nil, err
+		return base.Attr{}, nil, err
 	}
 	if d.Type != base.TypeDir {
-		return nil, fmt.Errorf("readdir %d: %w", dir, base.ErrNotDir)
+		return base.Attr{}, nil, fmt.Errorf("readdir %d: %w", dir, base.ErrNotDir)
 	}
 	if err := c.access(&d, MayRead); err != nil {
-		return nil, fmt.Errorf("readdir %d: %w", dir, err)
+		return base.Attr{}, nil, fmt.Errorf("readdir %d: %w", dir, err)
 	}
 	prefix := dentryPrefix(dir)
 	var start []byte
@@ -485,22 +492,25 @@ func readdirAt(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, pl
 		return limit <= 0 || len(out) < limit
 	})
 	if err != nil {
-		return nil, err
+		return base.Attr{}, nil, err
 	}
 	if ferr != nil {
-		return nil, fmt.Errorf("readdir %d: %w", dir, ferr)
+		return base.Attr{}, nil, fmt.Errorf("readdir %d: %w", dir, ferr)
 	}
 	if plus {
 		if err := entryAttrs(r, out, epoch); err != nil {
-			return nil, fmt.Errorf("readdir %d: %w", dir, err)
+			return base.Attr{}, nil, fmt.Errorf("readdir %d: %w", dir, err)
 		}
 	}
-	return out, nil
+	return d, out, nil
 }
 
 // attrBatch is how many attributes entryAttrs reads with one kv.Firsts
 // (one statement on a server).
 const attrBatch = 256
+
+// attrVersionLen is the length of the key of a version of an attribute.
+const attrVersionLen = 1 + 8 + epochLen
 
 // entryAttrs fills the Attr of each entry as of epoch. The newest
 // attributes are read attrBatch at a time with kv.Firsts: on a server one
@@ -522,8 +532,9 @@ func entryAttrs(r kv.Reader, ents []base.Entry, epoch uint64) error {
 		for i := range batch {
 			var a base.Attr
 			var err error
-			if ps != nil && len(ps[i].Key) == len(attrKey(0))+epochLen {
-				a, err = decodeAttrVersion(batch[i].Ino, ps[i].Value)
+			if ps != nil && len(ps[i].Key) == attrVersionLen {
+				v, ok, derr := decodeVersion(attrKey(batch[i].Ino), ps[i].Value)
+				a, err = inodeAttr(batch[i].Ino, v, ok, derr)
 			} else {
 				a, err = getAttrAt(r, batch[i].Ino, epoch)
 			}
@@ -534,13 +545,6 @@ func entryAttrs(r kv.Reader, ents []base.Entry, epoch uint64) error {
 		}
 	}
 	return nil
-}
-
-// decodeAttrVersion decodes val, a version of ino's attribute record, as
-// getAttrAt does.
-func decodeAttrVersion(ino base.Ino, val []byte) (base.Attr, error) {
-	v, ok, err := decodeVersion(attrKey(ino), val)
-	return inodeAttr(ino, v, ok, err)
 }
 
 // Readlink returns the target of symlink ino (ErrInvalid if not a symlink).

@@ -420,15 +420,23 @@ func (t *wtx) singleVersions() bool {
 	return true
 }
 
+// cacheNoter returns the transaction's kv.ReadNoter when values of the
+// latest-version cache may stand in for its reads: there is a cache and
+// the transaction has written nothing yet.
+func (t *wtx) cacheNoter() (kv.ReadNoter, bool) {
+	if t.lc == nil || t.wrote {
+		return nil, false
+	}
+	rn, ok := t.Txn.(kv.ReadNoter)
+	return rn, ok
+}
+
 // cachedLogicals takes the records the latest-version cache holds, or
 // knows absent (an entry of a fresh directory), as prefetched (noting them
 // as read) and returns the others.
 func (t *wtx) cachedLogicals(logicals [][]byte) [][]byte {
-	if t.lc == nil || t.wrote || len(logicals) == 0 {
-		return logicals
-	}
-	rn, ok := t.Txn.(kv.ReadNoter)
-	if !ok {
+	rn, ok := t.cacheNoter()
+	if !ok || len(logicals) == 0 {
 		return logicals
 	}
 	var rest [][]byte
@@ -454,11 +462,8 @@ func (t *wtx) cachedLogicals(logicals [][]byte) [][]byte {
 // cachedPlains takes the plain keys the latest-version cache holds as
 // prefetched (noting them as read) and returns the others.
 func (t *wtx) cachedPlains(plains [][]byte) [][]byte {
-	if t.lc == nil || t.wrote || len(plains) == 0 {
-		return plains
-	}
-	rn, ok := t.Txn.(kv.ReadNoter)
-	if !ok {
+	rn, ok := t.cacheNoter()
+	if !ok || len(plains) == 0 {
 		return plains
 	}
 	var rest [][]byte
