@@ -34,7 +34,7 @@ const (
 	DefaultSpaceCheck     = 10 * time.Second
 	diskHeaderLen         = 20
 	diskMagic             = "CRNC"
-	diskVersion           = 1
+	diskVersion           = 2
 	diskSubdir            = "blocks"
 	diskTempPrefix        = ".tmp-"
 	maxDiskKeyLen         = 1 << 15
@@ -138,16 +138,15 @@ func statfsFree(dir string) (free, total uint64, err error) {
 // key and content, and a file that fails the check is deleted, logged and
 // counted, and reported as a miss — never returned.
 //
-// File format (all integers big-endian):
-//
-//	"CRNC" | version (1) | 3 zero bytes | key length (2) | 2 zero bytes |
-//	data length (4) | CRC-32C of key and data (4) | key | data
+// Each file holds one block: a header, its key, a CRC-32C per 64 KiB
+// segment of its data, and the data (see diskfile.go); ReadRange reads
+// and verifies only the segments a small read needs.
 //
 // A block with key K lives in Dirs[h % len(Dirs)]/blocks/<hh>/<h>, where h
 // is the first 16 bytes of SHA-256(K) in hex and hh its first two digits.
 // Files are written to a temporary name in the same directory and renamed
 // into place, so a reader sees a whole file or none; they are not fsynced
-// (a crash may leave a torn file, which the CRC catches).
+// (a crash may leave a torn file, which the CRCs catch).
 //
 // Disk is safe for concurrent use. Slices it returns are the caller's.
 type Disk struct {
@@ -240,10 +239,6 @@ func (d *Disk) path(key string) (int, string) {
 	return dir, filepath.Join(d.opts.Dirs[dir], diskSubdir, name[:2], name)
 }
 
-func fileSize(key string, n int) int64 { return int64(diskHeaderLen + len(key) + n) }
-
-var errCorrupt = errors.New("corrupt cache file")
-
 // readFile reads and verifies the file of key.
 func (d *Disk) readFile(key string) ([]byte, error) {
 	_, p := d.path(key)
@@ -251,22 +246,20 @@ func (d *Disk) readFile(key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(buf) < diskHeaderLen || string(buf[:4]) != diskMagic || buf[4] != diskVersion {
-		return nil, fmt.Errorf("%s: bad header: %w", p, errCorrupt)
+	data, err := decodeFile(buf, key)
+	if err != nil {
+		return nil, fileErr(p, err)
 	}
-	klen := int(binary.BigEndian.Uint16(buf[8:]))
-	dlen := int(binary.BigEndian.Uint32(buf[12:]))
-	if len(buf) != diskHeaderLen+klen+dlen {
-		return nil, fmt.Errorf("%s: %d bytes, header says %d: %w", p, len(buf), diskHeaderLen+klen+dlen, errCorrupt)
+	return data, nil
+}
+
+// fileErr names the file in err; a file of another key is reported as
+// fs.ErrNotExist (ours is not there).
+func fileErr(p string, err error) error {
+	if errors.Is(err, errOtherKey) {
+		return fmt.Errorf("%s: %w: %w", p, err, fs.ErrNotExist)
 	}
-	if got, want := crc32.Checksum(buf[diskHeaderLen:], castagnoli), binary.BigEndian.Uint32(buf[16:]); got != want {
-		return nil, fmt.Errorf("%s: crc %08x, stored %08x: %w", p, got, want, errCorrupt)
-	}
-	if string(buf[diskHeaderLen:diskHeaderLen+klen]) != key {
-		// A sound file of another key with the same hash: not ours.
-		return nil, fmt.Errorf("%s: holds another key: %w", p, fs.ErrNotExist)
-	}
-	return buf[diskHeaderLen+klen:], nil
+	return fmt.Errorf("%s: %w", p, err)
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -289,21 +282,7 @@ func (d *Disk) Get(key string) ([]byte, bool) {
 	start := time.Now()
 	data, err := d.readFile(key)
 	if err != nil {
-		d.misses.Add(1)
-		if !errors.Is(err, fs.ErrNotExist) {
-			if errors.Is(err, errCorrupt) {
-				d.corrupt.Add(1)
-				d.log.Error("disk cache: corrupt block file dropped; the block is fetched again", "key", key, "err", err)
-			} else {
-				d.ioErrors.Add(1)
-				d.log.Warn("disk cache: read failed; the block is fetched again", "key", key, "err", err)
-			}
-			_, p := d.path(key)
-			_ = os.Remove(p)
-		}
-		if indexed {
-			d.forget(key)
-		}
+		d.failed(key, indexed, err)
 		return nil, false
 	}
 	d.readLatency.Since(start)
@@ -314,6 +293,130 @@ func (d *Disk) Get(key string) ([]byte, bool) {
 		d.insert(key, dir, fileSize(key, len(data)), true)
 	}
 	return data, true
+}
+
+// failed counts and logs a read of key that failed with err, removes a
+// file that is not sound, and unindexes key.
+func (d *Disk) failed(key string, indexed bool, err error) {
+	d.misses.Add(1)
+	if !errors.Is(err, fs.ErrNotExist) {
+		switch {
+		case errors.Is(err, errOldFormat):
+			// Written by an older Cairn: dropped quietly, refetched.
+		case errors.Is(err, errCorrupt):
+			d.corrupt.Add(1)
+			d.log.Error("disk cache: corrupt block file dropped; the block is fetched again", "key", key, "err", err)
+		default:
+			d.ioErrors.Add(1)
+			d.log.Warn("disk cache: read failed; the block is fetched again", "key", key, "err", err)
+		}
+		_, p := d.path(key)
+		_ = os.Remove(p)
+	}
+	if indexed {
+		d.forget(key)
+	}
+}
+
+// ReadRange returns bytes [off, off+n) of the block cached under key,
+// reading and verifying only the segments of the file that hold them
+// (one small read for the header and segment table, one for the
+// segments), or false. A corrupt file is deleted and reported as a miss,
+// as by Get; a range the block does not hold is a miss that keeps it.
+func (d *Disk) ReadRange(key string, off, n int) ([]byte, bool) {
+	d.mu.Lock()
+	el, indexed := d.index[key]
+	if indexed {
+		d.lru.MoveToFront(el)
+	}
+	scanning := d.scanning
+	d.mu.Unlock()
+	if (!indexed && !scanning) || off < 0 || n <= 0 {
+		d.misses.Add(1)
+		return nil, false
+	}
+	start := time.Now()
+	data, size, err := d.readRange(key, off, n)
+	if errors.Is(err, errOutOfRange) {
+		d.misses.Add(1)
+		return nil, false
+	}
+	if err != nil {
+		d.failed(key, indexed, err)
+		return nil, false
+	}
+	d.readLatency.Since(start)
+	d.hits.Add(1)
+	d.hitBytes.Add(int64(n))
+	if !indexed {
+		dir, _ := d.path(key)
+		d.insert(key, dir, size, true)
+	}
+	return data, true
+}
+
+var errOutOfRange = errors.New("range past the cached block")
+
+// metaGuess is how much of a file ReadRange reads first: the header, a key
+// and the segment table of a 4 MiB block fit.
+const metaGuess = 1024
+
+// readRange reads bytes [off, off+n) of key's file, verified, and returns
+// them and the file's size.
+func (d *Disk) readRange(key string, off, n int) ([]byte, int64, error) {
+	_, p := d.path(key)
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	meta := make([]byte, min(fi.Size(), metaGuess))
+	if _, err := f.ReadAt(meta, 0); err != nil {
+		return nil, 0, readErr(p, err)
+	}
+	h, err := parseHead(meta)
+	if err != nil {
+		return nil, 0, fileErr(p, err)
+	}
+	if h.size() != fi.Size() {
+		return nil, 0, fmt.Errorf("%s: %d bytes, header says %d: %w", p, fi.Size(), h.size(), errCorrupt)
+	}
+	if len(meta) < h.dataOff() {
+		meta = make([]byte, h.dataOff())
+		if _, err := f.ReadAt(meta, 0); err != nil {
+			return nil, 0, readErr(p, err)
+		}
+	}
+	table, err := checkMeta(meta, h, key)
+	if err != nil {
+		return nil, 0, fileErr(p, err)
+	}
+	if off+n > h.dlen {
+		return nil, 0, errOutOfRange
+	}
+	first := off >> h.shift
+	lo, hi := first<<h.shift, min(((off+n-1)>>h.shift+1)<<h.shift, h.dlen)
+	data := make([]byte, hi-lo)
+	if _, err := f.ReadAt(data, int64(h.dataOff()+lo)); err != nil {
+		return nil, 0, readErr(p, err)
+	}
+	if err := checkSegs(h, table, first, data); err != nil {
+		return nil, 0, fileErr(p, err)
+	}
+	return data[off-lo : off-lo+n], fi.Size(), nil
+}
+
+// readErr reports a short read (the file changed size under us) as
+// corruption and other errors as they are.
+func readErr(p string, err error) error {
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: short read: %w", p, errCorrupt)
+	}
+	return err
 }
 
 // Has reports whether key is indexed (no I/O). A true answer may still
@@ -397,14 +500,6 @@ func (d *Disk) write(key string, data []byte) error {
 		}
 		return ErrNoRoom
 	}
-	var hdr [diskHeaderLen]byte
-	copy(hdr[:], diskMagic)
-	hdr[4] = diskVersion
-	binary.BigEndian.PutUint16(hdr[8:], uint16(len(key)))
-	binary.BigEndian.PutUint32(hdr[12:], uint32(len(data)))
-	crc := crc32.Update(crc32.Checksum([]byte(key), castagnoli), castagnoli, data)
-	binary.BigEndian.PutUint32(hdr[16:], crc)
-
 	tmp := filepath.Join(filepath.Dir(p), diskTempPrefix+filepath.Base(p)+"-"+fmt.Sprintf("%08x", rand.Uint32()))
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -416,9 +511,9 @@ func (d *Disk) write(key string, data []byte) error {
 		d.ioErrors.Add(1)
 		return err
 	}
-	// Header and key, then the data in place: no copy of the block.
-	head := append(hdr[:], key...)
-	_, err = (&net.Buffers{head, data}).WriteTo(f)
+	// Header, key and segment table, then the data in place: no copy of
+	// the block.
+	_, err = (&net.Buffers{encodeHead(key, data), data}).WriteTo(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -599,6 +694,7 @@ func (d *Disk) scan() {
 	}
 	var all []found
 	stopped := false
+	oldFormat := 0
 	for i, dir := range d.opts.Dirs {
 		root := filepath.Join(dir, diskSubdir)
 		_ = filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
@@ -620,6 +716,11 @@ func (d *Disk) scan() {
 				if di, want := d.path(key); di != i || want != p {
 					err = errors.New("file is not where its key belongs")
 				}
+			}
+			if errors.Is(err, errOldFormat) {
+				oldFormat++
+				_ = os.Remove(p)
+				return nil
 			}
 			if err != nil {
 				d.log.Warn("disk cache: removing a file that is not a cached block", "path", p, "err", err)
@@ -649,6 +750,9 @@ func (d *Disk) scan() {
 		s := d.Stats()
 		d.log.Info("disk cache index rebuilt", "dirs", d.opts.Dirs, "blocks", s.Items, "bytes", s.Bytes, "took", time.Since(start).Round(time.Millisecond))
 	}
+	if oldFormat > 0 {
+		d.log.Info("disk cache: removed files of an older format", "files", oldFormat)
+	}
 }
 
 // readHeader reads the key of a cache file and checks that its size
@@ -667,15 +771,14 @@ func readHeader(p string) (key string, size int64, mtime time.Time, err error) {
 	if _, err := io.ReadFull(f, hdr[:]); err != nil {
 		return "", 0, time.Time{}, err
 	}
-	if string(hdr[:4]) != diskMagic || hdr[4] != diskVersion {
-		return "", 0, time.Time{}, errors.New("bad header")
+	h, err := parseHead(hdr[:])
+	if err != nil {
+		return "", 0, time.Time{}, err
 	}
-	klen := int(binary.BigEndian.Uint16(hdr[8:]))
-	dlen := int64(binary.BigEndian.Uint32(hdr[12:]))
-	if fi.Size() != int64(diskHeaderLen+klen)+dlen {
-		return "", 0, time.Time{}, fmt.Errorf("%d bytes, header says %d", fi.Size(), int64(diskHeaderLen+klen)+dlen)
+	if fi.Size() != h.size() {
+		return "", 0, time.Time{}, fmt.Errorf("%d bytes, header says %d", fi.Size(), h.size())
 	}
-	kb := make([]byte, klen)
+	kb := make([]byte, h.klen)
 	if _, err := io.ReadFull(f, kb); err != nil {
 		return "", 0, time.Time{}, err
 	}

@@ -68,8 +68,13 @@ func (s *Store) CompactRange(ctx context.Context, slices []base.Slice, lo, hi ui
 			return
 		}
 		// The range is being rewritten by small writes: it is hot, and
-		// the new block replaces what readers had cached of it.
-		errs[i] = s.putBlock(ctx, BlockKey(newID, i, blen), buf, true)
+		// the new block replaces what readers had cached of it, in both
+		// tiers (else the first small read that misses memory fetches
+		// it from the object store and then fills the disk tier with it).
+		key := BlockKey(newID, i, blen)
+		if errs[i] = s.putBlock(ctx, key, buf, true); errs[i] == nil && s.disk != nil && !s.opts.CacheWrites {
+			s.disk.Put(key, buf[:blen:blen])
+		}
 	})
 	for _, err := range errs {
 		if err != nil {
@@ -79,5 +84,7 @@ func (s *Store) CompactRange(ctx context.Context, slices []base.Slice, lo, hi ui
 			return base.Slice{}, fmt.Errorf("chunk: compact into slice %d: %w", newID, err)
 		}
 	}
+	s.st.compactions.Add(1)
+	s.st.compactBytes.Add(int64(size))
 	return base.Slice{Pos: uint32(lo), ID: newID, Size: size, Off: 0, Len: size}, nil
 }

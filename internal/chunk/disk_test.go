@@ -192,3 +192,49 @@ func TestWarm(t *testing.T) {
 		t.Errorf("Warm without a disk cache: %v", err)
 	}
 }
+
+// TestDiskTierPartial: a small random read of a block the disk tier holds
+// whole (a sequential read or a warmup put it there) reads only the
+// segment holding it, and puts that segment, not the block, into the
+// memory tier; a sequential read of the block still reads it whole.
+func TestDiskTierPartial(t *testing.T) {
+	ctx := context.Background()
+	obj := memStore()
+	const bs = 1 << 20
+	data := fill(2 * bs)
+	c := newCommitter()
+	{
+		w := newTestStore(t, obj, nil, Options{BlockSize: bs}).NewWriter(c)
+		writeFlush(t, w, 0, data)
+		w.Close()
+	}
+	disk := openDiskCache(t, t.TempDir())
+	if err := newTestStore(t, obj, nil, Options{BlockSize: bs, DiskCache: disk}).Warm(ctx, c.chunk(0), nil); err != nil {
+		t.Fatal(err)
+	}
+	mc := newMapCache()
+	s := newTestStore(t, obj, mc, Options{BlockSize: bs, DiskCache: disk, ReadAhead: -1})
+	obj.gets.Store(0)
+	for _, off := range []int{100, 5*SegmentSize - 10, bs + 3*SegmentSize + 77} {
+		p := make([]byte, 8192)
+		if _, err := s.ReadChunk(ctx, c.chunk(0), uint32(off), p); err != nil || !bytes.Equal(p, data[off:off+8192]) {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+	}
+	// The middle read spans segments 4 and 5.
+	if ds := disk.Stats(); obj.gets.Load() != 0 || ds.Hits != 3 || ds.HitBytes != 4*SegmentSize {
+		t.Fatalf("%d object gets; disk tier served %d reads, %d bytes, want 4 segments", obj.gets.Load(), ds.Hits, ds.HitBytes)
+	}
+	if _, ok := mc.Get(BlockKey(c.chunk(0)[0].ID, 0, bs)); ok {
+		t.Fatal("a small read put the whole block into the memory tier")
+	}
+	if _, ok := mc.Get(segKey(BlockKey(c.chunk(0)[0].ID, 0, bs), 4)); !ok {
+		t.Fatal("the segment read from disk is not in the memory tier")
+	}
+	if got := readFile(t, s, c, 0, len(data)); !bytes.Equal(got, data) || obj.gets.Load() != 0 {
+		t.Fatalf("whole read: %d object gets", obj.gets.Load())
+	}
+	if ds := disk.Stats(); ds.HitBytes != 4*SegmentSize+2*bs {
+		t.Fatalf("a sequential read took %d bytes from the disk tier, want the 2 blocks", ds.HitBytes-4*SegmentSize)
+	}
+}

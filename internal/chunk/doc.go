@@ -47,8 +47,9 @@
 // from the object store (and, with Options.CacheWrites, every block
 // uploaded). A small read that had to go to the object store also starts
 // a bounded, deduplicated background fetch of its whole block into the
-// disk tier, stored as segments (Options.DiskFills), so random reads fill
-// the disk tier too and a later small read there reads one 64 KiB file.
+// disk tier (Options.DiskFills), so random reads fill the disk tier too;
+// a small read served by the disk tier reads only the 64 KiB segments it
+// needs of the block's file (DiskCache.ReadRange).
 // Store.Warm fills it with whole blocks without touching the BlockCache.
 // Blocks shorter than BlockSize (small writes) and blocks written by
 // compaction go into the BlockCache when uploaded: they are read back

@@ -28,11 +28,11 @@ func (s slowWholeGets) Get(ctx context.Context, key string, off, n int64) ([]byt
 // TestRandomReadsFillDisk: a small read of a block in neither cache tier
 // reads only its segments from the object store, without waiting for
 // anything else, and schedules one background fetch of the whole block
-// into the disk tier, stored as segments. Concurrent misses of the block
-// schedule one fill; at most Options.DiskFills run at once. Afterwards a
-// Store with an empty memory tier serves small reads anywhere in the block
-// from the disk tier without the object store, and DeleteSlice drops the
-// segments from the disk.
+// into the disk tier, one file. Concurrent misses of the block schedule
+// one fill; at most Options.DiskFills run at once. Afterwards a Store with
+// an empty memory tier serves small reads anywhere in the block from the
+// disk tier without the object store, each reading one segment of the
+// file, and DeleteSlice drops the files.
 func TestRandomReadsFillDisk(t *testing.T) {
 	ctx := context.Background()
 	const bs = 1 << 20
@@ -77,7 +77,7 @@ func TestRandomReadsFillDisk(t *testing.T) {
 		t.Fatalf("%d disk fills for two blocks missed with one fill slot, want 1", st.DiskFills)
 	}
 	close(obj.release)
-	waitDisk(t, disk, segs)
+	waitDisk(t, disk, 1)
 
 	// A new Store (empty memory tier) reads all of block 0 by small reads
 	// from the disk tier alone.
@@ -92,13 +92,16 @@ func TestRandomReadsFillDisk(t *testing.T) {
 	if g, st := inner.gets.Load(), r.Stats(); g != 0 || st.DiskHits != segs || st.CacheHits != bs/8192-segs {
 		t.Fatalf("block 0 after its fill: %d object gets, %+v", g, st)
 	}
+	if ds := disk.Stats(); ds.Hits != segs || ds.HitBytes != bs {
+		t.Fatalf("the disk tier served %d reads, %d bytes: want %d segments", ds.Hits, ds.HitBytes, segs)
+	}
 
 	// Block 1's slot is free now: its next miss fills it.
 	p := make([]byte, 4096)
 	if _, err := r.ReadChunk(ctx, c.chunk(0), bs+20*SegmentSize, p); err != nil {
 		t.Fatal(err)
 	}
-	waitDisk(t, disk, 2*segs)
+	waitDisk(t, disk, 2)
 
 	ref := c.chunk(0)[0]
 	if err := s.DeleteSlice(ctx, ref.ID, ref.Size); err != nil {
@@ -172,8 +175,8 @@ func TestMemoryOnWrite(t *testing.T) {
 }
 
 // TestCompactionDoesNotFillCaches: the blocks a compaction reads (which
-// it replaces) go to neither cache tier; the block it writes goes to the
-// memory tier, and reads through the tiers still fill them.
+// it replaces) go to neither cache tier; the block it writes goes to
+// both, and reads through the tiers still fill them.
 func TestCompactionDoesNotFillCaches(t *testing.T) {
 	ctx := context.Background()
 	const bs = 256 << 10
@@ -202,9 +205,10 @@ func TestCompactionDoesNotFillCaches(t *testing.T) {
 	if _, ok := mc.Get(BlockKey(ns.ID, 0, bs)); !ok {
 		t.Fatal("the compacted block is not in the memory tier")
 	}
-	time.Sleep(50 * time.Millisecond) // the disk tier writes in the background
-	if n := disk.Stats().Items; n != 0 {
-		t.Fatalf("compaction's reads put %d blocks in the disk tier", n)
+	waitDisk(t, disk, 1) // the disk tier writes in the background
+	time.Sleep(50 * time.Millisecond)
+	if n := disk.Stats().Items; n != 1 || disk.Has(old) || !disk.Has(BlockKey(ns.ID, 0, bs)) {
+		t.Fatalf("after compaction the disk tier holds %d blocks, the replaced one: %v", n, disk.Has(old))
 	}
 	got := make([]byte, bs)
 	if _, err := s.ReadChunk(ctx, []base.Slice{ns}, 0, got); err != nil || !bytes.Equal(got, data) {
@@ -218,5 +222,5 @@ func TestCompactionDoesNotFillCaches(t *testing.T) {
 	if _, ok := mc.Get(old); !ok {
 		t.Fatal("an ordinary read did not fill the memory tier")
 	}
-	waitDisk(t, disk, 1)
+	waitDisk(t, disk, 2)
 }

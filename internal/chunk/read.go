@@ -152,12 +152,14 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 		}
 		owner[i] = b
 	}
-	// A block that is not cached whole and of which the read needs only a
-	// small part is read partially: just the 64 KiB segments covering the
-	// part, from the memory or disk tier or with their CRC entries from the
-	// object store (random reads would otherwise move whole blocks for a
-	// few KiB each); a partial read that went to the object store also
-	// schedules a background fill of the disk tier (fillDisk).
+	// A block that is not in the memory tier whole and of which the read
+	// needs only a small part is read partially: just the 64 KiB segments
+	// covering the part, from the memory tier, else from the disk tier
+	// (which reads and verifies only those segments of its file), else
+	// with their CRC entries from the object store (random reads would
+	// otherwise move whole blocks for a few KiB each); a partial read that
+	// went to the object store also schedules a background fill of the
+	// disk tier (fillDisk).
 	need := make(map[*blk]int, len(blocks))
 	for i, pt := range parts {
 		need[owner[i]] += pt.n
@@ -173,8 +175,7 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 			s.sfMu.Lock()
 			fetching := s.inflight[b.key] != nil
 			s.sfMu.Unlock()
-			onDisk := s.disk != nil && s.disk.Has(b.key) // whole: read it whole
-			if !fetching && !onDisk {
+			if !fetching {
 				partial[b] = true
 			}
 		}
@@ -199,7 +200,7 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 				return err
 			}
 			if fetched && !noFill(ctx) {
-				s.fillDisk(b.key, b.length, pt.boff/SegmentSize)
+				s.fillDisk(b.key, b.length)
 			}
 			continue
 		}
@@ -213,11 +214,10 @@ func segKey(key string, seg int) string { return key + "#" + strconv.Itoa(seg) }
 
 // readRange fills dst with bytes [boff, boff+len(dst)) of a block of length
 // bytes, reading and verifying only the segments that cover them: from the
-// memory tier, else from the disk tier (which holds the segments of blocks
-// filled by fillDisk, each verified by the disk cache), else with two
-// concurrent ranged reads from the object store (the segments' data and
-// their CRC entries). It reports whether it went to the object store. A
-// mismatch wraps base.ErrChecksum.
+// memory tier, else from the disk tier (which reads only those segments
+// of its file of the block), else with two concurrent ranged reads from
+// the object store (the segments' data and their CRC entries). It reports
+// whether it went to the object store. A mismatch wraps base.ErrChecksum.
 func (s *Store) readRange(ctx context.Context, key string, length, boff int, dst []byte) (fetched bool, err error) {
 	segA, segB := boff/SegmentSize, (boff+len(dst)-1)/SegmentSize
 	segs, tier := s.localSegments(key, length, segA, segB)
@@ -255,39 +255,44 @@ func (s *Store) readRange(ctx context.Context, key string, length, boff int, dst
 // Where localSegments found a range of segments.
 const (
 	tierMemory = iota // every segment in the memory tier
-	tierDisk          // every segment in memory or on disk, some on disk
+	tierDisk          // read from the disk tier
 	tierObject        // not all: the range must be fetched
 )
 
 // localSegments looks for segments [segA, segB] of a block of length bytes
-// in the memory tier, then the disk tier; segments found on disk are put
-// into the memory tier. It returns them (all, unless the tier is
-// tierObject) and where they were found.
+// in the memory tier, then reads the range from the block's file in the
+// disk tier and puts its segments into the memory tier. It returns them
+// (all, unless the tier is tierObject) and where they were found.
 func (s *Store) localSegments(key string, length, segA, segB int) ([][]byte, int) {
 	segs := make([][]byte, segB-segA+1)
-	tier := tierMemory
-	for i := range segs {
-		sk := segKey(key, segA+i)
-		want := min(SegmentSize, length-(segA+i)*SegmentSize)
-		if s.cache != nil {
-			if d, ok := s.cache.Get(sk); ok && len(d) == want {
+	if s.cache != nil {
+		found := 0
+		for i := range segs {
+			want := min(SegmentSize, length-(segA+i)*SegmentSize)
+			if d, ok := s.cache.Get(segKey(key, segA+i)); ok && len(d) == want {
 				segs[i] = d
-				continue
+				found++
 			}
 		}
-		if s.disk == nil {
-			return segs, tierObject
-		}
-		d, ok := s.disk.Get(sk)
-		if !ok || len(d) != want {
-			return segs, tierObject
-		}
-		segs[i], tier = d, tierDisk
-		if s.cache != nil {
-			s.cache.Put(sk, d)
+		if found == len(segs) {
+			return segs, tierMemory
 		}
 	}
-	return segs, tier
+	if s.disk == nil {
+		return segs, tierObject
+	}
+	lo, hi := segA*SegmentSize, min((segB+1)*SegmentSize, length)
+	d, ok := s.disk.ReadRange(key, lo, hi-lo)
+	if !ok {
+		return segs, tierObject
+	}
+	for i := range segs {
+		segs[i] = d[i*SegmentSize : min((i+1)*SegmentSize, len(d))]
+		if s.cache != nil {
+			s.cache.Put(segKey(key, segA+i), segs[i])
+		}
+	}
+	return segs, tierDisk
 }
 
 // fetchSegments reads segments segA.. (len(segs) of them) of a block of
@@ -435,18 +440,16 @@ func (s *Store) prefetch(slices []base.Slice, a, b uint64) {
 // fillDisk fetches the whole block key into the disk tier in the
 // background, after a partial read of it had to go to the object store:
 // small random reads then fill the disk tier as sequential reads do, and
-// later small reads of any part of the block are served locally. The
-// foreground read never waits for it. The block is stored as its 64 KiB
-// segments, one disk cache entry each (segKey), so that a small read
-// served by the disk tier reads and verifies one segment, not a whole
-// block. A fill is skipped when the block is being fetched or filled
-// already (deduplicated by key), when the missed segment is on disk, or
-// when Options.DiskFills fills are running (bounded, so a random workload
+// later small reads of any part of the block are served locally (the disk
+// tier reads only the segments they need). The foreground read never
+// waits for it. A fill is skipped when the block is on disk, being
+// fetched or filled already (deduplicated by key), or when
+// Options.DiskFills fills are running (bounded, so a random workload
 // cannot queue unbounded block fetches behind its small reads). The block
 // goes to the disk tier only: the memory tier keeps the segments reads
 // use.
-func (s *Store) fillDisk(key string, length, seg int) {
-	if s.fillSem == nil || s.disk.Has(segKey(key, seg)) {
+func (s *Store) fillDisk(key string, length int) {
+	if s.fillSem == nil || s.disk.Has(key) {
 		return
 	}
 	s.sfMu.Lock()
@@ -474,16 +477,12 @@ func (s *Store) fillDisk(key string, length, seg int) {
 		if err != nil {
 			return // logged by fetchObject; a later miss tries again
 		}
-		// Write, not Put: the slot is held until the files are in place,
-		// so fills go no faster than the disk takes them.
-		for i := 0; i*SegmentSize < len(data); i++ {
-			seg := data[i*SegmentSize : min((i+1)*SegmentSize, len(data))]
-			if err := s.disk.Write(segKey(key, i), seg); err != nil {
-				// Best effort: a full or failing disk is counted and
-				// logged by the disk cache.
-				s.log.Debug("background fill of the disk cache", "key", key, "err", err)
-				return
-			}
+		// Write, not Put: the slot is held until the file is in place, so
+		// fills go no faster than the disk takes them.
+		if err := s.disk.Write(key, data); err != nil {
+			// Best effort: a full or failing disk is counted and logged
+			// by the disk cache.
+			s.log.Debug("background fill of the disk cache", "key", key, "err", err)
 		}
 	}()
 }

@@ -37,12 +37,15 @@ type BlockCacheDeleter interface {
 // Get returns verified block data the caller owns, or false; it may do
 // disk I/O and is never called under a Store lock. A DiskCache must verify
 // what it returns itself (a damaged file is a miss, never wrong data).
-// Has reports cheaply, without I/O, whether key is probably cached. Put
+// ReadRange is Get of bytes [off, off+n) of a block: it reads and
+// verifies only what holds them, so a small random read of a block
+// cached whole costs a small read. Has reports cheaply, without I/O, whether key is probably cached. Put
 // caches data in the background and may drop it; it keeps data until
 // written, and nobody modifies data afterwards. Write caches data before
 // it returns (warmup) or returns why it could not. Delete drops a key.
 type DiskCache interface {
 	Get(key string) ([]byte, bool)
+	ReadRange(key string, off, n int) ([]byte, bool)
 	Has(key string) bool
 	Put(key string, data []byte)
 	Write(key string, data []byte) error
@@ -293,8 +296,8 @@ func (s *Store) SyncObjects(ctx context.Context) error {
 }
 
 // DeleteSlice deletes every block object of slice id of size bytes and
-// drops them and their segments from the disk tier and the cache (if it
-// implements BlockCacheDeleter). Blocks already missing are fine, so it
+// drops them from the disk tier, and them and their segments from the
+// cache (if it implements BlockCacheDeleter). Blocks already missing are fine, so it
 // may be repeated. It tries every block and returns the first error.
 func (s *Store) DeleteSlice(ctx context.Context, id uint64, size uint32) error {
 	if id == 0 {
@@ -306,19 +309,17 @@ func (s *Store) DeleteSlice(ctx context.Context, id uint64, size uint32) error {
 	parallel(n, s.opts.UploadConcurrency, func(i int) {
 		blen := s.blockLen(size, i)
 		key := BlockKey(id, i, blen)
-		// The block, and the segments partial reads and disk fills cache
+		// The block, and the segments partial reads cache in memory
 		// under their own keys.
-		for seg := -1; seg*SegmentSize < blen; seg++ {
+		if s.disk != nil {
+			s.disk.Delete(key)
+		}
+		for seg := -1; del != nil && seg*SegmentSize < blen; seg++ {
 			k := key
 			if seg >= 0 {
 				k = segKey(key, seg)
 			}
-			if del != nil {
-				del.Delete(k)
-			}
-			if s.disk != nil {
-				s.disk.Delete(k)
-			}
+			del.Delete(k)
 		}
 		s.st.objectDeletes.Add(1)
 		if err := s.obj.Delete(ctx, key); err != nil {
@@ -368,6 +369,8 @@ type Stats struct {
 	ChecksumErrors int64
 	Prefetches     int64 // blocks fetched by read-ahead
 	DiskFills      int64 // whole blocks fetched into the DiskCache after partial reads
+	Compactions    int64 // slices written by Compact and CompactRange
+	CompactBytes   int64 // bytes they rewrote
 	Buffered       int64 // bytes buffered in Writers, not yet uploaded
 	BufferedPeak   int64 // highest Buffered seen
 }
@@ -377,7 +380,7 @@ type stats struct {
 	objectPuts, objectGets, objectDeletes  atomic.Int64
 	cacheHits, cacheMisses, checksumErrors atomic.Int64
 	prefetches, diskHits, diskMisses       atomic.Int64
-	diskFills                              atomic.Int64
+	diskFills, compactions, compactBytes   atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -399,6 +402,8 @@ func (s *Store) Stats() Stats {
 		ChecksumErrors: s.st.checksumErrors.Load(),
 		Prefetches:     s.st.prefetches.Load(),
 		DiskFills:      s.st.diskFills.Load(),
+		Compactions:    s.st.compactions.Load(),
+		CompactBytes:   s.st.compactBytes.Load(),
 		Buffered:       buffered,
 		BufferedPeak:   peak,
 	}

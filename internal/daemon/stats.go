@@ -79,7 +79,9 @@ type ChunkStats struct {
 	ReadMemoryMisses int64 `json:"read_memory_misses"`
 	ReadDiskHits     int64 `json:"read_disk_hits"`
 	ReadDiskMisses   int64 `json:"read_disk_misses"`
-	DiskFills        int64 `json:"disk_fills"` // whole blocks fetched into the disk tier after small reads
+	DiskFills        int64 `json:"disk_fills"`    // whole blocks fetched into the disk tier after small reads
+	Compactions      int64 `json:"compactions"`   // slices rewritten to shorten fragmented chunks
+	CompactBytes     int64 `json:"compact_bytes"` // bytes they rewrote
 }
 
 // Stats returns the volume's counters now.
@@ -101,6 +103,7 @@ func (v *Volume) Stats() Stats {
 			ChecksumErrors: cs.ChecksumErrors, Buffered: cs.Buffered,
 			ReadMemoryHits: cs.CacheHits, ReadMemoryMisses: cs.CacheMisses,
 			ReadDiskHits: cs.DiskHits, ReadDiskMisses: cs.DiskMisses, DiskFills: cs.DiskFills,
+			Compactions: cs.Compactions, CompactBytes: cs.CompactBytes,
 		},
 	}
 	if v.occ != nil {
@@ -204,6 +207,8 @@ func WritePrometheus(w io.Writer, s Stats) error {
 	p.Counter("cairn_written_bytes_total", "Bytes uploaded in blocks.", float64(s.Chunk.BytesWritten))
 	p.Counter("cairn_prefetches_total", "Blocks fetched by read-ahead.", float64(s.Chunk.Prefetches))
 	p.Counter("cairn_disk_fills_total", "Blocks fetched whole into the disk tier after small reads missed it.", float64(s.Chunk.DiskFills))
+	p.Counter("cairn_compactions_total", "Slices written by compaction (fragmented chunk ranges rewritten as one slice).", float64(s.Chunk.Compactions))
+	p.Counter("cairn_compacted_bytes_total", "Bytes rewritten by compaction.", float64(s.Chunk.CompactBytes))
 	p.Counter("cairn_read_tier_hits_total", "Blocks (or segment ranges) reads needed that the tier served, once per block a read touches.", float64(s.Chunk.ReadMemoryHits), "tier", "memory")
 	p.Counter("cairn_read_tier_hits_total", "", float64(s.Chunk.ReadDiskHits), "tier", "disk")
 	p.Counter("cairn_read_tier_misses_total", "Blocks (or segment ranges) reads needed that the tier did not have.", float64(s.Chunk.ReadMemoryMisses), "tier", "memory")

@@ -299,9 +299,13 @@ const compactWindows = 16
 // compact reduces the slice list of one chunk. It works window by window
 // (one block size each): the window holding the most slices that lie
 // entirely inside it is rewritten as one slice spanning those slices, so
-// the cost follows the fragmented range, not the chunk's 64 MiB. Only when
-// no window holds two slices (slices crossing window boundaries) is the
-// whole covered range rewritten. If the chunk changed in a way that
+// the cost follows the fragmented range, not the chunk's 64 MiB. It stops
+// once the chunk is down to half the compaction threshold: the windows
+// left hold fewer slices, and rewriting them now would cost a block write
+// for each few small writes (random writes spread over a chunk fill all
+// its windows evenly); later they collect more slices and are rewritten
+// when they lead. Only when no window holds two slices (slices crossing
+// window boundaries) is the whole covered range rewritten. If the chunk changed in a way that
 // invalidates a rewrite, the new slice is dropped; the next write that
 // finds the chunk fragmented schedules another attempt.
 func (v *VFS) compact(ctx context.Context, j compactJob) error {
@@ -313,7 +317,7 @@ func (v *VFS) compact(ctx context.Context, j compactJob) error {
 			}
 			return err
 		}
-		if len(slices) < 2 {
+		if len(slices) < 2 || round > 0 && len(slices) <= v.m.CompactThreshold()/2 {
 			return nil
 		}
 		drop, lo, hi := pickWindow(slices, uint32(v.cs.BlockSize()))
