@@ -175,8 +175,8 @@ func TestMemoryOnWrite(t *testing.T) {
 }
 
 // TestCompactionDoesNotFillCaches: the blocks a compaction reads (which
-// it replaces) go to neither cache tier; the block it writes goes to
-// both, and reads through the tiers still fill them.
+// it replaces) go to neither cache tier; the block it writes goes to the
+// memory tier only, and reads through the tiers still fill them.
 func TestCompactionDoesNotFillCaches(t *testing.T) {
 	ctx := context.Background()
 	const bs = 256 << 10
@@ -205,10 +205,9 @@ func TestCompactionDoesNotFillCaches(t *testing.T) {
 	if _, ok := mc.Get(BlockKey(ns.ID, 0, bs)); !ok {
 		t.Fatal("the compacted block is not in the memory tier")
 	}
-	waitDisk(t, disk, 1) // the disk tier writes in the background
-	time.Sleep(50 * time.Millisecond)
-	if n := disk.Stats().Items; n != 1 || disk.Has(old) || !disk.Has(BlockKey(ns.ID, 0, bs)) {
-		t.Fatalf("after compaction the disk tier holds %d blocks, the replaced one: %v", n, disk.Has(old))
+	time.Sleep(50 * time.Millisecond) // the disk tier writes in the background
+	if n := disk.Stats().Items; n != 0 {
+		t.Fatalf("compaction put %d blocks in the disk tier", n)
 	}
 	got := make([]byte, bs)
 	if _, err := s.ReadChunk(ctx, []base.Slice{ns}, 0, got); err != nil || !bytes.Equal(got, data) {
@@ -222,5 +221,5 @@ func TestCompactionDoesNotFillCaches(t *testing.T) {
 	if _, ok := mc.Get(old); !ok {
 		t.Fatal("an ordinary read did not fill the memory tier")
 	}
-	waitDisk(t, disk, 2)
+	waitDisk(t, disk, 1)
 }

@@ -398,7 +398,12 @@ func (fs *rawFS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name st
 
 func (fs *rawFS) openFlags(flags uint32) uint32 {
 	if flags&syscall.O_DIRECT != 0 {
-		return gofuse.FOPEN_DIRECT_IO
+		// Without PARALLEL_DIRECT_WRITES the kernel holds the inode
+		// lock over each direct write's whole round trip, so writers of
+		// one file (a database's threads) take turns; vfs serialises
+		// only the buffering. The kernel still takes the lock for
+		// appends, writes past the end and files also open cached.
+		return gofuse.FOPEN_DIRECT_IO | gofuse.FOPEN_PARALLEL_DIRECT_WRITES
 	}
 	if fs.opts.CloseToOpen {
 		if flags&syscall.O_APPEND != 0 {
