@@ -268,13 +268,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // the file (disk I/O): call it outside locks. A corrupt file is deleted
 // and reported as a miss.
 func (d *Disk) Get(key string) ([]byte, bool) {
-	d.mu.Lock()
-	el, indexed := d.index[key]
-	if indexed {
-		d.lru.MoveToFront(el)
-	}
-	scanning := d.scanning
-	d.mu.Unlock()
+	indexed, scanning := d.touch(key)
 	if !indexed && !scanning {
 		d.misses.Add(1)
 		return nil, false
@@ -285,14 +279,32 @@ func (d *Disk) Get(key string) ([]byte, bool) {
 		d.failed(key, indexed, err)
 		return nil, false
 	}
+	d.hit(key, indexed, start, len(data), fileSize(key, len(data)))
+	return data, true
+}
+
+// hit counts a read of n bytes of key's file of size bytes that began at
+// start, and indexes a file found before the scan reached it.
+func (d *Disk) hit(key string, indexed bool, start time.Time, n int, size int64) {
 	d.readLatency.Since(start)
 	d.hits.Add(1)
-	d.hitBytes.Add(int64(len(data)))
-	if !indexed { // found before the scan reached it
+	d.hitBytes.Add(int64(n))
+	if !indexed {
 		dir, _ := d.path(key)
-		d.insert(key, dir, fileSize(key, len(data)), true)
+		d.insert(key, dir, size, true)
 	}
-	return data, true
+}
+
+// touch marks key as just used and reports whether it is indexed and
+// whether the scan still runs (an unindexed file may then exist).
+func (d *Disk) touch(key string) (indexed, scanning bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	el, indexed := d.index[key]
+	if indexed {
+		d.lru.MoveToFront(el)
+	}
+	return indexed, d.scanning
 }
 
 // failed counts and logs a read of key that failed with err, removes a
@@ -324,13 +336,7 @@ func (d *Disk) failed(key string, indexed bool, err error) {
 // segments), or false. A corrupt file is deleted and reported as a miss,
 // as by Get; a range the block does not hold is a miss that keeps it.
 func (d *Disk) ReadRange(key string, off, n int) ([]byte, bool) {
-	d.mu.Lock()
-	el, indexed := d.index[key]
-	if indexed {
-		d.lru.MoveToFront(el)
-	}
-	scanning := d.scanning
-	d.mu.Unlock()
+	indexed, scanning := d.touch(key)
 	if (!indexed && !scanning) || off < 0 || n <= 0 {
 		d.misses.Add(1)
 		return nil, false
@@ -345,13 +351,7 @@ func (d *Disk) ReadRange(key string, off, n int) ([]byte, bool) {
 		d.failed(key, indexed, err)
 		return nil, false
 	}
-	d.readLatency.Since(start)
-	d.hits.Add(1)
-	d.hitBytes.Add(int64(n))
-	if !indexed {
-		dir, _ := d.path(key)
-		d.insert(key, dir, size, true)
-	}
+	d.hit(key, indexed, start, n, size)
 	return data, true
 }
 
