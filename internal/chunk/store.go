@@ -39,9 +39,10 @@ type BlockCacheDeleter interface {
 // what it returns itself (a damaged file is a miss, never wrong data).
 // ReadRange is Get of bytes [off, off+n) of a block: it reads and
 // verifies only what holds them, so a small random read of a block
-// cached whole costs a small read. Has reports cheaply, without I/O, whether key is probably cached. Put
-// caches data in the background and may drop it; it keeps data until
-// written, and nobody modifies data afterwards. Write caches data before
+// cached whole costs a small read. Has reports cheaply, without I/O,
+// whether key is probably cached. Put caches data in the background and
+// may drop it; it keeps data until written, and nobody modifies data
+// afterwards. Write caches data before
 // it returns (warmup) or returns why it could not. Delete drops a key.
 type DiskCache interface {
 	Get(key string) ([]byte, bool)
@@ -297,8 +298,8 @@ func (s *Store) SyncObjects(ctx context.Context) error {
 
 // DeleteSlice deletes every block object of slice id of size bytes and
 // drops them from the disk tier, and them and their segments from the
-// cache (if it implements BlockCacheDeleter). Blocks already missing are fine, so it
-// may be repeated. It tries every block and returns the first error.
+// cache (if it implements BlockCacheDeleter). Blocks already missing are
+// fine, so it may be repeated. It tries every block and returns the first error.
 func (s *Store) DeleteSlice(ctx context.Context, id uint64, size uint32) error {
 	if id == 0 {
 		return nil
