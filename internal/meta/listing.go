@@ -92,7 +92,7 @@ type listingCache struct {
 	mu      sync.Mutex
 	own     map[base.Ino]ownAttr // directory attributes this client committed
 	dirs    map[base.Ino]*listing
-	byIno   map[base.Ino]base.Ino // listed inode -> the directory listing it
+	byIno   map[base.Ino]dirName // listed inode -> where it is listed (no hard links: one name)
 	state   map[base.Ino]*dirState
 	loading map[base.Ino]*listingLoad
 
@@ -104,7 +104,7 @@ func newListingCache(ttl time.Duration) *listingCache {
 		ttl: ttl, now: time.Now,
 		own:     make(map[base.Ino]ownAttr),
 		dirs:    make(map[base.Ino]*listing),
-		byIno:   make(map[base.Ino]base.Ino),
+		byIno:   make(map[base.Ino]dirName),
 		state:   make(map[base.Ino]*dirState),
 		loading: make(map[base.Ino]*listingLoad),
 	}
@@ -223,7 +223,7 @@ func (c *listingCache) dropListing(dir base.Ino) {
 		return
 	}
 	for _, e := range l.entries {
-		if c.byIno[e.ino] == dir {
+		if c.byIno[e.ino].dir == dir {
 			delete(c.byIno, e.ino)
 		}
 	}
@@ -281,13 +281,13 @@ func (c *listingCache) load(ctx context.Context, m *Meta, parent base.Ino) {
 		}
 	}
 	c.dirs[parent] = l
-	for _, e := range l.entries {
-		if old, ok := c.byIno[e.ino]; ok && old != parent {
+	for name, e := range l.entries {
+		if old, ok := c.byIno[e.ino]; ok && old.dir != parent {
 			// The same inode listed elsewhere (a directory moved between
 			// the two reads): keep neither.
-			c.dropListing(old)
+			c.dropListing(old.dir)
 		}
-		c.byIno[e.ino] = parent
+		c.byIno[e.ino] = dirName{parent, name}
 	}
 }
 
@@ -306,7 +306,7 @@ func (c *listingCache) touched(inos []base.Ino, names []dirName) {
 		if l := c.dirs[n.dir]; l != nil {
 			if e, ok := l.entries[n.name]; ok {
 				delete(l.entries, n.name)
-				if c.byIno[e.ino] == n.dir {
+				if c.byIno[e.ino] == n {
 					delete(c.byIno, e.ino)
 				}
 			}
@@ -371,7 +371,7 @@ func (c *listingCache) committed(inos []base.Ino, written map[base.Ino]base.Attr
 	for _, ino := range inos {
 		a, ok := written[ino]
 		if err != nil || !ok {
-			c.dropEntries(ino)
+			c.dropEntry(ino)
 			delete(c.own, ino)
 			if l := c.dirs[ino]; l != nil {
 				st := c.stateOf(ino, now)
@@ -407,30 +407,26 @@ func (c *listingCache) committed(inos []base.Ino, written map[base.Ino]base.Attr
 // entryAttr gives the listed entry of directory ino the attribute this
 // client's commit wrote (unless it holds a later one); c.mu is held.
 func (c *listingCache) entryAttr(ino base.Ino, a base.Attr) {
-	d, ok := c.byIno[ino]
+	at, ok := c.byIno[ino]
 	if !ok {
 		return
 	}
-	if l := c.dirs[d]; l != nil {
-		for name, e := range l.entries {
-			if e.ino == ino && e.attr.Ctime <= a.Ctime {
-				l.entries[name] = listed{ino: ino, attr: a}
-			}
+	if l := c.dirs[at.dir]; l != nil {
+		if e, ok := l.entries[at.name]; ok && e.ino == ino && e.attr.Ctime <= a.Ctime {
+			l.entries[at.name] = listed{ino: ino, attr: a}
 		}
 	}
 }
 
-// dropEntries drops the listed entries naming ino; c.mu is held.
-func (c *listingCache) dropEntries(ino base.Ino) {
-	d, ok := c.byIno[ino]
+// dropEntry drops the listed entry naming ino; c.mu is held.
+func (c *listingCache) dropEntry(ino base.Ino) {
+	at, ok := c.byIno[ino]
 	if !ok {
 		return
 	}
-	if l := c.dirs[d]; l != nil {
-		for name, e := range l.entries {
-			if e.ino == ino {
-				delete(l.entries, name)
-			}
+	if l := c.dirs[at.dir]; l != nil {
+		if e, ok := l.entries[at.name]; ok && e.ino == ino {
+			delete(l.entries, at.name)
 		}
 	}
 	delete(c.byIno, ino)

@@ -345,6 +345,10 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 	// the live epoch (vdel: a snapshot may retain one). The epoch is read
 	// in this same round trip, so the last one this client saw stands in:
 	// if it is still live, those reads are done here too.
+	//
+	// ps holds the entry's newest version (followed to the inode's
+	// attribute, holds, xattrs and chunks: ps[0..3]), then these two.
+	const olderEntry, olderAttr = 4, 5
 	below := t.epochGuess - 1
 	if t.epochGuess > 0 {
 		extra = append(extra,
@@ -356,7 +360,7 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 		return err
 	}
 	if t.epochGuess > 0 {
-		t.keepOlder(dk, below, ps[4])
+		t.keepOlder(dk, below, ps[olderEntry])
 	}
 	e := ps[0]
 	if e.Key == nil || len(e.Key) != len(dk)+epochLen || len(e.Value) != 1+dentryLen || e.Value[0] != tagLive {
@@ -366,17 +370,17 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 	if err != nil {
 		return nil
 	}
-	for _, p := range ps[:4] {
+	for _, p := range ps[:olderEntry] {
 		if p.Followed == nil {
 			return nil
 		}
 	}
-	if t.epochGuess > 0 && ps[5].Followed == nil {
+	if t.epochGuess > 0 && ps[olderAttr].Followed == nil {
 		return nil
 	}
 	t.keepVersion(attrKey(ino), *ps[0].Followed)
 	if t.epochGuess > 0 {
-		t.keepOlder(attrKey(ino), below, *ps[5].Followed)
+		t.keepOlder(attrKey(ino), below, *ps[olderAttr].Followed)
 	}
 	if t.empty == nil {
 		t.empty = make(map[string]bool)

@@ -305,9 +305,10 @@ const compactWindows = 16
 // for each few small writes (random writes spread over a chunk fill all
 // its windows evenly); later they collect more slices and are rewritten
 // when they lead. Only when no window holds two slices (slices crossing
-// window boundaries) is the whole covered range rewritten. If the chunk changed in a way that
-// invalidates a rewrite, the new slice is dropped; the next write that
-// finds the chunk fragmented schedules another attempt.
+// window boundaries) is the whole covered range rewritten. If the chunk
+// changed in a way that invalidates a rewrite, the new slice is dropped;
+// the next write that finds the chunk fragmented schedules another
+// attempt.
 func (v *VFS) compact(ctx context.Context, j compactJob) error {
 	for round := 0; round < compactWindows; round++ {
 		slices, err := v.m.ReadChunk(ctx, j.ino, j.index)

@@ -46,7 +46,7 @@ func (s *Store) syncPut() error {
 				break
 			}
 			dirs[d] = struct{}{}
-			if d == s.dir || len(d) <= len(s.dir) {
+			if len(d) <= len(s.dir) { // the store's directory, the last
 				break
 			}
 		}
