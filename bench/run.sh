@@ -321,6 +321,9 @@ run=$RUNS
 		"random: $RAND_SIZE file$([[ $RAND_WARM == 1 ]] && echo ", read once before (in the daemons' caches)"), $RAND_JOBS psync jobs (1 for the 1-job row), ${RAND_RUNTIME}s; meta: $META_FILES files, $META_PROCS processes"
 	echo "caches, same for Cairn and JuiceFS: memory $CACHE_MEM block cache + $BUFFER_SIZE write buffer (JuiceFS --buffer-size $JUICEFS_BUFFER_MIB MiB)," \
 		"$(if [[ $JUICEFS_CACHE_MIB == 0 ]]; then echo "no disk cache (Cairn: no --cache-dir; JuiceFS --cache-size 0)"; else echo "disk cache $CACHE_SIZE in scratch (JuiceFS --cache-size $JUICEFS_CACHE_MIB)"; fi)"
+	if [[ $SHARED == 0 && -z ${CAIRN_DATA_URL:-} && $JUICEFS_CACHE_MIB != 0 ]]; then
+		echo "Cairn leaves its --cache-dir out: it is on the file system of its file:// data store, where it would only copy blocks (docs/design/0005-caches.md); JuiceFS fills its cache"
+	fi
 	if [[ $RUNS -gt 1 ]]; then echo "runs: $RUNS (all targets per run, in turn); the table shows medians, the TSV every run"; fi
 	if [[ $SHARED == 1 ]]; then
 		echo "mode: shared — PostgreSQL 15 metadata ($("${PGBIN:-/usr/lib/postgresql/15/bin}/postgres" --version 2>/dev/null | awk '{print $3}'), unix socket)" \

@@ -19,7 +19,7 @@ func TestE2EDiskCacheWarmupStats(t *testing.T) {
 	cacheDir := filepath.Join(v.dir, "cache")
 	port := freePort(t)
 	mount := func() {
-		cairn(t, "mount", "-d", "--log", v.dir+"/mount.log", "--cache-dir", cacheDir, "--cache-size", "1G",
+		cairn(t, "mount", "-d", "--log", v.dir+"/mount.log", "--cache-dir", cacheDir, "--cache-on-store-fs", "--cache-size", "1G",
 			"--metrics", "127.0.0.1:"+port, v.meta, v.mnt)
 	}
 	mount()

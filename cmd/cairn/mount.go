@@ -40,7 +40,7 @@ func newMountCommand() *cobra.Command {
 		cacheDirs                             []string
 		cacheSize                             string
 		cacheFreeRatio                        float64
-		cacheWrites                           bool
+		cacheWrites, cacheOnStoreFS           bool
 		metricsAddr                           string
 		objectLatency                         time.Duration
 		maxReadAhead                          string
@@ -65,6 +65,10 @@ use its .snapshots directory instead (or bind-mount a snapshot from there).
 
 With --nfs-listen ADDR the process also serves the volume over NFSv3, as
 cairn gateway nfs does (see its help for the --nfs-* export options).
+
+A --cache-dir on the file system of a file:// data store is not used (the
+log says so): the cache would copy every block it fills to the device the
+store reads from, and serve it no faster. --cache-on-store-fs keeps it.
 
 --object-latency DURATION is for benchmarks and fault tests only: every
 request to the data store waits that long first, so that a local directory
@@ -172,6 +176,7 @@ answers like a remote object store (bench/cache-study.sh uses it).`,
 			}
 			mo.Volume.CacheDirs, mo.Volume.CacheSize = cacheDirs, int64(cs)
 			mo.Volume.CacheFreeRatio, mo.Volume.CacheWrites = cacheFreeRatio, cacheWrites
+			mo.Volume.CacheOnStoreFS = cacheOnStoreFS
 			// Lookups answered from a directory listing are no older than
 			// the kernel could have kept them itself.
 			mo.Volume.ListingTTL = min(attrTimeout, entryTimeout)
@@ -205,6 +210,7 @@ answers like a remote object store (bench/cache-study.sh uses it).`,
 	f.StringVar(&cacheSize, "cache-size", "10G", "disk cache size bound (all --cache-dir together)")
 	f.Float64Var(&cacheFreeRatio, "cache-free-ratio", 0.1, "stop caching and evict when a cache directory's file system has less than this fraction free (0: no floor)")
 	f.BoolVar(&cacheWrites, "cache-writes", false, "also put the blocks this client writes into the disk cache")
+	f.BoolVar(&cacheOnStoreFS, "cache-on-store-fs", false, "use --cache-dir directories even on the file system of a file:// data store (by default skipped: there the cache only copies blocks)")
 	f.DurationVar(&objectLatency, "object-latency", 0, "FOR BENCHMARKS AND FAULT TESTS: delay every data store request by this much (e.g. 10ms), so a local store answers like a remote one")
 	metricsFlag(f, &metricsAddr)
 	f.DurationVar(&attrTimeout, "attr-timeout", time.Second, "how long the kernel caches attributes")

@@ -25,7 +25,7 @@ func TestReadTierStats(t *testing.T) {
 	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "rt", BlockSize: bs}); err != nil {
 		t.Fatal(err)
 	}
-	vo := VolumeOptions{MetaURL: url, CacheDirs: []string{dir + "/cache"}, CacheSize: 64 << 20, CacheFreeRatio: -1}
+	vo := VolumeOptions{MetaURL: url, CacheDirs: []string{dir + "/cache"}, CacheOnStoreFS: true, CacheSize: 64 << 20, CacheFreeRatio: -1}
 	root := &meta.Caller{}
 	data := bytes.Repeat([]byte("cairn-tiers "), 2*bs/12+1)[:2*bs]
 

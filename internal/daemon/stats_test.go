@@ -30,7 +30,7 @@ func TestStatsThroughVFS(t *testing.T) {
 	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "st", BlockSize: bs}); err != nil {
 		t.Fatal(err)
 	}
-	vo := VolumeOptions{MetaURL: url, CacheDirs: []string{dir + "/cache"}, CacheSize: 16 << 20, CacheFreeRatio: -1}
+	vo := VolumeOptions{MetaURL: url, CacheDirs: []string{dir + "/cache"}, CacheOnStoreFS: true, CacheSize: 16 << 20, CacheFreeRatio: -1}
 	data := bytes.Repeat([]byte("cairn-stats "), nblocks*bs/12+1)[:nblocks*bs]
 	root := &meta.Caller{}
 
@@ -147,7 +147,7 @@ func TestWarmup(t *testing.T) {
 	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "w", BlockSize: 64 << 10}); err != nil {
 		t.Fatal(err)
 	}
-	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url, CacheDirs: []string{dir + "/cache"}, CacheFreeRatio: -1})
+	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url, CacheDirs: []string{dir + "/cache"}, CacheOnStoreFS: true, CacheFreeRatio: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

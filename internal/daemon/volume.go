@@ -275,6 +275,12 @@ type VolumeOptions struct {
 	CacheFreeRatio float64
 	// CacheWrites also puts uploaded blocks into the disk cache.
 	CacheWrites bool
+	// CacheOnStoreFS keeps the cache directories that are on the file
+	// system of a local (file://) data store. By default they are not
+	// used: such a cache holds a second copy of blocks on the same device
+	// and serves them no faster than the store itself (see
+	// docs/design/0005-caches.md, "A disk cache beside a local store").
+	CacheOnStoreFS bool
 	// ListingTTL turns on meta's listing cache on shared volumes: lookups
 	// walking a directory are answered from a listing at most this old.
 	// Mount sets it to the shorter of the kernel's attribute and entry
@@ -305,7 +311,9 @@ type Volume struct {
 	nfsStats nfsCounters // the NFS gateway's calls, if it serves one
 	memCache *cache.Memory
 	disk     *cache.Disk // nil without CacheDirs
-	started  time.Time
+	// diskSkipped says why the disk cache of CacheDirs is not used, or "".
+	diskSkipped string
+	started     time.Time
 }
 
 // OpenVolume opens a formatted volume and checks that its data store
@@ -350,6 +358,10 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	objs, err := OpenObjects(ctx, v.Settings.DataURL, false, o.Logger)
 	if err != nil {
 		return nil, err
+	}
+	cacheDirs := o.CacheDirs
+	if ls, ok := objs.(*local.Store); ok && o.ObjectLatency == 0 && !o.CacheOnStoreFS && len(cacheDirs) > 0 {
+		cacheDirs = v.dropStoreFSDirs(cacheDirs, ls.Dir())
 	}
 	if o.ObjectLatency > 0 {
 		f := faulty.New(objs, 1)
@@ -401,9 +413,9 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 		Logger:      o.Logger,
 		CacheWrites: o.CacheWrites,
 	}
-	if len(o.CacheDirs) > 0 {
+	if len(cacheDirs) > 0 {
 		v.disk, err = cache.OpenDisk(cache.DiskOptions{
-			Dirs:      o.CacheDirs,
+			Dirs:      cacheDirs,
 			MaxBytes:  o.CacheSize,
 			FreeRatio: o.CacheFreeRatio,
 			Logger:    o.Logger,
@@ -419,6 +431,32 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	}
 	ok = true
 	return v, nil
+}
+
+// dropStoreFSDirs returns the cache directories that are not on the file
+// system of the local data store in storeDir, and logs the others: a disk
+// cache there would write a second copy of every block it fills to the
+// device the store reads from, and read it back no faster. It notes in
+// v.diskSkipped why no disk cache is left, if none is.
+func (v *Volume) dropStoreFSDirs(dirs []string, storeDir string) []string {
+	var kept, dropped []string
+	for _, d := range dirs {
+		if sameFS(d, storeDir) {
+			dropped = append(dropped, d)
+		} else {
+			kept = append(kept, d)
+		}
+	}
+	if len(dropped) == 0 {
+		return dirs
+	}
+	v.Log.Warn("disk cache directories on the data store's file system are not used: they would copy blocks to the device they are read from (--cache-on-store-fs keeps them)",
+		"dirs", strings.Join(dropped, ","), "store", storeDir)
+	if len(kept) == 0 {
+		v.diskSkipped = fmt.Sprintf("its --cache-dir %s is on the file system of its data store %s, where a disk cache only copies blocks (mount with --cache-on-store-fs to keep it)",
+			strings.Join(dropped, ","), storeDir)
+	}
+	return kept
 }
 
 // Close releases the volume's backends.
