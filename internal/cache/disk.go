@@ -36,11 +36,16 @@ const (
 	diskMagic             = "CRNC"
 	diskVersion           = 2
 	diskSubdir            = "blocks"
+	diskLockName          = "cairn-cache.lock"
 	diskTempPrefix        = ".tmp-"
 	maxDiskKeyLen         = 1 << 15
 	diskQueueMaxItems     = 4096
 	spaceWarnEveryNthSkip = 1000
 )
+
+// ErrDirInUse is wrapped by the error of OpenDisk when another Disk (in
+// this or another process) holds one of the directories.
+var ErrDirInUse = errors.New("cache: disk cache directory in use")
 
 // ErrNoRoom is returned by Disk.Write when the block cannot be cached: it
 // is larger than the cache allows, or the file system holding the cache
@@ -83,10 +88,16 @@ func (o *DiskOptions) Validate() error {
 	if len(o.Dirs) == 0 {
 		return errors.New("cache: disk cache without a directory")
 	}
+	seen := make(map[string]bool, len(o.Dirs))
 	for _, d := range o.Dirs {
 		if d == "" {
 			return errors.New("cache: empty disk cache directory")
 		}
+		c := filepath.Clean(d)
+		if seen[c] {
+			return fmt.Errorf("cache: disk cache directory %s is listed twice", d)
+		}
+		seen[c] = true
 	}
 	if o.MaxBytes == 0 {
 		o.MaxBytes = DefaultDiskSize
@@ -146,7 +157,9 @@ func statfsFree(dir string) (free, total uint64, err error) {
 // is the first 16 bytes of SHA-256(K) in hex and hh its first two digits.
 // Files are written to a temporary name in the same directory and renamed
 // into place, so a reader sees a whole file or none; they are not fsynced
-// (a crash may leave a torn file, which the CRCs catch).
+// (a crash may leave a torn file, which the CRCs catch). An open Disk holds
+// each directory alone (a flock on Dirs[i]/cairn-cache.lock): OpenDisk of a
+// directory in use fails with ErrDirInUse.
 //
 // Disk is safe for concurrent use. Slices it returns are the caller's.
 type Disk struct {
@@ -167,6 +180,7 @@ type Disk struct {
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	once  sync.Once
+	locks []*os.File // one per directory, flocked while open
 
 	hits, misses, hitBytes            atomic.Int64
 	writes, writeBytes, dropped       atomic.Int64
@@ -199,12 +213,21 @@ func OpenDisk(o DiskOptions) (*Disk, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	var locks []*os.File
 	for _, dir := range o.Dirs {
 		if err := os.MkdirAll(filepath.Join(dir, diskSubdir), 0o700); err != nil {
+			closeAll(locks)
 			return nil, fmt.Errorf("cache: disk cache directory: %w", err)
 		}
+		f, err := lockDir(dir)
+		if err != nil {
+			closeAll(locks)
+			return nil, err
+		}
+		locks = append(locks, f)
 	}
 	d := &Disk{
+		locks:    locks,
 		opts:     o,
 		log:      o.Logger,
 		maxItem:  o.MaxBytes / 8,
@@ -228,7 +251,45 @@ func OpenDisk(o DiskOptions) (*Disk, error) {
 func (d *Disk) Close() error {
 	d.once.Do(func() { close(d.stop) })
 	d.wg.Wait()
+	closeAll(d.locks) // releases the directories
+	d.locks = nil
 	return nil
+}
+
+// lockDir takes the directory dir for this Disk: an exclusive flock on its
+// lock file, which holds the pid of its holder for the message a second
+// user gets. Two caches in one directory would each evict the other's
+// blocks without counting them (the bound would not hold) and delete each
+// other's temporary files. The kernel drops the lock when the process
+// ends, however it ends, so a crash leaves nothing to clean up.
+func lockDir(dir string) (*os.File, error) {
+	p := filepath.Join(dir, diskLockName)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cache: disk cache directory %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder := "another process"
+		if b, rerr := io.ReadAll(io.LimitReader(f, 32)); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
+			holder = "pid " + strings.TrimSpace(string(b))
+		}
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is used by %s (each mount needs its own --cache-dir)", ErrDirInUse, dir, holder)
+		}
+		return nil, fmt.Errorf("cache: lock disk cache directory %s: %w", dir, err)
+	}
+	// Best effort: the pid only makes the message of the next user better.
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
+	}
+	return f, nil
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
 }
 
 // path returns the directory index and file path of key.

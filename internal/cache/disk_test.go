@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,7 +63,7 @@ func cacheFiles(t *testing.T, dirs ...string) ([]string, int64) {
 	var total int64
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
-			if err != nil || de.IsDir() {
+			if err != nil || de.IsDir() || de.Name() == "cairn-cache.lock" {
 				return err
 			}
 			fi, err := de.Info()
@@ -385,6 +386,7 @@ func TestDiskOptionsValidate(t *testing.T) {
 		{"empty dir", cache.DiskOptions{Dirs: []string{""}}, false},
 		{"negative size", cache.DiskOptions{Dirs: []string{"/x"}, MaxBytes: -1}, false},
 		{"ratio 1", cache.DiskOptions{Dirs: []string{"/x"}, FreeRatio: 1}, false},
+		{"dir twice", cache.DiskOptions{Dirs: []string{"/x", "/y", "/x/"}}, false},
 	} {
 		err := tc.o.Validate()
 		if (err == nil) != tc.ok {
@@ -502,4 +504,22 @@ func TestDiskOldFormat(t *testing.T) {
 	if files, _ := cacheFiles(t, dir); len(files) != 0 || d2.Stats().Items != 0 {
 		t.Errorf("scan kept an old-format file: %v", files)
 	}
+}
+
+// TestDiskDirInUse: a directory an open Disk holds cannot be opened by a
+// second one (flock locks belong to open files, so this holds within one
+// process as across processes), which names the holder; a Disk that fails
+// to open releases the directories it took; Close releases them.
+func TestDiskDirInUse(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	d := openDisk(t, cache.DiskOptions{Dirs: []string{a}, FreeRatio: -1})
+	_, err := cache.OpenDisk(cache.DiskOptions{Dirs: []string{b, a}, FreeRatio: -1})
+	if !errors.Is(err, cache.ErrDirInUse) || !strings.Contains(err.Error(), a) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("second open of %s: %v", a, err)
+	}
+	// b was taken before a failed, and given back.
+	openDisk(t, cache.DiskOptions{Dirs: []string{b}, FreeRatio: -1})
+	d.Close()
+	openDisk(t, cache.DiskOptions{Dirs: []string{a}, FreeRatio: -1})
 }
