@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -22,11 +23,14 @@ func TestCacheDirOnStoreFS(t *testing.T) {
 	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "sf", BlockSize: 64 << 10}); err != nil {
 		t.Fatal(err)
 	}
+	// The warning is logged by OpenVolume itself; background work (the
+	// disk cache's scan) logs on after it returns, so the log is locked
+	// and only warnings are kept.
 	open := func(vo VolumeOptions) (*Volume, string) {
 		t.Helper()
-		var logs bytes.Buffer
+		logs := &lockedBuffer{}
 		vo.MetaURL, vo.CacheFreeRatio = url, -1
-		vo.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		vo.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		vol, err := OpenVolume(ctx, vo)
 		if err != nil {
 			t.Fatal(err)
@@ -75,4 +79,22 @@ func TestCacheDirOnStoreFS(t *testing.T) {
 	if !strings.Contains(logs, same) || strings.Contains(logs, other) {
 		t.Errorf("log should name %s alone:\n%s", same, logs)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
