@@ -59,8 +59,20 @@ cp -r src mnt/tree`)
 	if gets := is.Totals.Object["get"].Requests + is.Totals.Object["range_get"].Requests; gets != 1+d.Items {
 		t.Errorf("%d object gets for %d blocks: the warm reads went to the object store", gets, d.Items)
 	}
-	if out := cairn(t, "stats", "--count", "1", "--interval", "100ms", v.mnt); !strings.Contains(out, "disk hit") {
+	if out := cairn(t, "stats", "--count", "1", "--interval", "100ms", v.mnt); !strings.Contains(out, "disk hit") || !strings.Contains(out, "fuse req/s") {
 		t.Errorf("stats table:\n%s", out)
+	}
+	// The FUSE requests of warmup's walk and the checksum pass: at least
+	// one open, read, flush and release per file; the names came with
+	// the listings (readdirplus).
+	fuseN := map[string]int64{}
+	for _, o := range is.Totals.FUSE {
+		fuseN[o.Op] = o.Latency.Count
+	}
+	for _, op := range []string{"open", "read", "flush", "release"} {
+		if fuseN[op] < 6 || fuseN["readdirplus"] < 1 {
+			t.Errorf("%d FUSE %s requests counted for 6 files read: %v", fuseN[op], op, fuseN)
+		}
 	}
 
 	resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
@@ -69,7 +81,8 @@ cp -r src mnt/tree`)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), `cairn_cache_hits_total{tier="disk"}`) || !strings.Contains(string(body), `cairn_object_requests_total{kind="put"}`) {
+	if !strings.Contains(string(body), `cairn_cache_hits_total{tier="disk"}`) || !strings.Contains(string(body), `cairn_object_requests_total{kind="put"}`) ||
+		!strings.Contains(string(body), `cairn_fuse_requests_total{op="read"}`) || !strings.Contains(string(body), `cairn_fuse_request_seconds_bucket{op="read"`) {
 		t.Errorf("/metrics:\n%s", body)
 	}
 	if _, err := os.Stat(cacheDir); err != nil {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairnfs/cairn/internal/daemon"
+	"github.com/cairnfs/cairn/internal/metrics"
 	"github.com/cairnfs/cairn/internal/object/counted"
 )
 
@@ -107,6 +109,7 @@ type IntervalStats struct {
 	ObjectOut  float64            `json:"object_out_mb_s"`   // sent (puts)
 	ReadMBps   float64            `json:"read_mb_s"`         // returned to readers
 	Meta       MetaRates          `json:"meta"`
+	FUSE       FUSERates          `json:"fuse"`
 	Totals     daemon.Stats       `json:"totals"` // cumulative since mount
 }
 
@@ -117,6 +120,46 @@ type MetaRates struct {
 	TxPerSec      float64 `json:"tx_s"`
 	RetriesPerSec float64 `json:"retries_s"`
 	MeanUs        float64 `json:"mean_us"`
+}
+
+// FUSERates are the FUSE requests of an interval: all kinds per second,
+// their mean service time, and the three most frequent kinds per second.
+type FUSERates struct {
+	ReqPerSec float64            `json:"req_s"`
+	MeanUs    float64            `json:"mean_us"`
+	Top       map[string]float64 `json:"top,omitempty"`
+}
+
+func fuseRates(cur, prev daemon.Stats, secs float64) FUSERates {
+	before := map[string]metrics.HistogramSnapshot{}
+	for _, o := range prev.FUSE {
+		before[o.Op] = o.Latency
+	}
+	var all metrics.HistogramSnapshot
+	type kind struct {
+		op string
+		n  int64
+	}
+	var kinds []kind
+	for _, o := range cur.FUSE {
+		h := o.Latency.Sub(before[o.Op])
+		all = all.Add(h)
+		if h.Count > 0 {
+			kinds = append(kinds, kind{o.Op, h.Count})
+		}
+	}
+	r := FUSERates{ReqPerSec: float64(all.Count) / secs, MeanUs: float64(all.Mean()) / 1e3}
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i].n > kinds[j].n })
+	for i, k := range kinds {
+		if i == 3 {
+			break
+		}
+		if r.Top == nil {
+			r.Top = map[string]float64{}
+		}
+		r.Top[k.op] = float64(k.n) / secs
+	}
+	return r
 }
 
 func metaRates(cur, prev daemon.Stats, secs float64) MetaRates {
@@ -148,6 +191,7 @@ func interval(cur, prev daemon.Stats) IntervalStats {
 		ObjectReqs: map[string]float64{}, Totals: cur,
 		ReadMBps: float64(cur.Chunk.BytesRead-prev.Chunk.BytesRead) / 1e6 / secs,
 		Meta:     metaRates(cur, prev, secs),
+		FUSE:     fuseRates(cur, prev, secs),
 	}
 	if cur.Disk != nil && prev.Disk != nil {
 		r := tierRates(*cur.Disk, *prev.Disk, secs)
@@ -166,7 +210,7 @@ func interval(cur, prev daemon.Stats) IntervalStats {
 	return is
 }
 
-const statsHeader = "time     |  memory hit  miss  ratio   MB/s |    disk hit  miss  ratio   MB/s  p99ms |  object get  rget   put   del  list  in MB/s out MB/s |  meta tx/s retry/s  mean ms"
+const statsHeader = "time     |  fuse req/s  mean ms |  memory hit  miss  ratio   MB/s |    disk hit  miss  ratio   MB/s  p99ms |  object get  rget   put   del  list  in MB/s out MB/s |  meta tx/s retry/s  mean ms"
 
 func (is IntervalStats) line() string {
 	tier := func(r *TierRates) string {
@@ -181,8 +225,8 @@ func (is IntervalStats) line() string {
 	}
 	o := is.ObjectReqs
 	m := is.Meta
-	return fmt.Sprintf("%s | %s | %s %s | %10.0f %5.0f %5.0f %5.0f %5.0f %8.1f %8.1f | %10.0f %7.0f %8.3f",
-		is.Time.Format("15:04:05"), tier(&is.Memory), tier(is.Disk), p99,
+	return fmt.Sprintf("%s | %11.0f %8.3f | %s | %s %s | %10.0f %5.0f %5.0f %5.0f %5.0f %8.1f %8.1f | %10.0f %7.0f %8.3f",
+		is.Time.Format("15:04:05"), is.FUSE.ReqPerSec, is.FUSE.MeanUs/1000, tier(&is.Memory), tier(is.Disk), p99,
 		o["get"], o["range_get"], o["put"], o["delete"], o["list"], is.ObjectInMB, is.ObjectOut,
 		m.TxPerSec, m.RetriesPerSec, m.MeanUs/1000)
 }
@@ -197,7 +241,9 @@ func newStatsCommand() *cobra.Command {
 		Use:   "stats [--count N] [--interval D] [--json] MOUNTPOINT",
 		Short: "Show live cache, object-store and metadata statistics of a mount, like iostat",
 		Long: `Print, once per interval, what the mount at MOUNTPOINT did in that interval:
-for the memory and the disk cache tiers, lookups that hit and missed, the
+the FUSE requests it served per second and their mean service time in
+milliseconds (by kind in --json); for the memory and the disk cache tiers,
+lookups that hit and missed, the
 hit ratio and the MB/s they served (and the disk tier's p99 hit latency);
 for the object store, requests per second by kind and MB/s in and out; for
 the metadata engine, transactions per second (read-only views and updates

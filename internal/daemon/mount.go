@@ -213,6 +213,8 @@ func Mount(ctx context.Context, o MountOptions) error {
 		_ = v.Close(context.Background())
 		return errors.New("--nfs-listen serves the live volume: it cannot be combined with --snapshot")
 	}
+	vol.fuseStats.on.Store(true)
+	fo.OnRequest = vol.fuseStats.observe
 	srv, err := fuse.Mount(v, mp, fo)
 	if err != nil {
 		_ = v.Close(context.Background())

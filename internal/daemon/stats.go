@@ -43,6 +43,7 @@ type Stats struct {
 	Latest *meta.LatestCacheStats       `json:"meta_cache,omitempty"`    // attributes and entries kept in memory (embedded engine)
 	Listed *meta.ListingStats           `json:"meta_listings,omitempty"` // lookups answered from directory listings (shared engines)
 	NFS    []NFSProcStats               `json:"nfs,omitempty"`           // procedures called, if an NFS gateway runs
+	FUSE   []FUSEOpStats                `json:"fuse,omitempty"`          // requests served, if mounted through FUSE
 }
 
 // TierStats are the counters of one cache tier. Hits and misses count
@@ -98,6 +99,7 @@ func (v *Volume) Stats() Stats {
 		Object: v.objStats.Stats(),
 		Meta:   v.kvStats.Stats(),
 		NFS:    v.nfsStats.stats(),
+		FUSE:   v.fuseStats.stats(),
 		Chunk: ChunkStats{
 			BytesRead: cs.BytesRead, BytesWritten: cs.BytesWritten, Prefetches: cs.Prefetches,
 			ChecksumErrors: cs.ChecksumErrors, Buffered: cs.Buffered,
@@ -199,6 +201,12 @@ func WritePrometheus(w io.Writer, s Stats) error {
 	}
 	for _, c := range s.NFS {
 		p.Counter("cairn_nfs_calls_total", "Calls served by the NFS gateway, by program and procedure (those called at least once).", float64(c.Latency.Count), "prog", c.Prog, "proc", c.Proc)
+	}
+	for _, c := range s.FUSE {
+		p.Counter("cairn_fuse_requests_total", "FUSE requests served, by kind (those served at least once).", float64(c.Latency.Count), "op", c.Op)
+	}
+	for _, c := range s.FUSE {
+		p.Histogram("cairn_fuse_request_seconds", "Time Cairn took to serve a FUSE request (a blocking lock request includes its wait).", c.Latency, "op", c.Op)
 	}
 	for _, c := range s.NFS {
 		p.Histogram("cairn_nfs_call_seconds", "Time the NFS gateway took to serve a call (after any wait for the write order).", c.Latency, "prog", c.Prog, "proc", c.Proc)

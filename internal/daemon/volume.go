@@ -305,12 +305,13 @@ type Volume struct {
 	Settings meta.Settings
 	Log      *slog.Logger
 
-	kvStats  *kvcounted.Store
-	occ      occStatter // nil unless the engine runs optimistic transactions
-	objStats *counted.Store
-	nfsStats nfsCounters // the NFS gateway's calls, if it serves one
-	memCache *cache.Memory
-	disk     *cache.Disk // nil without CacheDirs
+	kvStats   *kvcounted.Store
+	occ       occStatter // nil unless the engine runs optimistic transactions
+	objStats  *counted.Store
+	nfsStats  nfsCounters  // the NFS gateway's calls, if it serves one
+	fuseStats fuseCounters // the FUSE requests served, if mounted
+	memCache  *cache.Memory
+	disk      *cache.Disk // nil without CacheDirs
 	// diskSkipped says why the disk cache of CacheDirs is not used, or "".
 	diskSkipped string
 	started     time.Time

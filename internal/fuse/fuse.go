@@ -63,6 +63,11 @@ type Options struct {
 	KeepCache bool
 	// Debug logs every FUSE request.
 	Debug bool
+	// OnRequest, if set, is called as each request's handling ends, with
+	// its kind and the time Cairn spent on it (from the adapter's method
+	// being called to its return; a blocking lock request includes its
+	// wait). It must be cheap and safe for concurrent use.
+	OnRequest func(op Op, d time.Duration)
 	// Logger receives adapter errors.
 	Logger *slog.Logger
 	// ExtraOptions are passed to the kernel mount as -o options.
@@ -215,6 +220,7 @@ func (fs *rawFS) fillEntry(ino base.Ino, a *base.Attr, out *gofuse.EntryOut) {
 }
 
 func (fs *rawFS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
+	defer fs.done(OpLookup, time.Now())
 	ino, a, e := fs.v.Lookup(context.Background(), caller(h), base.Ino(h.NodeId), name)
 	if e == syscall.ENOENT && fs.opts.NegativeTimeout > 0 {
 		out.NodeId = 0
@@ -228,9 +234,10 @@ func (fs *rawFS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string,
 	return gofuse.OK
 }
 
-func (fs *rawFS) Forget(nodeid, nlookup uint64) {}
+func (fs *rawFS) Forget(nodeid, nlookup uint64) { fs.done(OpForget, time.Now()) }
 
 func (fs *rawFS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) gofuse.Status {
+	defer fs.done(OpGetAttr, time.Now())
 	a, e := fs.v.GetAttr(context.Background(), base.Ino(in.NodeId))
 	if e != 0 {
 		return st(e)
@@ -241,6 +248,7 @@ func (fs *rawFS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofu
 }
 
 func (fs *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.AttrOut) gofuse.Status {
+	defer fs.done(OpSetAttr, time.Now())
 	var req meta.SetAttrRequest
 	valid := in.Valid
 	if valid&gofuse.FATTR_MODE != 0 {
@@ -298,6 +306,7 @@ func (fs *rawFS) mknod(h *gofuse.InHeader, name string, typ base.FileType, mode,
 }
 
 func (fs *rawFS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	defer fs.done(OpMknod, time.Now())
 	typ := base.TypeFromMode(in.Mode)
 	if typ == 0 {
 		typ = base.TypeFile
@@ -309,14 +318,17 @@ func (fs *rawFS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, 
 }
 
 func (fs *rawFS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	defer fs.done(OpMkdir, time.Now())
 	return fs.mknod(&in.InHeader, name, base.TypeDir, in.Mode, in.Umask, 0, "", out)
 }
 
 func (fs *rawFS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name string, out *gofuse.EntryOut) gofuse.Status {
+	defer fs.done(OpSymlink, time.Now())
 	return fs.mknod(h, name, base.TypeSymlink, 0o777, 0, 0, target, out)
 }
 
 func (fs *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, gofuse.Status) {
+	defer fs.done(OpReadlink, time.Now())
 	t, e := fs.v.Readlink(context.Background(), base.Ino(h.NodeId))
 	if e != 0 {
 		return nil, st(e)
@@ -325,14 +337,17 @@ func (fs *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, g
 }
 
 func (fs *rawFS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	defer fs.done(OpUnlink, time.Now())
 	return st(fs.v.Unlink(context.Background(), caller(h), base.Ino(h.NodeId), name))
 }
 
 func (fs *rawFS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	defer fs.done(OpRmdir, time.Now())
 	return st(fs.v.Rmdir(context.Background(), caller(h), base.Ino(h.NodeId), name))
 }
 
 func (fs *rawFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newName string) gofuse.Status {
+	defer fs.done(OpRename, time.Now())
 	var flags uint32
 	if in.Flags&1 != 0 { // RENAME_NOREPLACE
 		flags |= meta.RenameNoReplace
@@ -347,6 +362,7 @@ func (fs *rawFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, ne
 }
 
 func (fs *rawFS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	defer fs.done(OpLink, time.Now())
 	a, e := fs.v.Link(context.Background(), caller(&in.InHeader), base.Ino(in.Oldnodeid), base.Ino(in.NodeId), name)
 	if e != 0 {
 		return st(e)
@@ -356,10 +372,12 @@ func (fs *rawFS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, ou
 }
 
 func (fs *rawFS) Access(cancel <-chan struct{}, in *gofuse.AccessIn) gofuse.Status {
+	defer fs.done(OpAccess, time.Now())
 	return st(fs.v.Access(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), in.Mask))
 }
 
 func (fs *rawFS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, dest []byte) (uint32, gofuse.Status) {
+	defer fs.done(OpGetXAttr, time.Now())
 	val, e := fs.v.GetXattr(context.Background(), caller(h), base.Ino(h.NodeId), name)
 	if e != 0 {
 		return 0, st(e)
@@ -372,6 +390,7 @@ func (fs *rawFS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name strin
 }
 
 func (fs *rawFS) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte) (uint32, gofuse.Status) {
+	defer fs.done(OpListXAttr, time.Now())
 	names, e := fs.v.ListXattr(context.Background(), caller(h), base.Ino(h.NodeId))
 	if e != 0 {
 		return 0, st(e)
@@ -389,10 +408,12 @@ func (fs *rawFS) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []by
 }
 
 func (fs *rawFS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name string, data []byte) gofuse.Status {
+	defer fs.done(OpSetXAttr, time.Now())
 	return st(fs.v.SetXattr(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), name, data, int(in.Flags)))
 }
 
 func (fs *rawFS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	defer fs.done(OpRemoveXAttr, time.Now())
 	return st(fs.v.RemoveXattr(context.Background(), caller(h), base.Ino(h.NodeId), name))
 }
 
@@ -434,6 +455,7 @@ func (fs *rawFS) handleFlags(flags uint32) int {
 }
 
 func (fs *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
+	defer fs.done(OpCreate, time.Now())
 	ino, a, fh, e := fs.v.Create(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), name, in.Mode&0o7777, in.Umask, fs.handleFlags(in.Flags))
 	if e != 0 {
 		return st(e)
@@ -445,6 +467,7 @@ func (fs *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string
 }
 
 func (fs *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
+	defer fs.done(OpOpen, time.Now())
 	fh, e := fs.v.Open(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), fs.handleFlags(in.Flags))
 	if e != 0 {
 		return st(e)
@@ -462,6 +485,7 @@ func (fs *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.Ope
 }
 
 func (fs *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gofuse.ReadResult, gofuse.Status) {
+	defer fs.done(OpRead, time.Now())
 	if int(in.Size) < len(buf) {
 		buf = buf[:in.Size]
 	}
@@ -473,6 +497,7 @@ func (fs *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (go
 }
 
 func (fs *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
+	defer fs.done(OpWrite, time.Now())
 	if in.WriteFlags&gofuse.WRITE_KILL_SUIDGID != 0 {
 		// HANDLE_KILLPRIV_V2: the kernel marks the writes that must drop
 		// setuid and setgid (a writer without CAP_FSETID) and leaves it
@@ -486,6 +511,7 @@ func (fs *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) 
 }
 
 func (fs *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status {
+	defer fs.done(OpFlush, time.Now())
 	e := fs.v.Flush(context.Background(), in.Fh)
 	// With POSIX locks handled here, the kernel leaves releasing the
 	// closing process's locks to the flush.
@@ -496,10 +522,12 @@ func (fs *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status
 }
 
 func (fs *rawFS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
+	defer fs.done(OpFsync, time.Now())
 	return st(fs.v.Fsync(context.Background(), in.Fh))
 }
 
 func (fs *rawFS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
+	defer fs.done(OpRelease, time.Now())
 	if in.ReleaseFlags&gofuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
 		if e := fs.v.ReleaseFlock(context.Background(), in.Fh, in.LockOwner); e != 0 {
 			fs.opts.Logger.Warn("releasing flock at close", "ino", in.NodeId, "errno", e)
@@ -511,10 +539,12 @@ func (fs *rawFS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 }
 
 func (fs *rawFS) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) gofuse.Status {
+	defer fs.done(OpFallocate, time.Now())
 	return st(fs.v.Fallocate(context.Background(), caller(&in.InHeader), in.Fh, in.Mode, int64(in.Offset), int64(in.Length)))
 }
 
 func (fs *rawFS) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
+	defer fs.done(OpOpenDir, time.Now())
 	fh, e := fs.v.OpenDir(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId))
 	if e != 0 {
 		return st(e)
@@ -524,12 +554,14 @@ func (fs *rawFS) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.
 }
 
 func (fs *rawFS) ReadDir(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
+	defer fs.done(OpReadDir, time.Now())
 	return st(fs.v.ReadDir(context.Background(), caller(&in.InHeader), in.Fh, in.Offset, false, func(e vfs.DirEntry) bool {
 		return out.AddDirEntry(gofuse.DirEntry{Name: e.Name, Ino: uint64(e.Ino), Mode: e.Type.ModeBits(), Off: e.Off})
 	}))
 }
 
 func (fs *rawFS) ReadDirPlus(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
+	defer fs.done(OpReadDirPlus, time.Now())
 	return st(fs.v.ReadDir(context.Background(), caller(&in.InHeader), in.Fh, in.Offset, true, func(e vfs.DirEntry) bool {
 		eo := out.AddDirLookupEntry(gofuse.DirEntry{Name: e.Name, Ino: uint64(e.Ino), Mode: e.Type.ModeBits(), Off: e.Off})
 		if eo == nil {
@@ -542,13 +574,18 @@ func (fs *rawFS) ReadDirPlus(cancel <-chan struct{}, in *gofuse.ReadIn, out *gof
 	}))
 }
 
-func (fs *rawFS) ReleaseDir(in *gofuse.ReleaseIn) { fs.v.ReleaseDir(in.Fh) }
+func (fs *rawFS) ReleaseDir(in *gofuse.ReleaseIn) {
+	defer fs.done(OpReleaseDir, time.Now())
+	fs.v.ReleaseDir(in.Fh)
+}
 
 func (fs *rawFS) FsyncDir(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
+	defer fs.done(OpFsyncDir, time.Now())
 	return st(fs.v.FsyncDir(context.Background(), base.Ino(in.NodeId)))
 }
 
 func (fs *rawFS) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.StatfsOut) gofuse.Status {
+	defer fs.done(OpStatFs, time.Now())
 	s, e := fs.v.StatFS(context.Background())
 	if e != 0 {
 		return st(e)
@@ -582,6 +619,7 @@ func lockFromKernel(lk *gofuse.FileLock) (meta.Lock, bool) {
 }
 
 func (fs *rawFS) GetLk(cancel <-chan struct{}, in *gofuse.LkIn, out *gofuse.LkOut) gofuse.Status {
+	defer fs.done(OpGetLk, time.Now())
 	l, ok := lockFromKernel(&in.Lk)
 	if !ok {
 		return gofuse.EINVAL
@@ -601,10 +639,12 @@ func (fs *rawFS) GetLk(cancel <-chan struct{}, in *gofuse.LkIn, out *gofuse.LkOu
 }
 
 func (fs *rawFS) SetLk(cancel <-chan struct{}, in *gofuse.LkIn) gofuse.Status {
+	defer fs.done(OpSetLk, time.Now())
 	return fs.setLk(cancel, in, false)
 }
 
 func (fs *rawFS) SetLkw(cancel <-chan struct{}, in *gofuse.LkIn) gofuse.Status {
+	defer fs.done(OpSetLkw, time.Now())
 	return fs.setLk(cancel, in, true)
 }
 
