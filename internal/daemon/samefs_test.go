@@ -1,15 +1,15 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/testenv"
 )
 
 // TestCacheDirOnStoreFS: a --cache-dir on the file system of the local
@@ -28,7 +28,7 @@ func TestCacheDirOnStoreFS(t *testing.T) {
 	// and only warnings are kept.
 	open := func(vo VolumeOptions) (*Volume, string) {
 		t.Helper()
-		logs := &lockedBuffer{}
+		logs := &testenv.LogBuffer{}
 		vo.MetaURL, vo.CacheFreeRatio = url, -1
 		vo.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		vol, err := OpenVolume(ctx, vo)
@@ -79,22 +79,4 @@ func TestCacheDirOnStoreFS(t *testing.T) {
 	if !strings.Contains(logs, same) || strings.Contains(logs, other) {
 		t.Errorf("log should name %s alone:\n%s", same, logs)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

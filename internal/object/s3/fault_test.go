@@ -17,28 +17,11 @@ import (
 
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/object/s3"
+	"github.com/cairnfs/cairn/internal/testenv"
 	"github.com/cairnfs/cairn/internal/testenv/s3test"
 )
 
 // The tests in this file stop the shared server: none may run in parallel.
-
-// logBuffer collects log output; it is safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // restart makes sure the server runs again when t ends, whatever happened.
 func restart(t *testing.T, srv *s3test.Server) {
@@ -54,7 +37,7 @@ func restart(t *testing.T, srv *s3test.Server) {
 func TestOutage(t *testing.T) {
 	srv := s3test.Shared(t)
 	b := srv.NewBucket(t)
-	var log logBuffer
+	var log testenv.LogBuffer
 	s := open(t, b, b.URL, s3.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	restart(t, srv)
 
