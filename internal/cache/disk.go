@@ -286,8 +286,8 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-func closeAll(fs []*os.File) {
-	for _, f := range fs {
+func closeAll(files []*os.File) {
+	for _, f := range files {
 		f.Close()
 	}
 }

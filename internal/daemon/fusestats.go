@@ -36,10 +36,8 @@ func (c *fuseCounters) stats() []FUSEOpStats {
 		return nil
 	}
 	out := []FUSEOpStats{}
-	for op := range fuse.NumOps {
-		if h := c.ops[op].Snapshot(); h.Count > 0 {
-			out = append(out, FUSEOpStats{Op: op.String(), Latency: h})
-		}
-	}
+	eachObserved(fuse.OpNames(), c.ops[:], func(name string, h metrics.HistogramSnapshot) {
+		out = append(out, FUSEOpStats{Op: name, Latency: h})
+	})
 	return out
 }

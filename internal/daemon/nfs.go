@@ -214,13 +214,21 @@ func (c *nfsCounters) stats() []NFSProcStats {
 	}
 	out := []NFSProcStats{}
 	add := func(prog string, names []string, hs []metrics.Histogram) {
-		for i := range hs {
-			if h := hs[i].Snapshot(); h.Count > 0 {
-				out = append(out, NFSProcStats{Prog: prog, Proc: names[i], Latency: h})
-			}
-		}
+		eachObserved(names, hs, func(name string, h metrics.HistogramSnapshot) {
+			out = append(out, NFSProcStats{Prog: prog, Proc: name, Latency: h})
+		})
 	}
 	add("nfs", nfsProcNames[:], c.nfs[:])
 	add("mount", mountProcNames[:], c.mount[:])
 	return out
+}
+
+// eachObserved calls f, in order, with the name and a snapshot of each of
+// hs (named by names) that has observed something.
+func eachObserved(names []string, hs []metrics.Histogram, f func(name string, h metrics.HistogramSnapshot)) {
+	for i := range hs {
+		if h := hs[i].Snapshot(); h.Count > 0 {
+			f(names[i], h)
+		}
+	}
 }

@@ -331,11 +331,12 @@ type WarmupProgress struct {
 // interval and a final one with Done set. Files that fail are counted and
 // the first error is reported; the rest go on.
 func Warmup(ctx context.Context, v *Volume, inos []base.Ino, interval time.Duration, w io.Writer) error {
-	if v.disk == nil && v.diskSkipped != "" {
-		return fmt.Errorf("the mount of volume %q has no disk cache: %s", v.Settings.Name, v.diskSkipped)
-	}
 	if v.disk == nil {
-		return fmt.Errorf("the mount of volume %q has no disk cache: mount it with --cache-dir DIR", v.Settings.Name)
+		why := "mount it with --cache-dir DIR"
+		if v.diskSkipped != "" {
+			why = v.diskSkipped
+		}
+		return fmt.Errorf("the mount of volume %q has no disk cache: %s", v.Settings.Name, why)
 	}
 	var files, bytesN, fetched, nerr atomic.Int64
 	var firstErr error

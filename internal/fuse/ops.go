@@ -56,6 +56,10 @@ var opNames = [NumOps]string{
 	"setlkw",
 }
 
+// OpNames returns the names of the kinds, indexed by Op; the caller must
+// not modify it.
+func OpNames() []string { return opNames[:] }
+
 // String is the request's name in lower case, as in the kernel's FUSE
 // opcodes ("lookup", "readdirplus").
 func (o Op) String() string {
