@@ -42,6 +42,10 @@ type Options struct {
 	// directory are answered from a listing at most this old (listing.go).
 	// Set it no longer than the front end's attribute and entry timeouts.
 	ListingTTL time.Duration
+	// NoGroupCommit turns group commit off (group.go). It is on for
+	// stores without the latest-version cache, which other processes
+	// write: database servers, where a commit costs most.
+	NoGroupCommit bool
 }
 
 // Validate checks the options (after defaults are applied).
@@ -119,6 +123,7 @@ type Meta struct {
 	lc         *latestCache  // nil: off
 	listings   *listingCache // nil: off
 	lastEpoch  atomic.Uint64 // the live epoch the last update read
+	group      *committer    // nil: group commit off
 	stopLatest func()
 }
 
@@ -152,6 +157,9 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 	}
 	if m.lc == nil && opts.ListingTTL > 0 {
 		m.listings = newListingCache(opts.ListingTTL)
+	}
+	if m.lc == nil && !opts.NoGroupCommit {
+		m.group = &committer{}
 	}
 	if !opts.ReadOnly {
 		if err := m.releaseDeadSessions(ctx); err != nil {

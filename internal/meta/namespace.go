@@ -183,7 +183,7 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		}()
 	}
 	var a base.Attr
-	err = m.mutate(ctx, func(o *op) error {
+	err = m.mutateGrouped(ctx, func(o *op) error {
 		// A freshly allocated inode has no versions: its writes need not
 		// look for older ones.
 		o.remember(attrKey(ino), topVersion{})
@@ -354,7 +354,7 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 		return DirChange{}, err
 	}
 	var ch DirChange
-	err := m.mutate(ctx, func(o *op) error {
+	err := m.mutateGrouped(ctx, func(o *op) error {
 		if err := o.prefetchUnlink(parent, name); err != nil {
 			return err
 		}

@@ -805,6 +805,34 @@ func testFirsts(t *testing.T, s kv.Store) {
 	if err == nil || err.Error() != "discard" {
 		t.Fatal(err)
 	}
+	// Buffered writes inside a followed range, over a followed key, and at
+	// the first possible key of a range.
+	err = s.Update(context.Background(), func(tx kv.Txn) error {
+		tx.Set([]byte("tk0"), []byte("new")) // sorts before tk1
+		tx.Delete([]byte("tk1"))
+		tx.Set([]byte("c"), []byte("9"))
+		tx.Set([]byte("e2"), []byte("#k1"))
+		ps, err := kv.Firsts(tx, fr)
+		if err != nil {
+			return err
+		}
+		if got, want := showF(ps), "e1=#k1>tk10=other e2=#k1>tk10=other ->- c=9"; got != want {
+			t.Errorf("Firsts with Follow over buffered writes = %q, want %q", got, want)
+		}
+		tx.Delete([]byte("tk10"))
+		tx.Delete([]byte("tk0"))
+		ps, err = kv.Firsts(tx, fr[:1])
+		if err != nil {
+			return err
+		}
+		if got, want := showF(ps), "e1=#k1>-"; got != want {
+			t.Errorf("Firsts with Follow of deleted keys = %q, want %q", got, want)
+		}
+		return errors.New("discard")
+	})
+	if err == nil || err.Error() != "discard" {
+		t.Fatal(err)
+	}
 }
 
 // testSetAfterConcurrentDelete: T1 reads k, T2 deletes k and commits, T1

@@ -504,9 +504,10 @@ func (it *rowIter) fetch() error {
 var _ kv.FirstReader = (*txn)(nil)
 
 // Firsts implements kv.FirstReader: one statement reads the first row of
-// every range (and its Follow). Ranges without an upper bound, or with
-// buffered writes in them or in what they follow, are read by Scan
-// instead (the merge is Scan's job).
+// every range (and its Follow). Ranges without an upper bound or with
+// buffered writes in them, and follows with buffered writes in what they
+// follow, are read by Scan instead (the merge is Scan's job); a range
+// whose first possible key this transaction set needs no read.
 func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 	out := make([]kv.Pair, len(ranges))
 	var starts, ends, pfxs, sss, ess [][]byte
@@ -515,8 +516,16 @@ func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 	follow := false
 	for i, r := range ranges {
 		tx.mu.Lock()
-		clean := len(tx.writes) == 0 || (r.Follow == nil && len(tx.buffered(r.Start, r.End, false)) == 0)
+		clean := len(tx.writes) == 0 || len(tx.buffered(r.Start, r.End, false)) == 0
+		w, written := tx.writes[string(r.Start)]
 		tx.mu.Unlock()
+		if written && !w.del && r.Follow == nil && (r.End == nil || bytes.Compare(r.Start, r.End) < 0) {
+			// This transaction set the range's first possible key: no
+			// read can find one before it (a counter of a group commit,
+			// written by an earlier member).
+			out[i] = kv.Pair{Key: bytes.Clone(r.Start), Value: bytes.Clone(w.value)}
+			continue
+		}
 		if clean && r.End != nil && bytes.Compare(r.Start, r.End) < 0 {
 			starts = append(starts, append([]byte{}, r.Start...))
 			ends = append(ends, r.End)
@@ -548,7 +557,6 @@ func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 		sql, args = tx.s.sql.firstsFollow, []any{starts, ends, offs, lens, pfxs, sss, ess}
 	}
 	tx.mu.Lock()
-	defer tx.mu.Unlock()
 	err := tx.query(sql, args, func(rows pgx.Rows) error {
 		for _, i := range idx {
 			out[i] = kv.Pair{} // read may be called again, on a new connection
@@ -590,8 +598,12 @@ func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 		return nil
 	})
 	if err != nil {
+		tx.mu.Unlock()
 		return nil, err
 	}
+	// A followed range is read on the server before this transaction's
+	// writes in it are known: those are merged by Scan.
+	var again []int
 	for _, i := range idx {
 		if out[i].Key != nil {
 			tx.saw(out[i].Key)
@@ -599,6 +611,20 @@ func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 		if f := out[i].Followed; f != nil && f.Key != nil {
 			tx.saw(f.Key)
 		}
+		if ranges[i].Follow != nil && len(tx.writes) > 0 && out[i].Key != nil {
+			if start, end, ok := ranges[i].Follow.Bounds(out[i].Value); ok && len(tx.buffered(start, end, false)) > 0 {
+				again = append(again, i)
+			}
+		}
+	}
+	tx.mu.Unlock()
+	for _, i := range again {
+		start, end, _ := ranges[i].Follow.Bounds(out[i].Value)
+		ps, err := kv.Firsts(scanOnly{tx}, []kv.Range{{Start: start, End: end}})
+		if err != nil {
+			return nil, err
+		}
+		out[i].Followed = &ps[0]
 	}
 	return out, nil
 }

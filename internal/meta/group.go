@@ -1,0 +1,170 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// Group commit (design/0002-shared-mode.md, "Group commit of creates").
+//
+// On a database server each transaction costs statements, a commit and a
+// log flush, whatever it writes, and the server's CPU bounds how many
+// creates a second the clients get. Mutations that arrive while one is in
+// flight wait for it, then run together in one transaction: each as if
+// alone (its own op and wtx over a kv.Sub, in arrival order, each seeing
+// the ones before it), and one commit for all. A mutation that fails (the
+// name exists, no permission) drops its own writes and the others go on;
+// a failed read or commit fails them all, and a conflict runs them all
+// again, as kv.Store.Update does for one.
+//
+// A mutation that finds nothing in flight runs at once, alone: group
+// commit never delays a lone client.
+
+// maxGroup bounds how many mutations share one transaction.
+const maxGroup = 64
+
+type groupReq struct {
+	fn   func(o *op) error
+	err  error
+	lead bool          // set before done: this request runs the next group
+	done chan struct{} // receives once: the result is in, or lead
+}
+
+type committer struct {
+	mu      sync.Mutex
+	running int // groups running
+	queue   []*groupReq
+	shared  int // mutations that ran in a group of more than one (tests)
+}
+
+// groupSlots is how many groups may run at once: a request that finds
+// fewer running starts one at once.
+var groupSlots = 2
+
+// mutateGrouped is mutate, sharing a transaction with concurrent callers
+// where group commit is on (Options.NoGroupCommit; stores without the
+// latest-version cache). fn must not depend on running alone: it sees the
+// writes of the mutations before it in its group, as it would had they
+// committed just before.
+func (m *Meta) mutateGrouped(ctx context.Context, fn func(o *op) error) error {
+	g := m.group
+	if g == nil {
+		return m.mutate(ctx, fn)
+	}
+	if m.opts.ReadOnly {
+		return base.ErrReadOnly
+	}
+	if m.isClosed() {
+		return kv.ErrClosed
+	}
+	r := &groupReq{fn: fn, done: make(chan struct{}, 1)}
+	g.mu.Lock()
+	if g.running >= groupSlots {
+		g.queue = append(g.queue, r)
+		g.mu.Unlock()
+		<-r.done
+		if !r.lead {
+			return r.err
+		}
+		g.mu.Lock()
+	} else {
+		g.running++
+	}
+	n := min(len(g.queue), maxGroup-1)
+	batch := append([]*groupReq{r}, g.queue[:n]...)
+	g.queue = g.queue[n:]
+	if len(batch) > 1 {
+		g.shared += len(batch)
+	}
+	g.mu.Unlock()
+
+	// The group runs to its end for every member even if this caller
+	// gives up: the others wait for it.
+	m.runGroup(context.WithoutCancel(ctx), batch)
+	for _, q := range batch[1:] {
+		q.done <- struct{}{}
+	}
+
+	g.mu.Lock()
+	if len(g.queue) > 0 {
+		next := g.queue[0]
+		g.queue = g.queue[1:]
+		next.lead = true
+		next.done <- struct{}{}
+	} else {
+		g.running--
+	}
+	g.mu.Unlock()
+	return r.err
+}
+
+// runGroup runs the mutations of batch in one transaction and sets each
+// one's err.
+func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
+	if len(batch) == 1 {
+		batch[0].err = m.mutate(ctx, batch[0].fn)
+		return
+	}
+	var touched *touchLog
+	if m.listings != nil {
+		touched = &touchLog{}
+	}
+	errs := make([]error, len(batch))
+	var queued bool
+	var dirAttrs map[base.Ino]base.Attr
+	err := m.store.Update(ctx, func(tx kv.Txn) error {
+		queued, dirAttrs = false, nil
+		shard := byte(rand.IntN(usageShards))
+		for i, r := range batch {
+			sub := kv.NewSub(tx)
+			// No latest-version cache: it cannot see the writes of the
+			// mutations before this one, which are not committed.
+			t := &wtx{Txn: sub, shard: shard, touched: touched,
+				epochSeen: &m.lastEpoch, epochGuess: m.lastEpoch.Load()}
+			o := &op{wtx: t, m: m, now: m.now(), attrs: make(map[base.Ino]*base.Attr)}
+			err := r.fn(o)
+			if err == nil {
+				err = o.flush()
+			}
+			if ferr := sub.Failed(); ferr != nil {
+				return ferr // the transaction is void: every member fails or runs again
+			}
+			if errors.Is(err, kv.ErrConflict) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			errs[i] = err
+			if err != nil {
+				continue // its writes are dropped with sub
+			}
+			sub.Apply()
+			queued = queued || t.deletesQueued
+			for ino, a := range t.dirAttrs {
+				if dirAttrs == nil {
+					dirAttrs = make(map[base.Ino]base.Attr)
+				}
+				dirAttrs[ino] = a
+			}
+		}
+		return nil
+	})
+	if touched != nil {
+		// Whatever the outcome (it may be unknown): an attempt may have
+		// committed.
+		m.listings.touched(touched.inos, touched.names)
+		m.listings.committed(touched.inos, dirAttrs, err)
+	}
+	if err == nil && queued {
+		m.signalDeletes()
+	}
+	for i, r := range batch {
+		r.err = errs[i]
+		if err != nil {
+			r.err = err
+		}
+	}
+}
