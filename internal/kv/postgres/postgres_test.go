@@ -926,3 +926,42 @@ func BenchmarkUpdateParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestPlanSettings: the store's connections keep generic plans that use
+// the primary key even when made on a small table (a fresh volume), where
+// the server would otherwise keep a sequential scan and a hash join for
+// every later execution; a setting given in the URL is kept.
+func TestPlanSettings(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.NewDatabase(t)
+	s := open(t, u, postgres.Options{})
+	for name, want := range map[string]string{"plan_cache_mode": "force_generic_plan", "enable_seqscan": "off", "enable_hashjoin": "off"} {
+		if got, err := postgres.Setting(ctx, s, name); err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if err := s.Update(ctx, func(tx kv.Txn) error {
+		for i := range 20 {
+			tx.Set([]byte(fmt.Sprint("k", i)), []byte("v"))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := postgres.ExplainUpdate(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "Index Scan") || strings.Contains(plan, "Seq Scan") {
+		t.Errorf("update plan on a small table:\n%s", plan)
+	}
+	s.Close()
+
+	s = open(t, u+"&plan_cache_mode=auto&enable_seqscan=on", postgres.Options{})
+	defer s.Close()
+	for name, want := range map[string]string{"plan_cache_mode": "auto", "enable_seqscan": "on", "enable_hashjoin": "off"} {
+		if got, err := postgres.Setting(ctx, s, name); err != nil || got != want {
+			t.Errorf("with the URL's settings: %s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+}
