@@ -14,16 +14,17 @@ import (
 //
 // On a database server each transaction costs statements, a commit and a
 // log flush, whatever it writes, and the server's CPU bounds how many
-// creates a second the clients get. Mutations that arrive while one is in
-// flight wait for it, then run together in one transaction: each as if
+// creates a second the clients get. Mutations that arrive while
+// groupSlots transactions of this client are in flight wait for one to
+// end, then run together in one transaction: each as if
 // alone (its own op and wtx over a kv.Sub, in arrival order, each seeing
 // the ones before it), and one commit for all. A mutation that fails (the
 // name exists, no permission) drops its own writes and the others go on;
 // a failed read or commit fails them all, and a conflict runs them all
 // again, as kv.Store.Update does for one.
 //
-// A mutation that finds nothing in flight runs at once, alone: group
-// commit never delays a lone client.
+// A mutation that finds a slot free runs at once, alone: group commit
+// never delays a lone client.
 
 // maxGroup bounds how many mutations share one transaction.
 const maxGroup = 64
@@ -43,8 +44,10 @@ type committer struct {
 }
 
 // groupSlots is how many groups may run at once: a request that finds
-// fewer running starts one at once.
-var groupSlots = 2
+// fewer running starts one at once. One slot made four processes' creates
+// slower in some runs (a group's members read one after the other); four
+// slots grouped too little at sixteen (docs/performance.md).
+const groupSlots = 2
 
 // mutateGrouped is mutate, sharing a transaction with concurrent callers
 // where group commit is on (Options.NoGroupCommit; stores without the
