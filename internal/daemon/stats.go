@@ -38,12 +38,13 @@ type Stats struct {
 	Disk   *TierStats                   `json:"disk,omitempty"` // nil without a disk cache
 	Object map[string]counted.KindStats `json:"object"`         // by request kind
 	Chunk  ChunkStats                   `json:"chunk"`
-	Meta   kvcounted.Stats              `json:"meta"`                    // metadata engine transactions
-	OCC    *pebble.OCCStats             `json:"meta_occ,omitempty"`      // how the embedded engine ran updates
-	Latest *meta.LatestCacheStats       `json:"meta_cache,omitempty"`    // attributes and entries kept in memory (embedded engine)
-	Listed *meta.ListingStats           `json:"meta_listings,omitempty"` // lookups answered from directory listings (shared engines)
-	NFS    []NFSProcStats               `json:"nfs,omitempty"`           // procedures called, if an NFS gateway runs
-	FUSE   []FUSEOpStats                `json:"fuse,omitempty"`          // requests served, if mounted through FUSE
+	Meta   kvcounted.Stats              `json:"meta"`                        // metadata engine transactions
+	OCC    *pebble.OCCStats             `json:"meta_occ,omitempty"`          // how the embedded engine ran updates
+	Latest *meta.LatestCacheStats       `json:"meta_cache,omitempty"`        // attributes and entries kept in memory (embedded engine)
+	Listed *meta.ListingStats           `json:"meta_listings,omitempty"`     // lookups answered from directory listings (shared engines)
+	Group  *meta.GroupStats             `json:"meta_group_commit,omitempty"` // creates and unlinks that shared a transaction (shared engines)
+	NFS    []NFSProcStats               `json:"nfs,omitempty"`               // procedures called, if an NFS gateway runs
+	FUSE   []FUSEOpStats                `json:"fuse,omitempty"`              // requests served, if mounted through FUSE
 }
 
 // TierStats are the counters of one cache tier. Hits and misses count
@@ -118,6 +119,9 @@ func (v *Volume) Stats() Stats {
 		}
 		if ls, ok := v.Meta.ListingStats(); ok {
 			st.Listed = &ls
+		}
+		if gs, ok := v.Meta.GroupStats(); ok {
+			st.Group = &gs
 		}
 	}
 	if v.disk != nil {
@@ -198,6 +202,10 @@ func WritePrometheus(w io.Writer, s Stats) error {
 		p.Counter("cairn_meta_listing_hits_total", "Lookups answered from a recent directory listing, and getattrs of directories from this client's own commits (shared engines).", float64(s.Listed.Hits))
 		p.Counter("cairn_meta_listing_loads_total", "Directories listed for the listing cache.", float64(s.Listed.Loads))
 		p.Counter("cairn_meta_listing_discarded_total", "Listings read and not kept: this client changed the directory's attribute meanwhile.", float64(s.Listed.Discarded))
+	}
+	if s.Group != nil {
+		p.Counter("cairn_meta_group_commits_total", "Transactions that committed several creates or unlinks of this client together (shared engines).", float64(s.Group.Groups))
+		p.Counter("cairn_meta_group_members_total", "Creates and unlinks that ran in those transactions.", float64(s.Group.Members))
 	}
 	for _, c := range s.NFS {
 		p.Counter("cairn_nfs_calls_total", "Calls served by the NFS gateway, by program and procedure (those called at least once).", float64(c.Latency.Count), "prog", c.Prog, "proc", c.Proc)

@@ -40,7 +40,25 @@ type committer struct {
 	mu      sync.Mutex
 	running int // groups running
 	queue   []*groupReq
-	shared  int // mutations that ran in a group of more than one (tests)
+	groups  int64 // transactions run for more than one mutation
+	members int64 // mutations that ran in those
+}
+
+// GroupStats counts group commit's work.
+type GroupStats struct {
+	Groups  int64 `json:"groups"`  // transactions that ran more than one mutation
+	Members int64 `json:"members"` // mutations that ran in those
+}
+
+// GroupStats returns group commit's counters; ok is false when it is off.
+func (m *Meta) GroupStats() (s GroupStats, ok bool) {
+	g := m.group
+	if g == nil {
+		return s, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return GroupStats{Groups: g.groups, Members: g.members}, true
 }
 
 // groupSlots is how many groups may run at once: a request that finds
@@ -82,7 +100,8 @@ func (m *Meta) mutateGrouped(ctx context.Context, fn func(o *op) error) error {
 	batch := append([]*groupReq{r}, g.queue[:n]...)
 	g.queue = g.queue[n:]
 	if len(batch) > 1 {
-		g.shared += len(batch)
+		g.groups++
+		g.members += int64(len(batch))
 	}
 	g.mu.Unlock()
 

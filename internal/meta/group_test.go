@@ -137,16 +137,14 @@ func TestGroupCommit(t *testing.T) {
 	if want := uint64(1 + 2 + workers/2*files + workers*(files+1)/2); u.Inodes != want {
 		t.Errorf("usage: %d inodes, want %d", u.Inodes, want)
 	}
-	m.group.mu.Lock()
-	shared := m.group.shared
-	m.group.mu.Unlock()
-	if shared == 0 {
-		t.Error("no mutation ran in a group")
+	gs, on := m.GroupStats()
+	if !on || gs.Groups == 0 || gs.Members < 2*gs.Groups {
+		t.Errorf("group stats %+v (on %v): no mutation ran in a group", gs, on)
 	}
 	if store.conflicts.Load() >= 0 {
 		t.Error("the injected conflicts were not all used")
 	}
-	t.Logf("%d of %d mutations ran in groups", shared, workers*files*5/2)
+	t.Logf("%d of %d mutations ran in %d groups", gs.Members, workers*files*5/2, gs.Groups)
 	for ino := range opened {
 		ok(t, m.CloseFile(ctx, ino))
 	}
