@@ -17,6 +17,7 @@ import (
 	"github.com/cairnfs/cairn/internal/daemon"
 	"github.com/cairnfs/cairn/internal/fuse"
 	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/testenv"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
 
@@ -56,7 +57,7 @@ type Mount struct {
 	VFS *vfs.VFS
 	srv *fuse.Server
 	t   testing.TB
-	log *bytes.Buffer
+	log *testenv.LogBuffer
 }
 
 // MountOptions tune MountVolume.
@@ -74,8 +75,8 @@ func MountVolume(t testing.TB, v *Volume, o MountOptions) *Mount {
 		t.Skip(why)
 	}
 	ctx := context.Background()
-	logBuf := &bytes.Buffer{}
-	log := slog.New(slog.NewTextHandler(&syncWriter{w: logBuf}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logBuf := &testenv.LogBuffer{}
+	log := slog.New(slog.NewTextHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	vol, err := daemon.OpenVolume(ctx, daemon.VolumeOptions{MetaURL: v.MetaURL, Logger: log, ReadOnly: o.ReadOnly})
 	if err != nil {
 		t.Fatalf("open volume: %v", err)
@@ -131,7 +132,7 @@ func (m *Mount) Close() {
 	if err := m.Vol.Close(); err != nil {
 		t.Errorf("close volume: %v", err)
 	}
-	if m.log.Len() > 0 {
-		t.Logf("mount log:\n%s", m.log.String())
+	if l := m.log.String(); l != "" {
+		t.Logf("mount log:\n%s", l)
 	}
 }

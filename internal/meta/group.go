@@ -132,10 +132,7 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 		batch[0].err = m.mutate(ctx, batch[0].fn)
 		return
 	}
-	var touched *touchLog
-	if m.listings != nil {
-		touched = &touchLog{}
-	}
+	touched := m.newTouchLog()
 	errs := make([]error, len(batch))
 	var queued bool
 	var dirAttrs map[base.Ino]base.Attr
@@ -146,9 +143,8 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 			sub := kv.NewSub(tx)
 			// No latest-version cache: it cannot see the writes of the
 			// mutations before this one, which are not committed.
-			t := &wtx{Txn: sub, shard: shard, touched: touched,
-				epochSeen: &m.lastEpoch, epochGuess: m.lastEpoch.Load()}
-			o := &op{wtx: t, m: m, now: m.now(), attrs: make(map[base.Ino]*base.Attr)}
+			t := m.newWtx(sub, shard, nil, touched)
+			o := m.newOp(t)
 			err := r.fn(o)
 			if err == nil {
 				err = o.flush()
@@ -174,15 +170,7 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 		}
 		return nil
 	})
-	if touched != nil {
-		// Whatever the outcome (it may be unknown): an attempt may have
-		// committed.
-		m.listings.touched(touched.inos, touched.names)
-		m.listings.committed(touched.inos, dirAttrs, err)
-	}
-	if err == nil && queued {
-		m.signalDeletes()
-	}
+	m.updated(touched, dirAttrs, queued, err)
 	for i, r := range batch {
 		r.err = errs[i]
 		if err != nil {

@@ -24,12 +24,17 @@ type op struct {
 
 func (m *Meta) mutate(ctx context.Context, fn func(o *op) error) error {
 	return m.update(ctx, func(t *wtx) error {
-		o := &op{wtx: t, m: m, now: m.now(), attrs: make(map[base.Ino]*base.Attr)}
+		o := m.newOp(t)
 		if err := fn(o); err != nil {
 			return err
 		}
 		return o.flush()
 	})
+}
+
+// newOp returns the state of one attempt of a mutation over t.
+func (m *Meta) newOp(t *wtx) *op {
+	return &op{wtx: t, m: m, now: m.now(), attrs: make(map[base.Ino]*base.Attr)}
 }
 
 // attr returns the cached attribute of ino; base.ErrNotFound if none.

@@ -223,33 +223,53 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 		return kv.ErrClosed
 	}
 	queued := false
-	var touched *touchLog
-	if m.listings != nil {
-		touched = &touchLog{}
-	}
+	touched := m.newTouchLog()
 	var last *wtx
 	err := m.store.Update(ctx, func(tx kv.Txn) error {
-		t := &wtx{Txn: tx, shard: byte(rand.IntN(usageShards)), lc: m.lc, touched: touched,
-			epochSeen: &m.lastEpoch, epochGuess: m.lastEpoch.Load()}
+		t := m.newWtx(tx, byte(rand.IntN(usageShards)), m.lc, touched)
 		last = t
 		err := fn(t)
 		queued = t.deletesQueued
 		return err
 	})
+	var written map[base.Ino]base.Attr
+	if last != nil {
+		written = last.dirAttrs
+	}
+	m.updated(touched, written, queued, err)
+	return err
+}
+
+// newTouchLog returns a log of the records an update writes, for the
+// listing cache; nil when it is off.
+func (m *Meta) newTouchLog() *touchLog {
+	if m.listings == nil {
+		return nil
+	}
+	return &touchLog{}
+}
+
+// newWtx returns the transaction state of one attempt of an update over
+// tx, writing usage shard shard.
+func (m *Meta) newWtx(tx kv.Txn, shard byte, lc *latestCache, touched *touchLog) *wtx {
+	return &wtx{Txn: tx, shard: shard, lc: lc, touched: touched,
+		epochSeen: &m.lastEpoch, epochGuess: m.lastEpoch.Load()}
+}
+
+// updated does what follows an update, whatever its outcome err: the
+// listing cache learns what it wrote (touched; written, the directory
+// attributes of its last attempt), and the deleter wakes if it queued
+// slice deletes and committed.
+func (m *Meta) updated(touched *touchLog, written map[base.Ino]base.Attr, queued bool, err error) {
 	if touched != nil {
 		// Whatever the outcome (it may be unknown): an attempt may have
 		// committed.
 		m.listings.touched(touched.inos, touched.names)
-		var written map[base.Ino]base.Attr
-		if last != nil {
-			written = last.dirAttrs
-		}
 		m.listings.committed(touched.inos, written, err)
 	}
 	if err == nil && queued {
 		m.signalDeletes()
 	}
-	return err
 }
 
 // looseView runs fn where each read may see a different moment (the

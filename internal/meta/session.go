@@ -25,7 +25,7 @@ import (
 // mutateRaw is mutate without the read-only check, for session bookkeeping.
 func (m *Meta) mutateRaw(ctx context.Context, fn func(o *op) error) error {
 	return m.rawUpdate(ctx, func(t *wtx) error {
-		o := &op{wtx: t, m: m, now: m.now(), attrs: make(map[base.Ino]*base.Attr)}
+		o := m.newOp(t)
 		if err := fn(o); err != nil {
 			return err
 		}
