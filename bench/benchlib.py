@@ -97,6 +97,50 @@ def meta(root, files, procs):
             print(f"{phase} {per * procs / wall:.0f}")
 
 
+def _small_worker(args):
+    phase, d, n, size, sync, start_at = args
+    while time.time() < start_at:
+        time.sleep(0.0005)
+    t0 = time.perf_counter()
+    if phase == "write":
+        os.makedirs(d, exist_ok=True)
+        data = os.urandom(size)
+        for i in range(n):
+            fd = os.open(os.path.join(d, f"s{i}"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+            os.write(fd, data)
+            if sync:
+                os.fsync(fd)
+            os.close(fd)
+    elif phase == "read":
+        for i in range(n):
+            fd = os.open(os.path.join(d, f"s{i}"), os.O_RDONLY)
+            got = os.read(fd, size + 1)
+            os.close(fd)
+            if len(got) != size:
+                raise SystemExit(f"{d}/s{i}: read {len(got)} bytes, want {size}")
+    elif phase == "unlink":
+        for i in range(n):
+            os.unlink(os.path.join(d, f"s{i}"))
+        os.rmdir(d)
+    return time.perf_counter() - t0
+
+
+def small(root, files, procs, size, sync="0", phases="write,read,unlink"):
+    """Small files: each written whole by one write (then fsync if sync is
+    1) and closed; read back whole; unlinked. Prints files/s per phase.
+    "read" reads what the kernel and Cairn's caches hold: remount between
+    phases (phases=write, then phases=read,unlink) for cold reads."""
+    files, procs, size = int(files), int(procs), parse_size(size)
+    per = files // procs
+    dirs = [os.path.join(root, f"small.{p}") for p in range(procs)]
+    ctx = mp.get_context("fork")
+    with ctx.Pool(procs) as pool:
+        for phase in phases.split(","):
+            start_at = time.time() + 0.2
+            times = pool.map(_small_worker, [(phase, d, per, size, sync == "1", start_at) for d in dirs])
+            print(f"{phase} {per * procs / max(times):.0f}")
+
+
 # The rows of issue 4's table, in its order: (key, label, unit, kind).
 # kind: seq (MB/s, also >= 0.8x local dir), iops, p99 (ms, < 10 ms), meta.
 ROWS = [
@@ -117,6 +161,9 @@ ROWS = [
     ("meta-create", "create, 4 procs", "ops/s", "meta"),
     ("meta-stat", "stat, 4 procs", "ops/s", "meta"),
     ("meta-unlink", "delete, 4 procs", "ops/s", "meta"),
+    ("small-write", "small files: create + write + close, 4 procs", "files/s", "meta"),
+    ("small-read", "small files: open + read + close, 4 procs", "files/s", "meta"),
+    ("small-unlink", "small files: delete, 4 procs", "files/s", "meta"),
 ]
 NAMES = {"local": "local dir", "cairn": "Cairn", "juicefs": "JuiceFS"}
 
@@ -226,4 +273,4 @@ def table(path, *targets):
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"fio": fio, "meta": meta, "mib": mib, "table": table}[cmd](*args)
+    {"fio": fio, "meta": meta, "small": small, "mib": mib, "table": table}[cmd](*args)

@@ -29,13 +29,16 @@ RAND_SIZE=${RAND_SIZE:-1G}         # file size for random workloads
 RAND_RUNTIME=${RAND_RUNTIME:-15}   # seconds per random workload
 RAND_JOBS=${RAND_JOBS:-4}          # psync threads for random workloads (randrw-8k-1j: 1)
 RAND_WARM=${RAND_WARM:-1}          # 1: read the random file once before, so it is in the daemons' caches
-META_FILES=${META_FILES:-10000}
+META_FILES=${META_FILES:-10000}  # metadata rows (0: skip)
 META_PROCS=${META_PROCS:-4}
+SMALL_FILES=${SMALL_FILES:-4000}   # small-file rows: files written whole, read back, deleted (0: skip)
+SMALL_SIZE=${SMALL_SIZE:-4k}       # their size
 # Same cache sizes for Cairn and JuiceFS (see bench/README.md for the mapping)
 CACHE_MEM=${CACHE_MEM:-256M}       # Cairn --cache-mem (memory block cache)
 BUFFER_SIZE=${BUFFER_SIZE:-256M}   # Cairn --buffer-size (write buffer)
 CACHE_SIZE=${CACHE_SIZE:-4G}       # disk cache bound, both (--cache-size), in <scratch>/<target>/cache; 0: none
 CAIRN_MOUNT_OPTS=${CAIRN_MOUNT_OPTS:-}
+CAIRN_FORMAT_OPTS=${CAIRN_FORMAT_OPTS:-} # e.g. "--inline-max 0" (small files' data in the object store)
 JUICEFS_MOUNT_OPTS=${JUICEFS_MOUNT_OPTS:-}
 
 BENCH_NAME=bench
@@ -183,7 +186,8 @@ setup_cairn() {
 		data=${CAIRN_DATA_URL:-s3://$name?endpoint=$S3_ENDPOINT}
 		logopt=(--log "$d/cairn.log")
 	fi
-	"$CAIRN" format --data "$data" "$meta" bench >"$d/format.log" 2>&1 ||
+	# shellcheck disable=SC2086  # CAIRN_FORMAT_OPTS is a word list
+	"$CAIRN" format --data "$data" $CAIRN_FORMAT_OPTS "$meta" bench >"$d/format.log" 2>&1 ||
 		{ cat "$d/format.log" >&2; die "cairn format failed"; }
 	local disk=(--cache-dir "$d/cache" --cache-size "$CACHE_SIZE")
 	if [[ $JUICEFS_CACHE_MIB == 0 ]]; then disk=(); fi
@@ -285,12 +289,29 @@ bench_target() {
 	done
 	rm -f "$dir/rand.dat"
 
-	log "   metadata: $META_FILES files, $META_PROCS processes"
 	local phase ops
-	while read -r phase ops; do
-		log "  meta-$phase: $ops ops/s"
-		record "$t" "meta-$phase" "$ops" ops/s
-	done < <(python3 "$HERE/benchlib.py" meta "$dir" "$META_FILES" "$META_PROCS")
+	if [[ $META_FILES != 0 ]]; then
+		log "   metadata: $META_FILES files, $META_PROCS processes"
+		while read -r phase ops; do
+			log "  meta-$phase: $ops ops/s"
+			record "$t" "meta-$phase" "$ops" ops/s
+		done < <(python3 "$HERE/benchlib.py" meta "$dir" "$META_FILES" "$META_PROCS")
+	fi
+
+	if [[ $SMALL_FILES != 0 ]]; then
+		# written whole and closed, then read back after drop_caches
+		# (the kernel's page cache; each daemon keeps its own caches)
+		log "   small files: $SMALL_FILES of $SMALL_SIZE, $META_PROCS processes"
+		while read -r phase ops; do
+			log "  small-$phase: $ops files/s"
+			record "$t" "small-$phase" "$ops" files/s
+		done < <(python3 "$HERE/benchlib.py" small "$dir" "$SMALL_FILES" "$META_PROCS" "$SMALL_SIZE" 0 write)
+		drop_caches
+		while read -r phase ops; do
+			log "  small-$phase: $ops files/s"
+			record "$t" "small-$phase" "$ops" files/s
+		done < <(python3 "$HERE/benchlib.py" small "$dir" "$SMALL_FILES" "$META_PROCS" "$SMALL_SIZE" 0 read,unlink)
+	fi
 
 	if [[ $t != local ]]; then
 		unmount "$dir" "$t"
@@ -318,7 +339,7 @@ run=$RUNS
 	echo
 	echo "host: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r), scratch on $(findmnt -n -o FSTYPE -T "$BENCH_TMP")"
 	echo "seq: $SEQ_SIZE file, psync, write ends with fsync, read after drop_caches;" \
-		"random: $RAND_SIZE file$([[ $RAND_WARM == 1 ]] && echo ", read once before (in the daemons' caches)"), $RAND_JOBS psync jobs (1 for the 1-job row), ${RAND_RUNTIME}s; meta: $META_FILES files, $META_PROCS processes"
+		"random: $RAND_SIZE file$([[ $RAND_WARM == 1 ]] && echo ", read once before (in the daemons' caches)"), $RAND_JOBS psync jobs (1 for the 1-job row), ${RAND_RUNTIME}s; meta: $META_FILES files, $META_PROCS processes; small files: $SMALL_FILES of $SMALL_SIZE${CAIRN_FORMAT_OPTS:+; Cairn formatted with $CAIRN_FORMAT_OPTS}"
 	echo "caches, same for Cairn and JuiceFS: memory $CACHE_MEM block cache + $BUFFER_SIZE write buffer (JuiceFS --buffer-size $JUICEFS_BUFFER_MIB MiB)," \
 		"$(if [[ $JUICEFS_CACHE_MIB == 0 ]]; then echo "no disk cache (Cairn: no --cache-dir; JuiceFS --cache-size 0)"; else echo "disk cache $CACHE_SIZE in scratch (JuiceFS --cache-size $JUICEFS_CACHE_MIB)"; fi)"
 	if [[ $SHARED == 0 && -z ${CAIRN_DATA_URL:-} && $JUICEFS_CACHE_MIB != 0 ]]; then

@@ -12,6 +12,7 @@ func newFormatCommand() *cobra.Command {
 	var o daemon.FormatOptions
 	var blockSize string
 	var capacity string
+	var inlineMax string
 	cmd := &cobra.Command{
 		Use:   "format [flags] META-URL NAME",
 		Short: "Create a new volume",
@@ -24,7 +25,10 @@ device), or postgres://user[:password]@host[:port]/database (shared: many
 hosts mount the volume; the database must exist, Cairn creates its table).
 --data: file:///absolute/path (default for pebble: a "data" directory beside
 the metadata), or s3://bucket[/prefix]?endpoint=http://host:port (created if
-missing; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).`,
+missing; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).
+--inline-max: a file written in one piece of at most this size (a slice)
+keeps its data in the metadata engine: it costs a metadata transaction
+instead of an object PUT. Fixed at format time.`,
 		Example: `  cairn format pebble:///var/lib/cairn/meta myvol
   cairn format --data file:///srv/cairn-data --block-size 1M pebble:///nvme/cairn/meta myvol
   AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… cairn format \
@@ -37,6 +41,14 @@ missing; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).`,
 				return fmt.Errorf("--block-size: %w", err)
 			}
 			o.BlockSize = int(bs)
+			im, err := parseSize(inlineMax)
+			if err != nil {
+				return fmt.Errorf("--inline-max: %w", err)
+			}
+			o.InlineMax = int(min(im, 1<<30))
+			if im == 0 {
+				o.InlineMax = -1 // none
+			}
 			if capacity != "" {
 				if o.Capacity, err = parseSize(capacity); err != nil {
 					return fmt.Errorf("--capacity: %w", err)
@@ -46,14 +58,15 @@ missing; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "formatted volume %q (uuid %s)\n  metadata: %s\n  data:     %s\n  block size: %d bytes\n",
-				s.Name, s.UUID, o.MetaURL, s.DataURL, s.BlockSize)
+			fmt.Fprintf(cmd.OutOrStdout(), "formatted volume %q (uuid %s)\n  metadata: %s\n  data:     %s\n  block size: %d bytes\n  inline limit: %d bytes\n",
+				s.Name, s.UUID, o.MetaURL, s.DataURL, s.BlockSize, s.InlineMax)
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.DataURL, "data", "", "data store URL (file:///path); default: a data directory beside the metadata")
 	f.StringVar(&blockSize, "block-size", "4M", "largest object size (64K..16M, power of two)")
+	f.StringVar(&inlineMax, "inline-max", "16K", "slices (small files) of at most this size keep their data in the metadata engine, not the data store (0 = none, at most 64K)")
 	f.StringVar(&capacity, "capacity", "", "volume capacity reported by statfs and enforced (e.g. 10T); default unlimited")
 	f.Uint64Var(&o.Inodes, "inodes", 0, "maximum number of inodes; 0 = unlimited")
 	f.BoolVar(&o.Force, "force", false, "format over an existing volume (its files become unreachable)")

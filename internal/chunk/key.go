@@ -87,3 +87,11 @@ func BlockLens(size uint32, blockSize int) []int {
 	}
 	return out
 }
+
+// InlineBlock reports whether key is a block of an inline slice (one whose
+// id has base.InlineBit, see Options.InlineMax): the blocks a volume with
+// an inline limit keeps in its metadata engine. Other keys are false.
+func InlineBlock(key string) bool {
+	id, _, _, err := ParseBlockKey(key)
+	return err == nil && id&base.InlineBit != 0
+}

@@ -63,10 +63,21 @@ type Options struct {
 	// (cache-on-write), so that data written here is read back locally.
 	// Default false.
 	CacheWrites bool
+	// InlineMax: a slice of at most this many bytes that lies within the
+	// first InlineMax bytes of a file (a small file, or the start of one)
+	// gets base.InlineBit in its id, and its block goes to the object
+	// store under a key that says so; the volume's store keeps such blocks
+	// in the metadata engine. Slices elsewhere, such as small random writes
+	// into a large file, do not: they would cost the metadata engine a
+	// transaction each. Default 0: none. At most MaxInlineMax.
+	InlineMax int
 	// Logger receives checksum mismatches and background upload failures.
 	// Default: discard.
 	Logger *slog.Logger
 }
+
+// MaxInlineMax bounds Options.InlineMax.
+const MaxInlineMax = 64 << 10
 
 // Validate fills in defaults and checks the options.
 func (o *Options) Validate() error {
@@ -79,6 +90,10 @@ func (o *Options) Validate() error {
 	}
 	if o.BufferLimit == 0 {
 		o.BufferLimit = DefaultBufferLimit
+	}
+	if o.InlineMax < 0 || o.InlineMax > MaxInlineMax || o.InlineMax >= o.BlockSize {
+		return fmt.Errorf("chunk: inline limit %d outside [0, %d] or not below the block size %d: %w",
+			o.InlineMax, MaxInlineMax, o.BlockSize, base.ErrInvalid)
 	}
 	if o.BufferLimit < 0 {
 		return fmt.Errorf("chunk: negative buffer limit %d: %w", o.BufferLimit, base.ErrInvalid)

@@ -81,7 +81,9 @@ type wslice struct {
 	id   uint64
 }
 
-func (ws *wslice) ensureID(ctx context.Context, c Committer) (uint64, error) {
+// ensureID returns the slice's id, allocating it on first use; inline
+// sets base.InlineBit in a new id (see Options.InlineMax).
+func (ws *wslice) ensureID(ctx context.Context, c Committer, inline bool) (uint64, error) {
 	ws.idMu.Lock()
 	defer ws.idMu.Unlock()
 	if ws.id != 0 {
@@ -91,8 +93,11 @@ func (ws *wslice) ensureID(ctx context.Context, c Committer) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("chunk: new slice id: %w", err)
 	}
-	if id == 0 {
-		return 0, fmt.Errorf("chunk: committer returned slice id 0: %w", base.ErrIO)
+	if id == 0 || id&base.InlineBit != 0 {
+		return 0, fmt.Errorf("chunk: committer returned slice id %#x: %w", id, base.ErrIO)
+	}
+	if inline {
+		id |= base.InlineBit
 	}
 	ws.id = id
 	return id, nil
@@ -488,10 +493,13 @@ func (w *Writer) startUpload(ws *wslice, i int) {
 	done := make(chan struct{})
 	b.done = done
 	data := b.buf[:b.n]
+	// Only a sealed slice's length is final; one of a single block within
+	// the first InlineMax bytes of the file is inline.
+	inline := ws.sealed && len(ws.blocks) == 1 && ws.chunk == 0 && ws.pos+uint32(ws.length) <= uint32(w.s.opts.InlineMax)
 	w.uploads.Add(1)
 	go func() {
 		defer w.uploads.Done()
-		err := w.uploadBlock(ws, i, data)
+		err := w.uploadBlock(ws, i, data, inline)
 		released := 0
 		w.mu.Lock()
 		if err == nil {
@@ -512,8 +520,8 @@ func (w *Writer) startUpload(ws *wslice, i int) {
 }
 
 // uploadBlock uploads block i of ws, retrying a few times.
-func (w *Writer) uploadBlock(ws *wslice, i int, data []byte) error {
-	id, err := ws.ensureID(w.ctx, w.c)
+func (w *Writer) uploadBlock(ws *wslice, i int, data []byte, inline bool) error {
+	id, err := ws.ensureID(w.ctx, w.c, inline)
 	if err != nil {
 		return err
 	}

@@ -121,6 +121,11 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	fmt.Fprintf(tw, "Metadata\t%s\n", v.Loc.Display())
 	fmt.Fprintf(tw, "Data\t%s\n", s.DataURL)
 	fmt.Fprintf(tw, "Block size\t%s\n", humanBytes(uint64(s.BlockSize)))
+	if s.InlineMax > 0 {
+		fmt.Fprintf(tw, "Inline limit\t%s (smaller slices keep their data in the metadata engine)\n", humanBytes(uint64(s.InlineMax)))
+	} else {
+		fmt.Fprintf(tw, "Inline limit\tnone\n")
+	}
 	fmt.Fprintf(tw, "Chunk size\t%s\n", humanBytes(uint64(s.ChunkSize)))
 	capStr := "unlimited"
 	if s.Capacity > 0 {
@@ -335,7 +340,7 @@ func GC(ctx context.Context, v *Volume, del bool, w io.Writer) error {
 		if live[id] {
 			return true
 		}
-		if pending[id] || inflight[id] || guard.Protects(id) {
+		if pending[id] || inflight[base.SliceNumber(id)] || guard.Protects(id) {
 			skipped++
 			return true
 		}

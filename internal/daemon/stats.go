@@ -37,6 +37,10 @@ type Stats struct {
 	Memory TierStats                    `json:"memory"`
 	Disk   *TierStats                   `json:"disk,omitempty"` // nil without a disk cache
 	Object map[string]counted.KindStats `json:"object"`         // by request kind
+	// Inline counts the requests for the blocks of small slices, which
+	// the metadata engine keeps (Settings.InlineMax), by kind; each is
+	// also one of Meta's transactions. Nil without an inline limit.
+	Inline map[string]counted.KindStats `json:"inline,omitempty"`
 	Chunk  ChunkStats                   `json:"chunk"`
 	Meta   kvcounted.Stats              `json:"meta"`                        // metadata engine transactions
 	OCC    *pebble.OCCStats             `json:"meta_occ,omitempty"`          // how the embedded engine ran updates
@@ -108,6 +112,9 @@ func (v *Volume) Stats() Stats {
 			ReadDiskHits: cs.DiskHits, ReadDiskMisses: cs.DiskMisses, DiskFills: cs.DiskFills,
 			Compactions: cs.Compactions, CompactBytes: cs.CompactBytes,
 		},
+	}
+	if v.inlineStats != nil {
+		st.Inline = v.inlineStats.Stats()
 	}
 	if v.occ != nil {
 		occ := v.occ.OCCStats()
@@ -185,6 +192,14 @@ func WritePrometheus(w io.Writer, s Stats) error {
 	}
 	for _, k := range kinds {
 		p.Histogram("cairn_object_request_seconds", "Latency of object store requests.", s.Object[k.String()].Latency, "kind", k.String())
+	}
+	if s.Inline != nil {
+		for _, k := range kinds {
+			p.Counter("cairn_inline_requests_total", "Requests for blocks of small slices kept in the metadata engine.", float64(s.Inline[k.String()].Requests), "kind", k.String())
+		}
+		for _, k := range kinds {
+			p.Counter("cairn_inline_bytes_total", "Bytes put or read by requests for blocks kept in the metadata engine.", float64(s.Inline[k.String()].Bytes), "kind", k.String())
+		}
 	}
 	writeMetaPrometheus(p, s.Meta)
 	if s.OCC != nil {

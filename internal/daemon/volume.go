@@ -171,6 +171,10 @@ type FormatOptions struct {
 	DataURL   string // default: MetaLocation.DefaultDataURL
 	Name      string
 	BlockSize int // default 4 MiB
+	// InlineMax: slices of at most this many bytes keep their block in
+	// the metadata engine, not the data store (meta.Settings.InlineMax).
+	// 0: DefaultInlineMax; negative: none.
+	InlineMax int
 	Capacity  uint64
 	Inodes    uint64
 	Force     bool
@@ -200,6 +204,12 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 	if o.BlockSize == 0 {
 		o.BlockSize = 4 << 20
 	}
+	switch {
+	case o.InlineMax == 0:
+		o.InlineMax = DefaultInlineMax
+	case o.InlineMax < 0:
+		o.InlineMax = 0
+	}
 	if err := validateFormat(o); err != nil {
 		return meta.Settings{}, err
 	}
@@ -224,6 +234,7 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 		DataURL:       o.DataURL,
 		Capacity:      o.Capacity,
 		Inodes:        o.Inodes,
+		InlineMax:     o.InlineMax,
 	}
 	if old, err := meta.LoadSettings(ctx, store); err == nil && !o.Force {
 		return meta.Settings{}, fmt.Errorf("%s already holds volume %q (uuid %s); nothing was changed. Use --force to format over it (its files become unreachable)", o.MetaURL, old.Name, old.UUID)
@@ -297,21 +308,27 @@ type VolumeOptions struct {
 
 // Volume is an open volume: metadata client, data store and chunk layer.
 type Volume struct {
-	Loc      MetaLocation
-	Store    kv.Store // counted: transactions by kind, see Stats
-	Meta     *meta.Meta
-	Objects  object.Store // counted: requests by kind, see Stats
+	Loc   MetaLocation
+	Store kv.Store // counted: transactions by kind, see Stats
+	Meta  *meta.Meta
+	// Objects is the data store, counted (requests by kind, see Stats),
+	// joined with the metadata engine's blobs on a volume with an inline
+	// limit (withInlineBlocks).
+	Objects  object.Store
 	Chunks   *chunk.Store
 	Settings meta.Settings
 	Log      *slog.Logger
 
-	kvStats   *kvcounted.Store
-	occ       occStatter // nil unless the engine runs optimistic transactions
-	objStats  *counted.Store
-	nfsStats  nfsCounters  // the NFS gateway's calls, if it serves one
-	fuseStats fuseCounters // the FUSE requests served, if mounted
-	memCache  *cache.Memory
-	disk      *cache.Disk // nil without CacheDirs
+	kvStats  *kvcounted.Store
+	occ      occStatter // nil unless the engine runs optimistic transactions
+	objStats *counted.Store
+	// inlineStats counts the requests for blocks kept in the metadata
+	// engine; nil without an inline limit.
+	inlineStats *counted.Store
+	nfsStats    nfsCounters  // the NFS gateway's calls, if it serves one
+	fuseStats   fuseCounters // the FUSE requests served, if mounted
+	memCache    *cache.Memory
+	disk        *cache.Disk // nil without CacheDirs
 	// diskSkipped says why the disk cache of CacheDirs is not used, or "".
 	diskSkipped string
 	started     time.Time
@@ -397,6 +414,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
+	v.Objects, v.inlineStats = withInlineBlocks(v.Objects, v.Meta, v.Settings)
 	if !loc.Shared() && !o.ReadOnly {
 		// This process holds the embedded store alone: every session
 		// recorded in it belongs to a client that died without closing it.
@@ -413,6 +431,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 		BufferLimit: o.BufferLimit,
 		Logger:      o.Logger,
 		CacheWrites: o.CacheWrites,
+		InlineMax:   v.Settings.InlineMax,
 	}
 	if len(cacheDirs) > 0 {
 		v.disk, err = cache.OpenDisk(cache.DiskOptions{
@@ -506,6 +525,9 @@ func validateFormat(o FormatOptions) error {
 	bs := o.BlockSize
 	if bs < 64<<10 || bs > 16<<20 || bs&(bs-1) != 0 {
 		return fmt.Errorf("block size %d: want a power of two from 64K to 16M", bs)
+	}
+	if o.InlineMax > meta.MaxInlineMax || o.InlineMax >= bs {
+		return fmt.Errorf("inline limit %d: want at most %d bytes (64K), and less than the block size", o.InlineMax, meta.MaxInlineMax)
 	}
 	return nil
 }

@@ -12,20 +12,27 @@ import (
 // Settings is the volume's settings record, written by Format and read by
 // every client. Stored as JSON under the settings key (see keys.go).
 type Settings struct {
-	Name          string    `json:"name"`
-	UUID          string    `json:"uuid"`
-	FormatVersion int       `json:"format_version"`
-	BlockSize     int       `json:"block_size"` // bytes, max size of one object
-	ChunkSize     int       `json:"chunk_size"` // always base.ChunkSize for now
-	DataURL       string    `json:"data_url"`
-	Capacity      uint64    `json:"capacity,omitempty"` // bytes; 0 = unlimited
-	Inodes        uint64    `json:"inodes,omitempty"`   // 0 = unlimited
-	TrashDays     int       `json:"trash_days,omitempty"`
-	Created       time.Time `json:"created"`
+	Name          string `json:"name"`
+	UUID          string `json:"uuid"`
+	FormatVersion int    `json:"format_version"`
+	BlockSize     int    `json:"block_size"` // bytes, max size of one object
+	ChunkSize     int    `json:"chunk_size"` // always base.ChunkSize for now
+	DataURL       string `json:"data_url"`
+	Capacity      uint64 `json:"capacity,omitempty"` // bytes; 0 = unlimited
+	Inodes        uint64 `json:"inodes,omitempty"`   // 0 = unlimited
+	TrashDays     int    `json:"trash_days,omitempty"`
+	// InlineMax: slices of at most this many bytes at the start of a file
+	// keep their block in the metadata engine rather than the object store
+	// (blob.go, chunk.Options.InlineMax); 0: none. Fixed at format time.
+	// Needs format version 2.
+	InlineMax int       `json:"inline_max,omitempty"`
+	Created   time.Time `json:"created"`
 }
 
 // CurrentFormatVersion is written by Format; Open refuses newer versions.
-const CurrentFormatVersion = 1
+// Version 2 added Settings.InlineMax: a version 1 client would look for
+// the inline blocks in the object store.
+const CurrentFormatVersion = 2
 
 // Caller identifies who performs an operation, for permission checks and
 // ownership of new inodes.

@@ -327,7 +327,7 @@ func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint6
 		}
 		for _, s := range ss {
 			referenced[s.ID] = true
-			maxSlice = max(maxSlice, s.ID)
+			maxSlice = max(maxSlice, base.SliceNumber(s.ID))
 			if s.ID != 0 && !seenInOwner[s.ID] {
 				seenInOwner[s.ID] = true
 				owners[s.ID]++
@@ -359,7 +359,7 @@ func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint6
 			ck.report("bad-record", 0, nil, "pending delete %x", k)
 			return true
 		}
-		maxSlice = max(maxSlice, ki.ID)
+		maxSlice = max(maxSlice, base.SliceNumber(ki.ID))
 		pending[ki.ID] = true
 		if referenced[ki.ID] && shared[ki.ID] == 0 {
 			id := ki.ID

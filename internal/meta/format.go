@@ -17,6 +17,9 @@ const (
 	MinBlockSize     = 64 << 10
 	MaxBlockSize     = 16 << 20
 	DefaultBlockSize = 4 << 20
+	// MaxInlineMax bounds Settings.InlineMax: blobs are meant for small
+	// files, and the smallest block size is larger still.
+	MaxInlineMax = 64 << 10
 )
 
 // Validate checks the settings; it fills nothing in. Errors wrap
@@ -35,6 +38,12 @@ func (s *Settings) Validate() error {
 	}
 	if s.FormatVersion < 1 {
 		return fmt.Errorf("format version %d: %w", s.FormatVersion, base.ErrInvalid)
+	}
+	if s.InlineMax < 0 || s.InlineMax > MaxInlineMax || s.InlineMax >= bs {
+		return fmt.Errorf("inline limit %d must be between 0 and %d bytes and below the block size: %w", s.InlineMax, MaxInlineMax, base.ErrInvalid)
+	}
+	if s.InlineMax > 0 && s.FormatVersion < 2 {
+		return fmt.Errorf("inline limit %d needs format version 2, not %d: %w", s.InlineMax, s.FormatVersion, base.ErrInvalid)
 	}
 	return nil
 }

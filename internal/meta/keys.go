@@ -44,6 +44,11 @@ package meta
 //	                            without copying data); value: count u32.
 //	                            A pending delete of such a slice takes one
 //	                            owner off instead of deleting its objects
+//	"B" object key              small block kept in the metadata engine
+//	                            instead of the object store (Settings.
+//	                            InlineMax, blob.go); the key is the object
+//	                            key, so blobs sort as the objects would;
+//	                            value: the block object's bytes
 //	"Z" shard u8                epoch fence: every transaction that writes a
 //	                            versioned record writes one shard (empty
 //	                            value); changing "E" or "F" writes them all,
@@ -92,6 +97,7 @@ const (
 	pSnapJob  = 'Y'
 	pFence    = 'Z'
 	pShared   = 'O'
+	pBlob     = 'B'
 
 	pAttr    = 'A'
 	pDentry  = 'D'
@@ -123,10 +129,11 @@ func u32(b []byte, v uint32) []byte { return binary.BigEndian.AppendUint32(b, v)
 
 // --- unversioned keys ---
 
-func settingsKey() []byte      { return []byte{pSettings} }
-func epochKey() []byte         { return []byte{pEpoch} }
-func frozenKey() []byte        { return []byte{pFrozen} }
-func counterKey(k byte) []byte { return []byte{pCounter, k} }
+func settingsKey() []byte       { return []byte{pSettings} }
+func blobKey(key string) []byte { return append([]byte{pBlob}, key...) }
+func epochKey() []byte          { return []byte{pEpoch} }
+func frozenKey() []byte         { return []byte{pFrozen} }
+func counterKey(k byte) []byte  { return []byte{pCounter, k} }
 func sessionKey(sid uint64) []byte {
 	return u64([]byte{pSession}, sid)
 }

@@ -323,7 +323,8 @@ func (m *Meta) allocIno(ctx context.Context) (base.Ino, error) {
 
 // NewSliceID returns a fresh, never used slice id. The id counts as in
 // flight (InFlightSlices) until WriteSlice or CompactChunk commits it or the
-// caller calls ForgetSlice.
+// caller calls ForgetSlice. The caller may commit it with base.InlineBit
+// set (a small slice whose block it put in the metadata engine).
 func (m *Meta) NewSliceID(ctx context.Context) (uint64, error) {
 	id, err := m.alloc(ctx, counterNextSlice, &m.nextSlic, &m.maxSlic, m.opts.SliceBatch)
 	if err == nil {
@@ -340,6 +341,7 @@ func (m *Meta) CompactThreshold() int { return m.opts.CompactThreshold }
 
 // ForgetSlice ends the in-flight state of a slice id the caller abandons.
 func (m *Meta) ForgetSlice(id uint64) {
+	id = base.SliceNumber(id)
 	m.idMu.Lock()
 	delete(m.inflight, id)
 	delete(m.lost, id)
@@ -348,7 +350,8 @@ func (m *Meta) ForgetSlice(id uint64) {
 
 // InFlightSlices returns (a copy of) the slice ids this client handed out
 // and has not yet seen committed or forgotten: gc must not delete their
-// blocks.
+// blocks. The ids are as handed out, without base.InlineBit (look up
+// base.SliceNumber of a stored id).
 func (m *Meta) InFlightSlices() map[uint64]bool {
 	m.idMu.Lock()
 	defer m.idMu.Unlock()

@@ -458,6 +458,7 @@ type SliceGuard struct {
 
 // Protects reports whether gc must keep the blocks of slice id.
 func (g SliceGuard) Protects(id uint64) bool {
+	id = base.SliceNumber(id)
 	if id >= g.Next {
 		return true
 	}
@@ -780,6 +781,7 @@ func (m *Meta) reservationKeys(ids []uint64) []reservationGuard {
 	var out []reservationGuard
 	seen := map[uint64]bool{}
 	for _, id := range ids {
+		id = base.SliceNumber(id)
 		if m.lost[id] {
 			out = append(out, reservationGuard{id: id})
 			continue
