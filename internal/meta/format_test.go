@@ -63,12 +63,12 @@ func TestSettingsValidate(t *testing.T) {
 		{"big block", func(s *Settings) { s.BlockSize = 32 << 20 }, false},
 		{"odd block", func(s *Settings) { s.BlockSize = 3 << 20 }, false},
 		{"chunk", func(s *Settings) { s.ChunkSize = 1 << 20 }, false},
-		{"inline", func(s *Settings) { s.FormatVersion, s.InlineMax = 2, 16 << 10 }, true},
+		{"inline", func(s *Settings) { s.FormatVersion, s.InlineMax = 2, 16<<10 }, true},
 		{"inline max", func(s *Settings) { s.FormatVersion, s.InlineMax = 2, MaxInlineMax }, true},
 		{"inline on version 1", func(s *Settings) { s.InlineMax = 16 << 10 }, false},
-		{"inline too big", func(s *Settings) { s.FormatVersion, s.InlineMax = 2, MaxInlineMax + 1 }, false},
+		{"inline too big", func(s *Settings) { s.FormatVersion, s.InlineMax = 2, MaxInlineMax+1 }, false},
 		{"inline negative", func(s *Settings) { s.FormatVersion, s.InlineMax = 2, -1 }, false},
-		{"inline not below block", func(s *Settings) { s.FormatVersion, s.InlineMax, s.BlockSize = 2, 64 << 10, 64 << 10 }, false},
+		{"inline not below block", func(s *Settings) { s.FormatVersion, s.InlineMax, s.BlockSize = 2, 64<<10, 64<<10 }, false},
 	} {
 		s := good
 		tc.mod(&s)
