@@ -162,7 +162,7 @@ ROWS = [
     ("meta-stat", "stat, 4 procs", "ops/s", "meta"),
     ("meta-unlink", "delete, 4 procs", "ops/s", "meta"),
     ("small-write", "small files: create + write + close, 4 procs", "files/s", "meta"),
-    ("small-read", "small files: open + read + close, 4 procs", "files/s", "meta"),
+    ("small-read", "small files: open + read + close, cold, 4 procs", "files/s", "meta"),
     ("small-unlink", "small files: delete, 4 procs", "files/s", "meta"),
 ]
 NAMES = {"local": "local dir", "cairn": "Cairn", "juicefs": "JuiceFS"}

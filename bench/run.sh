@@ -191,9 +191,10 @@ setup_cairn() {
 		{ cat "$d/format.log" >&2; die "cairn format failed"; }
 	local disk=(--cache-dir "$d/cache" --cache-size "$CACHE_SIZE")
 	if [[ $JUICEFS_CACHE_MIB == 0 ]]; then disk=(); fi
-	# shellcheck disable=SC2086  # CAIRN_MOUNT_OPTS is a word list
-	"$CAIRN" mount -d -o allow_other "${logopt[@]}" --cache-mem "$CACHE_MEM" --buffer-size "$BUFFER_SIZE" \
-		"${disk[@]}" $CAIRN_MOUNT_OPTS "$meta" "$d/mnt" >"$d/mount.log" 2>&1 ||
+	# shellcheck disable=SC2206  # CAIRN_MOUNT_OPTS is a word list
+	mount_cmd_cairn=("$CAIRN" mount -d -o allow_other "${logopt[@]}" --cache-mem "$CACHE_MEM" --buffer-size "$BUFFER_SIZE"
+		"${disk[@]}" $CAIRN_MOUNT_OPTS "$meta" "$d/mnt")
+	"${mount_cmd_cairn[@]}" >"$d/mount.log" 2>&1 ||
 		{ cat "$d/mount.log" >&2; die "cairn mount failed"; }
 	mounts+=("$d/mnt|cairn")
 	wait_mounted "$d/mnt"
@@ -214,14 +215,28 @@ setup_juicefs() {
 	fi
 	"$JUICEFS" format "${storage[@]}" "$meta" bench >"$d/format.log" 2>&1 ||
 		{ cat "$d/format.log" >&2; die "juicefs format failed"; }
-	# shellcheck disable=SC2086  # JUICEFS_MOUNT_OPTS is a word list
-	"$JUICEFS" mount -d -o allow_other --buffer-size "$JUICEFS_BUFFER_MIB" --cache-dir "$d/cache" \
-		--cache-size "$JUICEFS_CACHE_MIB" --log "$d/juicefs.log" \
-		$JUICEFS_MOUNT_OPTS "$meta" "$d/mnt" >"$d/mount.log" 2>&1 ||
+	# shellcheck disable=SC2206  # JUICEFS_MOUNT_OPTS is a word list
+	mount_cmd_juicefs=("$JUICEFS" mount -d -o allow_other --buffer-size "$JUICEFS_BUFFER_MIB" --cache-dir "$d/cache"
+		--cache-size "$JUICEFS_CACHE_MIB" --log "$d/juicefs.log"
+		$JUICEFS_MOUNT_OPTS "$meta" "$d/mnt")
+	"${mount_cmd_juicefs[@]}" >"$d/mount.log" 2>&1 ||
 		{ cat "$d/mount.log" >&2; die "juicefs mount failed"; }
 	mounts+=("$d/mnt|juicefs")
 	wait_mounted "$d/mnt"
 	echo "$d/mnt"
+}
+
+# remount: unmount a target and mount it again with the same command, so
+# that its daemon starts with empty memory caches (its disk cache stays, as
+# after a restart); for the local directory, only the page cache is dropped
+remount() { # dir, target
+	local dir=$1 t=$2
+	drop_caches
+	[[ $t == local ]] && return 0
+	unmount "$dir" "$t"
+	local -n cmd=mount_cmd_$t
+	"${cmd[@]}" >>"$ROOT/$t/mount.log" 2>&1 || { cat "$ROOT/$t/mount.log" >&2; die "$t: mounting again failed"; }
+	wait_mounted "$dir"
 }
 
 wait_mounted() {
@@ -299,14 +314,14 @@ bench_target() {
 	fi
 
 	if [[ $SMALL_FILES != 0 ]]; then
-		# written whole and closed, then read back after drop_caches
-		# (the kernel's page cache; each daemon keeps its own caches)
+		# written whole and closed, then read back cold: after the file
+		# system is mounted again (see remount)
 		log "   small files: $SMALL_FILES of $SMALL_SIZE, $META_PROCS processes"
 		while read -r phase ops; do
 			log "  small-$phase: $ops files/s"
 			record "$t" "small-$phase" "$ops" files/s
 		done < <(python3 "$HERE/benchlib.py" small "$dir" "$SMALL_FILES" "$META_PROCS" "$SMALL_SIZE" 0 write)
-		drop_caches
+		remount "$dir" "$t"
 		while read -r phase ops; do
 			log "  small-$phase: $ops files/s"
 			record "$t" "small-$phase" "$ops" files/s

@@ -372,6 +372,7 @@ type Stats struct {
 	DiskFills      int64 // whole blocks fetched into the DiskCache after partial reads
 	Compactions    int64 // slices written by Compact and CompactRange
 	CompactBytes   int64 // bytes they rewrote
+	InlineCommits  int64 // inline blocks committed with their slice, not put (InlineCommitter)
 	Buffered       int64 // bytes buffered in Writers, not yet uploaded
 	BufferedPeak   int64 // highest Buffered seen
 }
@@ -382,6 +383,7 @@ type stats struct {
 	cacheHits, cacheMisses, checksumErrors atomic.Int64
 	prefetches, diskHits, diskMisses       atomic.Int64
 	diskFills, compactions, compactBytes   atomic.Int64
+	inlineCommits                          atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -405,6 +407,7 @@ func (s *Store) Stats() Stats {
 		DiskFills:      s.st.diskFills.Load(),
 		Compactions:    s.st.compactions.Load(),
 		CompactBytes:   s.st.compactBytes.Load(),
+		InlineCommits:  s.st.inlineCommits.Load(),
 		Buffered:       buffered,
 		BufferedPeak:   peak,
 	}

@@ -42,6 +42,23 @@ type BatchCommitter interface {
 type Commit struct {
 	Chunk uint32
 	Slice base.Slice
+	// Block, for an inline slice (base.InlineBit) when the Committer is an
+	// InlineCommitter, is the encoded object of the slice's only block,
+	// which was not put in the object store: the commit must store it
+	// under BlockKey(Slice.ID, 0, Slice.Size) where the volume's store
+	// finds inline blocks, in the same transaction as the slice.
+	Block []byte
+}
+
+// InlineCommitter is a BatchCommitter that stores the blocks of inline
+// slices (Commit.Block) with the slices themselves, in the metadata
+// engine that the volume's object store reads inline blocks from. A
+// Writer whose Store has an inline limit then holds such a block in its
+// buffer until the commit instead of putting it first: one metadata
+// transaction per small file instead of two.
+type InlineCommitter interface {
+	BatchCommitter
+	CommitsInlineBlocks()
 }
 
 // maxBatch bounds the slices committed in one transaction.
@@ -56,6 +73,7 @@ const (
 	filling   blockState = iota // accepting writes
 	uploading                   // frozen, upload in flight
 	uploaded                    // in the object store; buffer released
+	held                        // inline block kept in its buffer for the commit (InlineCommitter)
 	failed                      // frozen, last upload failed; retried by Flush
 )
 
@@ -496,6 +514,13 @@ func (w *Writer) startUpload(ws *wslice, i int) {
 	// Only a sealed slice's length is final; one of a single block within
 	// the first InlineMax bytes of the file is inline.
 	inline := ws.sealed && len(ws.blocks) == 1 && ws.chunk == 0 && ws.pos+uint32(ws.length) <= uint32(w.s.opts.InlineMax)
+	if _, ok := w.c.(InlineCommitter); ok && inline {
+		// The commit stores it (and gives it its id); the buffer stays
+		// accounted until then.
+		b.state = held
+		close(done)
+		return
+	}
 	w.uploads.Add(1)
 	go func() {
 		defer w.uploads.Done()
@@ -633,11 +658,13 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 			w.commitMu.Lock()
 			var err error
 			if batching {
-				commits := make([]Commit, n)
-				for i, ws := range list[:n] {
-					commits[i] = Commit{Chunk: ws.chunk, Slice: ws.ref()}
+				var commits []Commit
+				if commits, err = w.commits(ctx, list[:n]); err == nil {
+					err = bc.CommitSlices(ctx, commits)
 				}
-				err = bc.CommitSlices(ctx, commits)
+				if err == nil {
+					w.committedHeld(list[:n])
+				}
 			} else {
 				ref := list[0].ref()
 				if err = w.c.CommitSlice(ctx, list[0].chunk, ref); err != nil {
@@ -669,11 +696,68 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 	return nil
 }
 
+// commits returns the batch for slices, with the encoded blocks of the
+// held ones, which get their inline ids here.
+func (w *Writer) commits(ctx context.Context, list []*wslice) ([]Commit, error) {
+	isHeld := func(ws *wslice) bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(ws.blocks) > 0 && ws.blocks[0].state == held
+	}
+	for _, ws := range list {
+		if isHeld(ws) {
+			if _, err := ws.ensureID(ctx, w.c, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]Commit, len(list))
+	for i, ws := range list {
+		out[i] = Commit{Chunk: ws.chunk, Slice: ws.ref()}
+		if len(ws.blocks) > 0 && ws.blocks[0].state == held {
+			b := ws.blocks[0]
+			out[i].Block = EncodeBlock(slices.Clone(b.buf[:b.n]))
+		}
+	}
+	return out, nil
+}
+
+// committedHeld ends the held state of the blocks of slices just
+// committed: they are in the metadata engine now. Their buffers go to the
+// memory cache, as a small uploaded block's would, and leave the write
+// buffer.
+func (w *Writer) committedHeld(list []*wslice) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var released int64
+	for _, ws := range list {
+		if len(ws.blocks) == 0 || ws.blocks[0].state != held {
+			continue
+		}
+		b := ws.blocks[0]
+		data := b.buf[:b.n:b.n]
+		key := BlockKey(ws.ref().ID, 0, b.n)
+		w.s.st.inlineCommits.Add(1)
+		w.s.st.bytesWritten.Add(int64(b.n))
+		if w.s.cache != nil {
+			w.s.cache.Put(key, data)
+		}
+		if w.s.opts.CacheWrites && w.s.disk != nil {
+			w.s.disk.Put(key, data)
+		}
+		b.state, b.buf = uploaded, nil
+		released += int64(b.n)
+	}
+	w.s.release(released)
+}
+
 func (w *Writer) uploadError(ws *wslice) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, b := range ws.blocks {
-		if b.state != uploaded {
+		if b.state != uploaded && b.state != held {
 			if b.err != nil {
 				return b.err
 			}

@@ -85,9 +85,10 @@ type ChunkStats struct {
 	ReadMemoryMisses int64 `json:"read_memory_misses"`
 	ReadDiskHits     int64 `json:"read_disk_hits"`
 	ReadDiskMisses   int64 `json:"read_disk_misses"`
-	DiskFills        int64 `json:"disk_fills"`    // whole blocks fetched into the disk tier after small reads
-	Compactions      int64 `json:"compactions"`   // slices rewritten to shorten fragmented chunks
-	CompactBytes     int64 `json:"compact_bytes"` // bytes they rewrote
+	DiskFills        int64 `json:"disk_fills"`     // whole blocks fetched into the disk tier after small reads
+	Compactions      int64 `json:"compactions"`    // slices rewritten to shorten fragmented chunks
+	CompactBytes     int64 `json:"compact_bytes"`  // bytes they rewrote
+	InlineCommits    int64 `json:"inline_commits"` // small files' blocks committed with their slice into the metadata engine
 }
 
 // Stats returns the volume's counters now.
@@ -110,7 +111,7 @@ func (v *Volume) Stats() Stats {
 			ChecksumErrors: cs.ChecksumErrors, Buffered: cs.Buffered,
 			ReadMemoryHits: cs.CacheHits, ReadMemoryMisses: cs.CacheMisses,
 			ReadDiskHits: cs.DiskHits, ReadDiskMisses: cs.DiskMisses, DiskFills: cs.DiskFills,
-			Compactions: cs.Compactions, CompactBytes: cs.CompactBytes,
+			Compactions: cs.Compactions, CompactBytes: cs.CompactBytes, InlineCommits: cs.InlineCommits,
 		},
 	}
 	if v.inlineStats != nil {

@@ -78,6 +78,11 @@ func (m *Meta) WriteSlice(ctx context.Context, ino base.Ino, index uint32, s bas
 type SliceWrite struct {
 	Index uint32
 	Slice base.Slice
+	// Blob, if set, is stored with the slice, in the same transaction, as
+	// the blob under BlobKey (see PutBlob): the block of an inline slice
+	// (base.InlineBit), which then costs no transaction of its own.
+	BlobKey string
+	Blob    []byte
 }
 
 // WriteSlices appends several slices, in order, to chunks of file ino in
@@ -146,6 +151,11 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 				if err := o.growUsage(usageBytes(a) - before); err != nil {
 					return err
 				}
+			}
+		}
+		for _, w := range ws {
+			if w.BlobKey != "" {
+				o.Set(blobKey(w.BlobKey), w.Blob)
 			}
 		}
 		for _, idx := range order {

@@ -52,6 +52,13 @@ func (c committer) CommitSlice(ctx context.Context, index uint32, s base.Slice) 
 	return c.CommitSlices(ctx, []chunk.Commit{{Chunk: index, Slice: s}})
 }
 
+var _ chunk.InlineCommitter = committer{}
+
+// CommitsInlineBlocks makes committer a chunk.InlineCommitter: meta
+// stores an inline slice's block as a blob with the slice, where the
+// volume's object store looks for it.
+func (committer) CommitsInlineBlocks() {}
+
 // CommitSlices commits a flush's slices in one transaction.
 func (c committer) CommitSlices(ctx context.Context, commits []chunk.Commit) error {
 	f := c.f
@@ -65,6 +72,9 @@ func (c committer) CommitSlices(ctx context.Context, commits []chunk.Commit) err
 	ws := make([]meta.SliceWrite, len(commits))
 	for i, cm := range commits {
 		ws[i] = meta.SliceWrite{Index: cm.Chunk, Slice: cm.Slice}
+		if cm.Block != nil {
+			ws[i].BlobKey, ws[i].Blob = chunk.BlockKey(cm.Slice.ID, 0, int(cm.Slice.Size)), cm.Block
+		}
 	}
 	due, err := f.v.m.WriteSlices(ctx, f.ino, ws, mtime)
 	if err != nil {
