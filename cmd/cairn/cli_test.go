@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -61,7 +62,7 @@ func TestFormatAndStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	for _, want := range []string{"vol1", "Block size", "Sessions"} {
+	for _, want := range []string{"vol1", "Block size", "Inline limit", "16.0 KiB (smaller slices", "Sessions"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
@@ -73,6 +74,13 @@ func TestFormatAndStatus(t *testing.T) {
 	out, err = run(t, "gc", meta)
 	if err != nil || !strings.Contains(out, "0 orphans") {
 		t.Fatalf("gc of a fresh volume: %v\n%s", err, out)
+	}
+	plain := "pebble://" + dir + "/plain"
+	if out, err := run(t, "format", "--inline-max", "0", "--data", "file://"+dir+"/plaindata", plain, "plain"); err != nil || !strings.Contains(out, "inline limit: 0 bytes") {
+		t.Fatalf("format --inline-max 0: %v\n%s", err, out)
+	}
+	if out, err := run(t, "status", plain); err != nil || !regexp.MustCompile(`Inline limit\s+none`).MatchString(out) {
+		t.Fatalf("status of a volume without inline blocks: %v\n%s", err, out)
 	}
 }
 
@@ -117,6 +125,9 @@ func TestBadInput(t *testing.T) {
 		{"no scheme", []string{"status", "/var/lib/x"}, "no scheme"},
 		{"bad data url", []string{"format", "--data", "s4://b", "pebble://" + dir + "/m", "v"}, `unknown scheme "s4"`},
 		{"bad block size", []string{"format", "--block-size", "3M", "pebble://" + dir + "/m2", "v"}, "block size"},
+		{"inline limit too big", []string{"format", "--inline-max", "65K", "pebble://" + dir + "/m2", "v"}, "inline limit 66560: want at most 65536"},
+		{"inline limit not below the block size", []string{"format", "--block-size", "64K", "--inline-max", "64K", "pebble://" + dir + "/m2", "v"}, "less than the block size"},
+		{"bad inline limit", []string{"format", "--inline-max", "lots", "pebble://" + dir + "/m2", "v"}, "--inline-max"},
 		{"unformatted", []string{"status", "pebble://" + dir + "/empty"}, "holds no Cairn volume"},
 		{"missing mountpoint", []string{"mount", "pebble://" + dir + "/m3", dir + "/nope"}, "does not exist"},
 		{"mountpoint is a file", []string{"mount", "pebble://" + dir + "/m3", "/etc/hostname"}, "not a directory"},

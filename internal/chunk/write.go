@@ -718,7 +718,9 @@ func (w *Writer) commits(ctx context.Context, list []*wslice) ([]Commit, error) 
 		out[i] = Commit{Chunk: ws.chunk, Slice: ws.ref()}
 		if len(ws.blocks) > 0 && ws.blocks[0].state == held {
 			b := ws.blocks[0]
-			out[i].Block = EncodeBlock(slices.Clone(b.buf[:b.n]))
+			obj := make([]byte, b.n, EncodedLen(b.n)) // EncodeBlock appends in place
+			copy(obj, b.buf[:b.n])
+			out[i].Block = EncodeBlock(obj)
 		}
 	}
 	return out, nil
