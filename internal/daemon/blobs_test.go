@@ -274,3 +274,114 @@ func listBlobs(t *testing.T, vol *Volume) map[string]bool {
 	}
 	return got
 }
+
+// TestInlineBlocksSnapshots: a snapshot keeps the blob of a small file
+// alive after the file is overwritten and deleted; a restore from the
+// snapshot shares it; the blob is deleted only when nothing references
+// its slice any more.
+func TestInlineBlocksSnapshots(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	url := "pebble://" + dir + "/meta"
+	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "snap"}); err != nil {
+		t.Fatal(err)
+	}
+	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vol.Close()
+	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{DeleteDelay: time.Millisecond})
+	defer v.Close(ctx)
+	root := &meta.Caller{}
+	var out strings.Builder
+	write := func(name string, ino base.Ino, data string) base.Ino {
+		t.Helper()
+		var fh uint64
+		var errno syscall.Errno
+		if ino == 0 {
+			ino, _, fh, errno = v.Create(ctx, root, base.RootIno, name, 0o644, 0, syscall.O_RDWR)
+		} else {
+			fh, errno = v.Open(ctx, root, ino, syscall.O_RDWR)
+		}
+		if errno != 0 {
+			t.Fatal(errno)
+		}
+		if _, errno := v.Write(ctx, fh, 0, []byte(data)); errno != 0 {
+			t.Fatal(errno)
+		}
+		if errno := v.Release(ctx, fh); errno != 0 {
+			t.Fatal(errno)
+		}
+		return ino
+	}
+	read := func(ino base.Ino) string {
+		t.Helper()
+		fh, errno := v.Open(ctx, root, ino, syscall.O_RDONLY)
+		if errno != 0 {
+			t.Fatal(errno)
+		}
+		defer v.Release(ctx, fh)
+		buf := make([]byte, 100)
+		n, errno := v.Read(ctx, fh, 0, buf)
+		if errno != 0 {
+			t.Fatal(errno)
+		}
+		return string(buf[:n])
+	}
+	waitBlobs := func(want int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); len(listBlobs(t, vol)) != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("blobs %v, want %d", listBlobs(t, vol), want)
+			}
+		}
+	}
+
+	f := write("f", 0, "version one")
+	if err := SnapshotCreate(ctx, vol, "s1", &out); err != nil {
+		t.Fatal(err)
+	}
+	write("", f, "version two")
+	waitBlobs(2) // the snapshot still references the first slice
+	if err := SnapshotRestore(ctx, vol, "s1", "/f", "/g", &out); err != nil {
+		t.Fatal(err)
+	}
+	if errno := v.Unlink(ctx, root, base.RootIno, "f"); errno != 0 {
+		t.Fatal(errno)
+	}
+	if err := vol.Meta.FlushReleases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitBlobs(1) // "version two" is freed; "version one" is the snapshot's and g's
+	g, _, errno := v.Lookup(ctx, root, base.RootIno, "g")
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	if got := read(g); got != "version one" {
+		t.Fatalf("restored file reads %q", got)
+	}
+	if err := SnapshotDelete(ctx, vol, "s1", &out); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	waitBlobs(1) // still g's
+	if got := read(g); got != "version one" {
+		t.Fatalf("restored file after the snapshot's deletion reads %q", got)
+	}
+	if errno := v.Unlink(ctx, root, base.RootIno, "g"); errno != 0 {
+		t.Fatal(errno)
+	}
+	if err := vol.Meta.FlushReleases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitBlobs(0)
+	out.Reset()
+	if err := Fsck(ctx, vol, &out); err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := GC(ctx, vol, false, &out); err != nil || !strings.Contains(out.String(), " 0 orphans") {
+		t.Fatalf("gc: %v\n%s", err, out.String())
+	}
+}
