@@ -20,24 +20,13 @@ import (
 
 // The metadata engine's blobs keep the object.Store contract.
 func TestMetaBlobsConformance(t *testing.T) {
-	objtest.Run(t, func(t *testing.T) object.Store {
-		ctx := context.Background()
-		store := memkv.New()
-		if err := meta.Format(ctx, store, meta.Settings{Name: "blobs", InlineMax: 4096}, false); err != nil {
-			t.Fatal(err)
-		}
-		m, err := meta.Open(ctx, store, meta.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		return &metaBlobs{m: m}
-	})
+	objtest.Run(t, func(t *testing.T) object.Store { return &metaBlobs{m: newBlobMeta(t)} })
 }
 
-// TestListBlobsPages lists more blobs than one page of ListBlobs, from a
-// prefix and after stopping.
-func TestListBlobsPages(t *testing.T) {
+// newBlobMeta returns a Meta over a new in-memory volume with an inline
+// limit, closed when t ends.
+func newBlobMeta(t *testing.T) *meta.Meta {
+	t.Helper()
 	ctx := context.Background()
 	store := memkv.New()
 	if err := meta.Format(ctx, store, meta.Settings{Name: "blobs", InlineMax: 4096}, false); err != nil {
@@ -47,7 +36,15 @@ func TestListBlobsPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestListBlobsPages lists more blobs than one page of ListBlobs, from a
+// prefix and after stopping.
+func TestListBlobsPages(t *testing.T) {
+	ctx := context.Background()
+	m := newBlobMeta(t)
 	for i := range 2500 {
 		if err := m.PutBlob(ctx, fmt.Sprintf("p/%05d", i), make([]byte, i%7)); err != nil {
 			t.Fatal(err)
