@@ -122,6 +122,53 @@ func TestInlineCommit(t *testing.T) {
 	}
 }
 
+// TestDeleteSlices deletes the blocks of many slices with a batching store
+// (split is an object.BatchDeleter) and with one that is not.
+func TestDeleteSlices(t *testing.T) {
+	ctx := context.Background()
+	for _, batch := range []bool{true, false} {
+		objects, blobs := mem.New(), mem.New()
+		var store object.Store = objects
+		if batch {
+			store = split.New(objects, blobs, InlineBlock)
+		}
+		cache := newMapCache()
+		s := newTestStore(t, store, cache, Options{BlockSize: 64 << 10})
+		c := newCommitter()
+		w := s.NewWriter(c)
+		for i := range 20 {
+			// 20 slices, some of several blocks
+			if err := w.Write(ctx, int64(i)*(1<<20), bytes.Repeat([]byte{byte(i)}, 1000+i*10_000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		var all []base.Slice
+		for _, idx := range c.indexes() {
+			all = append(all, c.chunk(idx)...)
+		}
+		if len(all) != 20 || countKeys(t, objects) <= 20 || cache.len() == 0 {
+			t.Fatalf("%d slices, %d objects, %d cached", len(all), countKeys(t, objects), cache.len())
+		}
+		if err := s.DeleteSlices(ctx, append(all, base.Slice{})); err != nil {
+			t.Fatal(err)
+		}
+		if n := countKeys(t, objects); n != 0 {
+			t.Fatalf("batch %v: %d objects left", batch, n)
+		}
+		if cache.len() != 0 {
+			t.Fatalf("batch %v: %d blocks left in the cache", batch, cache.len())
+		}
+		// Again: the blocks are gone, which is fine.
+		if err := s.DeleteSlices(ctx, all); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func countKeys(t *testing.T, s object.Store) int {
 	t.Helper()
 	n := 0

@@ -304,24 +304,12 @@ func (s *Store) DeleteSlice(ctx context.Context, id uint64, size uint32) error {
 	if id == 0 {
 		return nil
 	}
-	del, _ := s.cache.(BlockCacheDeleter)
 	n := s.numBlocks(size)
 	errs := make([]error, n)
 	parallel(n, s.opts.UploadConcurrency, func(i int) {
 		blen := s.blockLen(size, i)
 		key := BlockKey(id, i, blen)
-		// The block, and the segments partial reads cache in memory
-		// under their own keys.
-		if s.disk != nil {
-			s.disk.Delete(key)
-		}
-		for seg := -1; del != nil && seg*SegmentSize < blen; seg++ {
-			k := key
-			if seg >= 0 {
-				k = segKey(key, seg)
-			}
-			del.Delete(k)
-		}
+		s.forgetBlock(key, blen)
 		s.st.objectDeletes.Add(1)
 		if err := s.obj.Delete(ctx, key); err != nil {
 			errs[i] = fmt.Errorf("chunk: delete block %s: %w", key, err)
@@ -333,6 +321,57 @@ func (s *Store) DeleteSlice(ctx context.Context, id uint64, size uint32) error {
 		}
 	}
 	return nil
+}
+
+// DeleteSlices deletes the blocks of every slice of ss, as DeleteSlice
+// does each, with as few requests as the object store allows: batches
+// of up to object.MaxBatchDelete keys where it is an object.BatchDeleter
+// (S3's DeleteObjects; one metadata transaction for inline blocks), one
+// DeleteSlice per slice otherwise. It stops at the first error; since
+// deleting a missing block is fine, the caller may repeat it whole.
+func (s *Store) DeleteSlices(ctx context.Context, ss []base.Slice) error {
+	if _, ok := s.obj.(object.BatchDeleter); !ok {
+		for _, sl := range ss {
+			if err := s.DeleteSlice(ctx, sl.ID, sl.Size); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var keys []string
+	for _, sl := range ss {
+		if sl.ID == 0 {
+			continue
+		}
+		for i := range s.numBlocks(sl.Size) {
+			blen := s.blockLen(sl.Size, i)
+			key := BlockKey(sl.ID, i, blen)
+			s.forgetBlock(key, blen)
+			keys = append(keys, key)
+		}
+	}
+	s.st.objectDeletes.Add(int64(len(keys)))
+	if err := object.DeleteAll(ctx, s.obj, keys); err != nil {
+		return fmt.Errorf("chunk: delete %d blocks of %d slices: %w", len(keys), len(ss), err)
+	}
+	return nil
+}
+
+// forgetBlock drops the block under key (of blen data bytes) from the
+// disk tier, and it and the segments partial reads cache under their own
+// keys from the memory cache.
+func (s *Store) forgetBlock(key string, blen int) {
+	if s.disk != nil {
+		s.disk.Delete(key)
+	}
+	del, _ := s.cache.(BlockCacheDeleter)
+	for seg := -1; del != nil && seg*SegmentSize < blen; seg++ {
+		k := key
+		if seg >= 0 {
+			k = segKey(key, seg)
+		}
+		del.Delete(k)
+	}
 }
 
 // parallel runs fn(0..n-1) with at most limit running at once and waits.

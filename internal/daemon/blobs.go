@@ -31,8 +31,9 @@ type metaBlobs struct {
 }
 
 var (
-	_ object.Store  = (*metaBlobs)(nil)
-	_ object.Syncer = (*metaBlobs)(nil)
+	_ object.Store        = (*metaBlobs)(nil)
+	_ object.Syncer       = (*metaBlobs)(nil)
+	_ object.BatchDeleter = (*metaBlobs)(nil)
 )
 
 // withInlineBlocks returns objs joined with the metadata engine's blobs
@@ -105,6 +106,16 @@ func (b *metaBlobs) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	return b.m.DeleteBlobs(ctx, key)
+}
+
+// DeleteMany deletes the blobs under keys in one transaction.
+func (b *metaBlobs) DeleteMany(ctx context.Context, keys []string) error {
+	for _, k := range keys {
+		if err := object.ValidKey(k); err != nil {
+			return err
+		}
+	}
+	return b.m.DeleteBlobs(ctx, keys...)
 }
 
 func (b *metaBlobs) List(ctx context.Context, prefix string, fn func(object.Info) bool) error {

@@ -86,6 +86,42 @@ type Syncer interface {
 	Sync(ctx context.Context) error
 }
 
+// BatchDeleter is implemented by stores that delete many objects in one
+// request (S3's DeleteObjects) or transaction. DeleteMany deletes every
+// key, as Delete does each: missing keys are not an error, and on error
+// some keys may be deleted and others not. Callers should pass at most
+// MaxBatchDelete keys; use DeleteAll.
+type BatchDeleter interface {
+	DeleteMany(ctx context.Context, keys []string) error
+}
+
+// MaxBatchDelete is the most keys DeleteAll passes to one DeleteMany
+// (S3's limit per request).
+const MaxBatchDelete = 1000
+
+// DeleteAll deletes keys from s: in batches of at most MaxBatchDelete
+// where s is a BatchDeleter, one Delete each otherwise. It stops at the
+// first error.
+func DeleteAll(ctx context.Context, s Store, keys []string) error {
+	bd, ok := s.(BatchDeleter)
+	if !ok {
+		for _, k := range keys {
+			if err := s.Delete(ctx, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), MaxBatchDelete)
+		if err := bd.DeleteMany(ctx, keys[:n]); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
 // ReadAll is a convenience that reads a whole object.
 func ReadAll(ctx context.Context, s Store, key string) ([]byte, error) {
 	return s.Get(ctx, key, 0, -1)

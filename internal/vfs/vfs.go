@@ -227,21 +227,32 @@ func (v *VFS) deleteLoop() {
 			continue
 		}
 		now := time.Now()
-		var done []uint64
+		var due []base.Slice
 		for _, s := range slices {
 			first, ok := seen[s.ID]
 			if !ok {
 				seen[s.ID] = now
 				first = now
 			}
-			if now.Sub(first) < v.opts.DeleteDelay {
-				continue
+			if now.Sub(first) >= v.opts.DeleteDelay {
+				due = append(due, s)
 			}
-			if err := v.cs.DeleteSlice(ctx, s.ID, s.Size); err != nil {
-				v.log.Warn("deleting slice", "slice", s.ID, "err", err)
-				continue
+		}
+		var done []uint64
+		if err := v.cs.DeleteSlices(ctx, due); err == nil {
+			for _, s := range due {
+				done = append(done, s.ID)
 			}
-			done = append(done, s.ID)
+		} else {
+			// One at a time, to find the ones that fail.
+			v.log.Warn("deleting slices in batches failed; deleting one at a time", "slices", len(due), "err", err)
+			for _, s := range due {
+				if err := v.cs.DeleteSlice(ctx, s.ID, s.Size); err != nil {
+					v.log.Warn("deleting slice", "slice", s.ID, "err", err)
+					continue
+				}
+				done = append(done, s.ID)
+			}
 		}
 		if len(done) == 0 {
 			continue

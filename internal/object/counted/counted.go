@@ -49,9 +49,10 @@ type kindStats struct {
 }
 
 var (
-	_ object.Store  = (*Store)(nil)
-	_ object.Syncer = (*Store)(nil)
-	_ io.Closer     = (*Store)(nil)
+	_ object.Store        = (*Store)(nil)
+	_ object.Syncer       = (*Store)(nil)
+	_ io.Closer           = (*Store)(nil)
+	_ object.BatchDeleter = (*Store)(nil)
 )
 
 // New wraps inner.
@@ -105,6 +106,22 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	s.done(Delete, start, 0, err)
 	return err
 }
+
+// DeleteMany implements object.BatchDeleter over a store that has it (one
+// delete request for the batch, as the store sends it), and deletes one
+// key at a time otherwise (one request each).
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	if _, ok := s.inner.(object.BatchDeleter); !ok {
+		return object.DeleteAll(ctx, storeOnly{s}, keys)
+	}
+	start := time.Now()
+	err := object.DeleteAll(ctx, s.inner, keys)
+	s.done(Delete, start, 0, err)
+	return err
+}
+
+// storeOnly hides a Store's optional abilities.
+type storeOnly struct{ object.Store }
 
 // List implements object.Store. One List call counts as one request,
 // however many pages the backend needs.

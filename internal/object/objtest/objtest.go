@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore func(t *testing.T) object.Store) {
 		{"Concurrent", testConcurrent},
 		{"AtomicReplace", testAtomicReplace},
 		{"Sync", testSync},
+		{"DeleteMany", testDeleteMany},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -507,5 +508,32 @@ func testSync(t *testing.T, s object.Store) {
 	wg.Wait()
 	if got := get(t, s, "s/1", 0, -1); string(got) != "one" {
 		t.Fatalf("Get after Sync = %q", got)
+	}
+}
+
+func testDeleteMany(t *testing.T, s object.Store) {
+	bd, ok := s.(object.BatchDeleter)
+	if !ok {
+		t.Skip("store does not implement object.BatchDeleter")
+	}
+	ctx := t.Context()
+	for i := range 6 {
+		put(t, s, fmt.Sprintf("dm/%d", i), []byte{byte(i)})
+	}
+	if err := bd.DeleteMany(ctx, []string{"dm/0", "dm/2", "dm/4", "dm/missing"}); err != nil {
+		t.Fatalf("DeleteMany: %v", err)
+	}
+	var left []string
+	for _, info := range list(t, s, "dm/") {
+		left = append(left, info.Key)
+	}
+	if want := []string{"dm/1", "dm/3", "dm/5"}; !slices.Equal(left, want) {
+		t.Fatalf("after DeleteMany: %v, want %v", left, want)
+	}
+	if err := bd.DeleteMany(ctx, nil); err != nil {
+		t.Fatalf("DeleteMany of nothing: %v", err)
+	}
+	if err := bd.DeleteMany(ctx, []string{"dm/1", "/bad"}); !errors.Is(err, object.ErrInvalidKey) {
+		t.Fatalf("DeleteMany with an invalid key: %v, want ErrInvalidKey", err)
 	}
 }

@@ -48,6 +48,7 @@ import (
 
 var (
 	_ object.Store                      = (*Store)(nil)
+	_ object.BatchDeleter               = (*Store)(nil)
 	_ interface{ AllowsNesting() bool } = (*Store)(nil)
 )
 
@@ -341,6 +342,45 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		}
 		return err
 	})
+}
+
+// DeleteMany implements object.BatchDeleter with DeleteObjects: up to
+// 1,000 keys per request, retried like Delete. Keys the server reports
+// missing are fine; any other per-key failure fails the call (the keys
+// that were deleted stay deleted, and a retry of the call deletes the
+// rest).
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	for _, k := range keys {
+		if err := object.ValidKey(k); err != nil {
+			return err
+		}
+	}
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), object.MaxBatchDelete)]
+		keys = keys[len(batch):]
+		err := s.do(ctx, "delete", batch[0], func(ctx context.Context) error {
+			ch := make(chan minio.ObjectInfo, len(batch))
+			for _, k := range batch {
+				ch <- minio.ObjectInfo{Key: s.prefix + k}
+			}
+			close(ch)
+			var first error
+			for e := range s.client.RemoveObjects(ctx, s.loc.Bucket, ch, minio.RemoveObjectsOptions{}) {
+				var er minio.ErrorResponse
+				if errors.As(e.Err, &er) && er.Code == "NoSuchKey" {
+					continue
+				}
+				if first == nil && e.Err != nil {
+					first = fmt.Errorf("%s: %w", e.ObjectName, e.Err)
+				}
+			}
+			return first
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // List implements object.Store with ListObjectsV2, a page of up to 1,000

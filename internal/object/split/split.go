@@ -27,9 +27,10 @@ type Store struct {
 }
 
 var (
-	_ object.Store  = (*Store)(nil)
-	_ object.Syncer = (*Store)(nil)
-	_ io.Closer     = (*Store)(nil)
+	_ object.Store        = (*Store)(nil)
+	_ object.Syncer       = (*Store)(nil)
+	_ io.Closer           = (*Store)(nil)
+	_ object.BatchDeleter = (*Store)(nil)
 )
 
 // New returns a store over main and side.
@@ -80,6 +81,26 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	return s.pick(key).Delete(ctx, key)
+}
+
+// DeleteMany implements object.BatchDeleter: each store deletes its keys,
+// in batches where it can (object.DeleteAll).
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	var main, side []string
+	for _, k := range keys {
+		if err := object.ValidKey(k); err != nil {
+			return err
+		}
+		if s.route(k) {
+			side = append(side, k)
+		} else {
+			main = append(main, k)
+		}
+	}
+	if err := object.DeleteAll(ctx, s.main, main); err != nil {
+		return err
+	}
+	return object.DeleteAll(ctx, s.side, side)
 }
 
 // List implements object.Store: both stores' objects under prefix, merged
