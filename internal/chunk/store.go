@@ -131,6 +131,10 @@ func (s *Store) Options() Options { return s.opts }
 // BlockSize returns the block size in use.
 func (s *Store) BlockSize() int { return s.opts.BlockSize }
 
+// InlineMax returns Options.InlineMax: compaction output within the first
+// that many bytes of a file is inline too (base.InlineBit in its id).
+func (s *Store) InlineMax() int { return s.opts.InlineMax }
+
 // blockLen returns the length of block index of a slice of size bytes.
 func (s *Store) blockLen(size uint32, index int) int {
 	bs := s.opts.BlockSize

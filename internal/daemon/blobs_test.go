@@ -382,3 +382,69 @@ func TestInlineBlocksSnapshots(t *testing.T) {
 		t.Fatalf("gc: %v\n%s", err, out.String())
 	}
 }
+
+// TestInlineCompaction: a small file written in more pieces than the
+// compaction threshold is compacted into an inline slice, not an object.
+func TestInlineCompaction(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	url := "pebble://" + dir + "/meta"
+	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vol.Close()
+	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{DeleteDelay: time.Millisecond})
+	defer v.Close(ctx)
+	root := &meta.Caller{}
+	ino, _, fh, errno := v.Create(ctx, root, base.RootIno, "log", 0o644, 0, syscall.O_RDWR)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	var want []byte
+	for i := range 80 {
+		line := fmt.Appendf(nil, "line %03d of a log written one line at a time\n", i)
+		if _, errno := v.Write(ctx, fh, int64(len(want)), line); errno != 0 {
+			t.Fatal(errno)
+		}
+		want = append(want, line...)
+		if errno := v.Fsync(ctx, fh); errno != 0 { // one slice per line
+			t.Fatal(errno)
+		}
+	}
+	if errno := v.Release(ctx, fh); errno != 0 {
+		t.Fatal(errno)
+	}
+	var slices []base.Slice
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if slices, err = vol.Meta.ReadChunk(ctx, ino, 0); err != nil {
+			t.Fatal(err)
+		}
+		if len(slices) < 64 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not compacted: %d slices", len(slices))
+		}
+	}
+	for _, s := range slices {
+		if s.ID&base.InlineBit == 0 {
+			t.Errorf("slice %+v of the compacted small file is not inline", s)
+		}
+	}
+	if puts := vol.Stats().Object["put"].Requests; puts != 0 {
+		t.Errorf("%d object puts for a small file", puts)
+	}
+	fh, errno = v.Open(ctx, root, ino, syscall.O_RDONLY)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	defer v.Release(ctx, fh)
+	buf := make([]byte, len(want)+10)
+	if n, errno := v.Read(ctx, fh, 0, buf); errno != 0 || !bytes.Equal(buf[:n], want) {
+		t.Fatalf("read back %d bytes (%v), want %d", n, errno, len(want))
+	}
+}

@@ -344,6 +344,11 @@ func (v *VFS) compact(ctx context.Context, j compactJob) error {
 		if err != nil {
 			return err
 		}
+		if j.index == 0 && hi <= uint32(v.cs.InlineMax()) {
+			// The start of a small file: inline, as the writer makes
+			// such slices (chunk.Options.InlineMax).
+			id |= base.InlineBit
+		}
 		ns, err := v.cs.CompactRange(ctx, slices, lo, hi, id)
 		if err != nil {
 			v.m.ForgetSlice(id)
