@@ -336,6 +336,9 @@ func MmapReadWrite(t *testing.T, dir string) {
 	must(t, f.Truncate(1<<20))
 	m, err := syscall.Mmap(int(f.Fd()), 0, 1<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	must(t, err)
+	// The pages are faulted in by the kernel, not by the loop below (see
+	// populateWrite): this process may be the file system's server.
+	must(t, populateWrite(m))
 	for i := range m {
 		m[i] = byte(i % 251)
 	}
