@@ -332,8 +332,13 @@ volume can be used by another command right after.`,
 			if !ok {
 				return fmt.Errorf("%s is not a mount point", abs)
 			}
+			// The process to wait for: asked through the mount's own
+			// socket (every mount has one), else the volume's (an
+			// embedded volume mounted by another user).
 			pid := 0
-			if loc, err := daemon.ParseMetaURL(src); err == nil {
+			if h, err := daemon.QueryMountHolder(abs); err == nil && h.MountPoint == abs {
+				pid = h.Pid
+			} else if loc, err := daemon.ParseMetaURL(src); err == nil {
 				if h, err := daemon.QueryHolder(loc); err == nil && h.MountPoint == abs {
 					pid = h.Pid
 				}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/daemon"
 	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 	"github.com/cairnfs/cairn/internal/testenv/s3test"
 )
@@ -156,6 +157,28 @@ func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	rand.Read(b)
 	return b
+}
+
+// TestSharedUmountWaits: cairn umount of a shared volume's mount finds the
+// mount process through the mount's own socket and returns only once that
+// process has exited (flushed and closed its session), as it does for
+// embedded volumes.
+func TestSharedUmountWaits(t *testing.T) {
+	v := newSharedVolume(t)
+	a := v.mount(t, "a")
+	writeFile(t, a.path("f"), randomBytes(3<<20))
+	h, err := daemon.QueryMountHolder(a.mnt)
+	if err != nil || h.Pid != a.cmd.Process.Pid || h.MountPoint != a.mnt {
+		t.Fatalf("holder of %s: %+v, %v; want pid %d", a.mnt, h, err, a.cmd.Process.Pid)
+	}
+	if out, err := v.cairn(t, "umount", a.mnt); err != nil {
+		t.Fatalf("umount: %v\n%s", err, out)
+	}
+	select {
+	case <-a.done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("cairn umount returned while the mount process was still running")
+	}
 }
 
 func TestSharedCloseToOpen(t *testing.T) {

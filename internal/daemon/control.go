@@ -199,6 +199,19 @@ func QueryHolder(loc MetaLocation) (Holder, error) {
 	return h, err
 }
 
+// QueryMountHolder asks the process serving mount point mp, through its
+// own socket (MountSocketPath), who it is. Every mount has that socket,
+// shared volumes' included; only embedded ones have the volume's.
+func QueryMountHolder(mp string) (Holder, error) {
+	var out strings.Builder
+	if err := CallSocket(MountSocketPath(mp), Request{Verb: "holder"}, &out); err != nil {
+		return Holder{}, err
+	}
+	var h Holder
+	err := json.Unmarshal([]byte(out.String()), &h)
+	return h, err
+}
+
 func newUUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
