@@ -91,7 +91,18 @@ func BlockLens(size uint32, blockSize int) []int {
 // InlineBlock reports whether key is a block of an inline slice (one whose
 // id has base.InlineBit, see Options.InlineMax): the blocks a volume with
 // an inline limit keeps in its metadata engine. Other keys are false.
+//
+// It runs on every request of the volume's store, so it reads only the id
+// (no allocation, no canonical-form check): keys come from BlockKey.
 func InlineBlock(key string) bool {
-	id, _, _, err := ParseBlockKey(key)
+	if !strings.HasPrefix(key, KeyPrefix) {
+		return false
+	}
+	name := key[strings.LastIndexByte(key, '/')+1:]
+	idStr, _, ok := strings.Cut(name, "_")
+	if !ok {
+		return false
+	}
+	id, err := strconv.ParseUint(idStr, 10, 64)
 	return err == nil && id&base.InlineBit != 0
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -129,4 +130,22 @@ func FuzzDecodeBlock(f *testing.F) {
 			t.Fatal("accepted object does not re-encode to itself")
 		}
 	})
+}
+
+func TestInlineBlock(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		want bool
+	}{
+		{BlockKey(7, 0, 100), false},
+		{BlockKey(7|base.InlineBit, 0, 100), true},
+		{BlockKey(base.InlineBit|123456789, 2, 4096), true},
+		{"cairn/volume.json", false},
+		{"chunks/x", false},
+		{"other/0/0/" + strconv.FormatUint(base.InlineBit|5, 10) + "_0_1", false},
+	} {
+		if got := InlineBlock(c.key); got != c.want {
+			t.Errorf("InlineBlock(%q) = %v, want %v", c.key, got, c.want)
+		}
+	}
 }

@@ -272,24 +272,33 @@ func listBlobs(t *testing.T, vol *Volume) map[string]bool {
 	return got
 }
 
-// TestInlineBlocksSnapshots: a snapshot keeps the blob of a small file
-// alive after the file is overwritten and deleted; a restore from the
-// snapshot shares it; the blob is deleted only when nothing references
-// its slice any more.
-func TestInlineBlocksSnapshots(t *testing.T) {
+// newInlineVolume formats and opens an embedded volume with the default
+// inline limit, with a vfs over it whose freed slices are deleted at once;
+// both are closed when t ends.
+func newInlineVolume(t *testing.T, name string) (*Volume, *vfs.VFS) {
+	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
-	url := "pebble://" + dir + "/meta"
-	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "snap"}); err != nil {
+	url := "pebble://" + t.TempDir() + "/meta"
+	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: name}); err != nil {
 		t.Fatal(err)
 	}
 	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer vol.Close()
+	t.Cleanup(func() { vol.Close() })
 	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{DeleteDelay: time.Millisecond})
-	defer v.Close(ctx)
+	t.Cleanup(func() { v.Close(ctx) })
+	return vol, v
+}
+
+// TestInlineBlocksSnapshots: a snapshot keeps the blob of a small file
+// alive after the file is overwritten and deleted; a restore from the
+// snapshot shares it; the blob is deleted only when nothing references
+// its slice any more.
+func TestInlineBlocksSnapshots(t *testing.T) {
+	ctx := context.Background()
+	vol, v := newInlineVolume(t, "snap")
 	root := &meta.Caller{}
 	var out strings.Builder
 	write := func(name string, ino base.Ino, data string) base.Ino {
@@ -387,18 +396,7 @@ func TestInlineBlocksSnapshots(t *testing.T) {
 // compaction threshold is compacted into an inline slice, not an object.
 func TestInlineCompaction(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	url := "pebble://" + dir + "/meta"
-	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "compact"}); err != nil {
-		t.Fatal(err)
-	}
-	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vol.Close()
-	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{DeleteDelay: time.Millisecond})
-	defer v.Close(ctx)
+	vol, v := newInlineVolume(t, "compact")
 	root := &meta.Caller{}
 	ino, _, fh, errno := v.Create(ctx, root, base.RootIno, "log", 0o644, 0, syscall.O_RDWR)
 	if errno != 0 {
@@ -419,6 +417,7 @@ func TestInlineCompaction(t *testing.T) {
 		t.Fatal(errno)
 	}
 	var slices []base.Slice
+	var err error
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if slices, err = vol.Meta.ReadChunk(ctx, ino, 0); err != nil {
 			t.Fatal(err)

@@ -112,16 +112,18 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 // key at a time otherwise (one request each).
 func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 	if _, ok := s.inner.(object.BatchDeleter); !ok {
-		return object.DeleteAll(ctx, storeOnly{s}, keys)
+		for _, k := range keys {
+			if err := s.Delete(ctx, k); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	start := time.Now()
 	err := object.DeleteAll(ctx, s.inner, keys)
 	s.done(Delete, start, 0, err)
 	return err
 }
-
-// storeOnly hides a Store's optional abilities.
-type storeOnly struct{ object.Store }
 
 // List implements object.Store. One List call counts as one request,
 // however many pages the backend needs.
