@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/cairnfs/cairn/internal/chunk"
 	"github.com/cairnfs/cairn/internal/daemon"
 	"github.com/cairnfs/cairn/internal/kv"
 )
@@ -94,12 +95,18 @@ func metricsFlag(f *pflag.FlagSet, addr *string) {
 // (cairn mount, cairn gateway nfs).
 type memFlags struct {
 	cacheMem, bufferSize string
+	readAhead            int
 }
 
 func (m *memFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&m.cacheMem, "cache-mem", "256M", "memory block cache size")
 	f.StringVar(&m.bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
+	f.IntVar(&m.readAhead, "read-ahead", chunk.DefaultReadAhead, "blocks fetched ahead of a sequential reader, into the memory cache (0: none)")
 }
+
+// maxReadAheadBlocks bounds --read-ahead: 64 blocks of 4 MiB is a whole
+// chunk ahead, beyond what the memory cache keeps by default.
+const maxReadAheadBlocks = 64
 
 // apply sets o.CacheMem and o.BufferLimit from the flags.
 func (m *memFlags) apply(o *daemon.VolumeOptions) error {
@@ -112,6 +119,14 @@ func (m *memFlags) apply(o *daemon.VolumeOptions) error {
 		return fmt.Errorf("--buffer-size: %w", err)
 	}
 	o.CacheMem, o.BufferLimit = int64(cm), int64(bs)
+	switch {
+	case m.readAhead < 0 || m.readAhead > maxReadAheadBlocks:
+		return fmt.Errorf("--read-ahead %d: want 0 to %d blocks", m.readAhead, maxReadAheadBlocks)
+	case m.readAhead == 0:
+		o.ReadAhead = -1
+	default:
+		o.ReadAhead = m.readAhead
+	}
 	return nil
 }
 

@@ -368,6 +368,97 @@ func TestReadAhead(t *testing.T) {
 	t.Logf("prefetches %d hits %d misses %d gets %d", st.Prefetches, st.CacheHits, st.CacheMisses, st.ObjectGets)
 }
 
+// TestReadAheadNextChunk: a sequential reader near the end of a chunk is
+// told which positions of the next chunk its window covers, once, and
+// after PrefetchNext the next chunk's first blocks come from the cache.
+func TestReadAheadNextChunk(t *testing.T) {
+	ctx := context.Background()
+	obj := memStore()
+	cache := newMapCache()
+	const bs = MinBlockSize * 4
+	s := newTestStore(t, obj, cache, Options{BlockSize: bs, ReadAhead: 2})
+	c := newCommitter()
+	w := s.NewWriter(c)
+	defer w.Close()
+	tail := int64(base.ChunkSize - 4*bs)
+	data := fill(8 * bs) // the last 4 blocks of chunk 0, the first 4 of chunk 1
+	writeFlush(t, w, tail, data)
+
+	r := s.NewReader()
+	p := make([]byte, bs/2)
+	read := func(index uint32, pos int) {
+		t.Helper()
+		if _, err := r.ReadChunk(ctx, index, c.chunk(index), uint32(pos), p); err != nil {
+			t.Fatal(err)
+		}
+		off := int(int64(index)*base.ChunkSize+int64(pos)) - int(tail)
+		if !bytes.Equal(p, data[off:off+len(p)]) {
+			t.Fatalf("wrong data at chunk %d position %d", index, pos)
+		}
+	}
+	// Far from the end: nothing to report.
+	read(0, int(tail))
+	read(0, int(tail)+len(p))
+	if _, _, _, ok := r.NextChunk(); ok {
+		t.Fatal("window 4 blocks before the chunk's end reported the next chunk")
+	}
+	// A block before the end: the window (2 blocks) reaches a block into
+	// chunk 1.
+	pos := base.ChunkSize - bs - len(p)
+	read(0, pos-len(p))
+	read(0, pos)
+	index, from, upTo, ok := r.NextChunk()
+	if !ok || index != 1 || from != 0 || upTo != bs {
+		t.Fatalf("NextChunk = %d [%d, %d) %v, want 1 [0, %d) true", index, from, upTo, ok, bs)
+	}
+	if _, _, _, ok := r.NextChunk(); ok {
+		t.Fatal("the same window reported twice")
+	}
+	read(0, pos+len(p))
+	index, from, upTo, ok = r.NextChunk()
+	if !ok || index != 1 || from != bs || upTo != bs+uint64(len(p)) {
+		t.Fatalf("NextChunk = %d [%d, %d) %v, want 1 [%d, %d) true", index, from, upTo, ok, bs, bs+len(p))
+	}
+	before := s.Stats()
+	r.PrefetchNext(c.chunk(1), 0, upTo)
+	if n := s.Stats().Prefetches - before.Prefetches; n != 2 {
+		t.Fatalf("%d blocks prefetched in chunk 1, want 2", n)
+	}
+	waitFetches(t, s)
+	// The rest of chunk 0, then chunk 1's first two blocks: all from the
+	// cache.
+	read(0, pos+2*len(p))
+	misses := s.Stats().CacheMisses
+	for pos := 0; pos < 2*bs; pos += len(p) {
+		read(1, pos)
+	}
+	if n := s.Stats().CacheMisses - misses; n != 0 {
+		t.Fatalf("reads of chunk 1's prefetched blocks missed the cache %d times", n)
+	}
+	// Blocks prefetched in the next chunk are not fetched again when the
+	// reader gets there; its own read-ahead fetches blocks 2 and 3.
+	waitFetches(t, s)
+	if n := s.Stats().ObjectGets - before.ObjectGets; n != 4 {
+		t.Fatalf("%d block objects read for chunk 1, want 4 (blocks 0-3, each once)", n)
+	}
+}
+
+// waitFetches waits until no block fetch is in flight.
+func waitFetches(t *testing.T, s *Store) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.sfMu.Lock()
+		n := len(s.inflight)
+		s.sfMu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d block fetches still in flight", n)
+		}
+	}
+}
+
 func TestDeleteSlice(t *testing.T) {
 	ctx := context.Background()
 	obj := memStore()

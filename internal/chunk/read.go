@@ -367,6 +367,14 @@ type Reader struct {
 	seq     int    // consecutive sequential reads
 	raChunk uint32 // chunk of raUpTo
 	raUpTo  uint64 // chunk position up to which prefetch was issued
+	// The read-ahead window's part in the next chunk, whose slices only
+	// the caller can look up (NextChunk, PrefetchNext): positions up to
+	// nxUpTo of chunk nxChunk are issued, those from spillFrom on not
+	// yet handed to the caller if spill.
+	nxChunk   uint32
+	nxUpTo    uint64
+	spill     bool
+	spillFrom uint64
 }
 
 // NewReader returns a Reader for one sequential stream.
@@ -393,10 +401,28 @@ func (r *Reader) ReadChunk(ctx context.Context, index uint32, slices []base.Slic
 		from = end
 		if r.raChunk == index && r.raUpTo > from {
 			from = r.raUpTo
+		} else if r.nxChunk == index && r.nxUpTo > from {
+			from = r.nxUpTo
 		}
-		to = min(end+uint64(s.opts.ReadAhead)*uint64(s.opts.BlockSize), base.ChunkSize)
+		want := end + uint64(s.opts.ReadAhead)*uint64(s.opts.BlockSize)
+		to = min(want, base.ChunkSize)
 		if from < to {
 			r.raChunk, r.raUpTo = index, to
+		}
+		if want > base.ChunkSize && index < maxChunkIndex {
+			// The window reaches into the next chunk: without its
+			// slices a sequential reader would stall at every chunk
+			// boundary for a whole block fetch.
+			next, upTo := index+1, want-base.ChunkSize
+			if r.nxChunk != next {
+				r.nxChunk, r.nxUpTo, r.spill = next, 0, false
+			}
+			if upTo > r.nxUpTo {
+				if !r.spill {
+					r.spill, r.spillFrom = true, r.nxUpTo
+				}
+				r.nxUpTo = upTo
+			}
 		}
 	}
 	random := r.seq == 0 && off != 0
@@ -405,6 +431,32 @@ func (r *Reader) ReadChunk(ctx context.Context, index uint32, slices []base.Slic
 		s.prefetch(slices, from, to)
 	}
 	return s.readChunk(ctx, slices, pos, p, random)
+}
+
+// maxChunkIndex is the last chunk index a file can have.
+const maxChunkIndex = ^uint32(0)
+
+// NextChunk reports whether the read-ahead window of the last ReadChunk
+// calls reaches into the next chunk, and which chunk positions [from, upTo)
+// of it to prefetch: the caller looks up that chunk's slices and passes
+// them to PrefetchNext. Each position is reported once.
+func (r *Reader) NextChunk() (index uint32, from, upTo uint64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.spill {
+		return 0, 0, 0, false
+	}
+	r.spill = false
+	return r.nxChunk, r.spillFrom, r.nxUpTo, true
+}
+
+// PrefetchNext prefetches positions [from, upTo) of a chunk, given its
+// slices, into the cache as read-ahead (see NextChunk).
+func (r *Reader) PrefetchNext(slices []base.Slice, from, upTo uint64) {
+	if r.s.cache == nil || r.s.opts.ReadAhead < 0 {
+		return
+	}
+	r.s.prefetch(slices, from, min(upTo, base.ChunkSize))
 }
 
 // prefetch starts background fetches into the cache of the blocks serving

@@ -286,6 +286,9 @@ type VolumeOptions struct {
 	CacheFreeRatio float64
 	// CacheWrites also puts uploaded blocks into the disk cache.
 	CacheWrites bool
+	// ReadAhead is the number of blocks fetched ahead of a sequential
+	// reader (chunk.Options.ReadAhead: 0 default, negative none).
+	ReadAhead int
 	// CacheOnStoreFS keeps the cache directories that are on the file
 	// system of a local (file://) data store. By default they are not
 	// used: such a cache holds a second copy of blocks on the same device
@@ -432,6 +435,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 		Logger:      o.Logger,
 		CacheWrites: o.CacheWrites,
 		InlineMax:   v.Settings.InlineMax,
+		ReadAhead:   o.ReadAhead,
 	}
 	if len(cacheDirs) > 0 {
 		v.disk, err = cache.OpenDisk(cache.DiskOptions{

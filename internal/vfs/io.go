@@ -152,6 +152,15 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, 
 		}
 		done += p.n
 	}
+	if idx, from, upTo, ok := h.r.NextChunk(); ok && int64(idx)*base.ChunkSize < committed {
+		// Read-ahead into the next chunk needs its slices: look them up
+		// off the read's path.
+		go func() {
+			if slices, err := f.slices(context.WithoutCancel(ctx), idx); err == nil {
+				h.r.PrefetchNext(slices, from, upTo)
+			}
+		}()
+	}
 	return done, 0
 }
 
