@@ -11,6 +11,7 @@ package kv
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"sync"
@@ -211,6 +212,40 @@ type Pair struct {
 // trip to a server, as Scan of each range stopped after one pair would.
 type FirstReader interface {
 	Firsts(ranges []Range) ([]Pair, error)
+}
+
+// Prereader is an optional ability of a Txn (kv/postgres): Preread reads
+// the first pairs of ranges (as Firsts) in one round trip and keeps them,
+// so that later Firsts calls of the transaction for the same ranges need
+// no round trip while the transaction has written nothing in them. A
+// group commit reads what all its members will read at once this way.
+type Prereader interface {
+	Preread(ranges []Range) error
+}
+
+// RangeKey identifies a Range (with its Follow) as a map key.
+func RangeKey(r Range) string {
+	var b []byte
+	add := func(p []byte) {
+		b = binary.AppendUvarint(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	add(r.Start)
+	if r.End == nil {
+		b = append(b, 0)
+	} else {
+		b = append(b, 1)
+		add(r.End)
+	}
+	if f := r.Follow; f != nil {
+		b = append(b, 1)
+		b = binary.AppendVarint(b, int64(f.Offset))
+		b = binary.AppendVarint(b, int64(f.Length))
+		add(f.Prefix)
+		add(f.StartSuffix)
+		add(f.EndSuffix)
+	}
+	return string(b)
 }
 
 // Firsts returns the first pair of each range, through r's FirstReader

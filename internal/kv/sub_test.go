@@ -215,3 +215,33 @@ func (f failingTxn) Scan(_, _ []byte, _ bool, _ func(k, v []byte) bool) error {
 }
 func (failingTxn) Set(_, _ []byte) {}
 func (failingTxn) Delete([]byte)   {}
+
+// TestRangeKey: ranges that differ in any field, a nil End or a Follow
+// included, have different keys; equal ones the same.
+func TestRangeKey(t *testing.T) {
+	f := func(off int, pfx string) *kv.Follow {
+		return &kv.Follow{Offset: off, Length: 8, Prefix: []byte(pfx), EndSuffix: []byte{0}}
+	}
+	ranges := []kv.Range{
+		{Start: []byte("a")},
+		{Start: []byte("a"), End: []byte{}},
+		{Start: []byte("a"), End: []byte("b")},
+		{Start: []byte("ab")},
+		{Start: []byte("a"), End: []byte("b"), Follow: f(0, "")},
+		{Start: []byte("a"), End: []byte("b"), Follow: f(1, "")},
+		{Start: []byte("a"), End: []byte("b"), Follow: f(0, "A")},
+		{Start: []byte{}, End: []byte("ab")},
+	}
+	seen := map[string]int{}
+	for i, r := range ranges {
+		k := kv.RangeKey(r)
+		if j, dup := seen[k]; dup {
+			t.Errorf("ranges %d and %d have the same key", j, i)
+		}
+		seen[k] = i
+		c := kv.Range{Start: append([]byte{}, r.Start...), End: r.End, Follow: r.Follow}
+		if kv.RangeKey(c) != k {
+			t.Errorf("range %d: equal ranges, different keys", i)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -71,7 +72,9 @@ const groupSlots = 2
 // where group commit is on (Options.NoGroupCommit; stores without the
 // latest-version cache). fn must not depend on running alone: it sees the
 // writes of the mutations before it in its group, as it would had they
-// committed just before.
+// committed just before. Its first read must come before any effect
+// outside its op: firstReads runs it up to that read to learn what it
+// reads.
 func (m *Meta) mutateGrouped(ctx context.Context, fn func(o *op) error) error {
 	g := m.group
 	if g == nil {
@@ -139,6 +142,16 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 	err := m.store.Update(ctx, func(tx kv.Txn) error {
 		queued, dirAttrs = false, nil
 		shard := byte(rand.IntN(usageShards))
+		if pr, ok := tx.(kv.Prereader); ok {
+			// The members' first reads in one round trip, not one each.
+			var ranges []kv.Range
+			for _, r := range batch {
+				ranges = append(ranges, m.firstReads(r.fn, shard)...)
+			}
+			if err := pr.Preread(ranges); err != nil {
+				return err
+			}
+		}
 		for i, r := range batch {
 			sub := kv.NewSub(tx)
 			// No latest-version cache: it cannot see the writes of the
@@ -177,4 +190,58 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 			r.err = err
 		}
 	}
+}
+
+// errProbe stops a mutation at its first read (firstReads).
+var errProbe = errors.New("meta: probe read")
+
+// firstReads returns the ranges that fn's first read asks for, found by
+// running fn over a transaction that fails every read. Mutations begin
+// with one batched read of everything they can name before reading
+// (prefetch), and the rest of fn never runs, so this has no effect
+// beyond the ranges it returns.
+func (m *Meta) firstReads(fn func(o *op) error, shard byte) []kv.Range {
+	p := &probeTxn{}
+	_ = fn(m.newOp(m.newWtx(p, shard, nil, nil)))
+	return p.ranges
+}
+
+// probeTxn records the ranges of the first Firsts call and fails every
+// read.
+type probeTxn struct {
+	ranges []kv.Range
+	done   bool
+}
+
+func (p *probeTxn) Get(key []byte) ([]byte, error) {
+	p.done = true
+	return nil, errProbe
+}
+
+func (p *probeTxn) Scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) error {
+	p.done = true
+	return errProbe
+}
+
+func (p *probeTxn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
+	if !p.done {
+		p.done = true
+		for _, r := range ranges {
+			p.ranges = append(p.ranges, cloneRange(r))
+		}
+	}
+	return nil, errProbe
+}
+
+func (p *probeTxn) Set(key, value []byte) {}
+func (p *probeTxn) Delete(key []byte)     {}
+
+// cloneRange returns a deep copy of r.
+func cloneRange(r kv.Range) kv.Range {
+	c := kv.Range{Start: bytes.Clone(r.Start), End: bytes.Clone(r.End)}
+	if f := r.Follow; f != nil {
+		c.Follow = &kv.Follow{Offset: f.Offset, Length: f.Length,
+			Prefix: bytes.Clone(f.Prefix), StartSuffix: bytes.Clone(f.StartSuffix), EndSuffix: bytes.Clone(f.EndSuffix)}
+	}
+	return c
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/kv/memkv"
+	"github.com/cairnfs/cairn/internal/kv/postgres"
+	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 )
 
 // slowStore holds each transaction for a while, so that mutations arriving
@@ -43,8 +45,21 @@ func (s *slowStore) Update(ctx context.Context, fn func(tx kv.Txn) error) error 
 // member that fails (the name exists) leaves none of its writes, the
 // others commit; conflicts run whole groups again; the result is that of
 // the operations run one at a time.
+// On PostgreSQL the members' first reads are read ahead in one statement
+// (kv.Prereader), and members that create the same name must still see
+// each other's writes.
 func TestGroupCommit(t *testing.T) {
-	store := &slowStore{Store: memkv.New(), delay: time.Millisecond}
+	t.Run("memkv", func(t *testing.T) { testGroupCommit(t, memkv.New()) })
+	t.Run("postgres", func(t *testing.T) {
+		s, err := postgres.Open(ctx, pgtest.NewDatabase(t), postgres.Options{})
+		ok(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		testGroupCommit(t, s)
+	})
+}
+
+func testGroupCommit(t *testing.T, backend kv.Store) {
+	store := &slowStore{Store: backend, delay: time.Millisecond}
 	if err := Format(ctx, store, Settings{Name: "test"}, false); err != nil {
 		t.Fatal(err)
 	}

@@ -42,3 +42,6 @@ func ExplainUpdate(ctx context.Context, s *Store) (string, error) {
 	}
 	return plan, rows.Err()
 }
+
+// Reads returns how many reading statements the store's transactions sent.
+func Reads(s *Store) int64 { return s.reads.Load() }

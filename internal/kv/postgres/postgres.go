@@ -78,6 +78,8 @@ type Store struct {
 	inflight sync.WaitGroup // operations and background rollbacks; Close waits
 
 	outage atomic.Bool // an outage was logged and its end not yet
+
+	reads atomic.Int64 // statements that read inside transactions (tests)
 }
 
 var (

@@ -460,6 +460,78 @@ func TestScanCallsGet(t *testing.T) {
 	}
 }
 
+// TestPreread: Firsts answers ranges read ahead by Preread without a
+// statement, as a statement would (also for ranges with nothing in them
+// and for follows), until the transaction writes in them or in what they
+// follow.
+func TestPreread(t *testing.T) {
+	ctx := context.Background()
+	s := openClosed(t, pgtest.NewDatabase(t), postgres.Options{})
+	put(t, s, "a1", "x", "a2", "y", "d1", "b1", "ib1", "z") // d1 names "inode" b1
+	follow := &kv.Follow{Offset: 0, Length: 2, Prefix: []byte("i"), EndSuffix: []byte{0}}
+	ranges := []kv.Range{
+		{Start: []byte("a"), End: []byte("b")},
+		{Start: []byte("c"), End: []byte("d")}, // empty
+		{Start: []byte("d1"), End: []byte("d2"), Follow: follow},
+	}
+	var want []kv.Pair
+	if err := s.Update(ctx, func(tx kv.Txn) error {
+		var err error
+		want, err = kv.Firsts(tx, ranges)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	show := func(ps []kv.Pair) string {
+		out := ""
+		for _, p := range ps {
+			out += fmt.Sprintf("%q=%q", p.Key, p.Value)
+			if p.Followed != nil {
+				out += fmt.Sprintf("->%q=%q", p.Followed.Key, p.Followed.Value)
+			}
+			out += " "
+		}
+		return out
+	}
+	if got := show(want); got != `"a1"="x" ""="" "d1"="b1"->"ib1"="z" ` {
+		t.Fatalf("Firsts = %s", got)
+	}
+	err := s.Update(ctx, func(tx kv.Txn) error {
+		pr, ok := tx.(kv.Prereader)
+		if !ok {
+			t.Fatal("a postgres transaction is no kv.Prereader")
+		}
+		if err := pr.Preread(ranges); err != nil {
+			return err
+		}
+		before := postgres.Reads(s)
+		got, err := kv.Firsts(tx, ranges)
+		if err != nil {
+			return err
+		}
+		if n := postgres.Reads(s) - before; n != 0 {
+			t.Errorf("Firsts of pre-read ranges sent %d statements", n)
+		}
+		if show(got) != show(want) {
+			t.Errorf("Firsts after Preread = %s, want %s", show(got), show(want))
+		}
+		got[0].Value[0] = 'X' // the caller owns what it gets
+		// Writes in a range, and in what a follow reads, are seen.
+		tx.Set([]byte("a0"), []byte("w"))
+		tx.Set([]byte("ib1"), []byte("v"))
+		if got, err = kv.Firsts(tx, ranges); err != nil {
+			return err
+		}
+		if s, w := show(got), `"a0"="w" ""="" "d1"="b1"->"ib1"="v" `; s != w {
+			t.Errorf("Firsts after writes = %s, want %s", s, w)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDurableAcrossCrash commits, crashes the server (immediate shutdown),
 // and finds every commit after the restart.
 func TestDurableAcrossCrash(t *testing.T) {

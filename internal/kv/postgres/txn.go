@@ -49,6 +49,8 @@ type txn struct {
 	// them is sent as an UPDATE, so that it conflicts with a concurrent
 	// DELETE of the row (an upsert would quietly insert it again).
 	seen map[string]struct{}
+	// pre holds what Preread read, by kv.RangeKey.
+	pre map[string]kv.Pair
 }
 
 // put is a buffered write: a value, or a deletion.
@@ -69,6 +71,7 @@ func (tx *txn) query(sql string, args []any, read func(pgx.Rows) error) error {
 	if tx.err != nil {
 		return tx.err
 	}
+	tx.s.reads.Add(1)
 	ctx := tx.o.ctx
 	if tx.began {
 		rows, _ := tx.conn.Query(ctx, sql, args...)
@@ -507,17 +510,18 @@ var _ kv.FirstReader = (*txn)(nil)
 // every range (and its Follow). Ranges without an upper bound or with
 // buffered writes in them, and follows with buffered writes in what they
 // follow, are read by Scan instead (the merge is Scan's job); a range
-// whose first possible key this transaction set needs no read.
+// whose first possible key this transaction set needs no read, nor does
+// one Preread read (in this transaction's snapshot, only its own writes
+// could change the answer, and it has none there).
 func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 	out := make([]kv.Pair, len(ranges))
-	var starts, ends, pfxs, sss, ess [][]byte
-	var offs, lens []int32
-	var idx []int
-	follow := false
+	var server []kv.Range
+	var idx, known []int
 	for i, r := range ranges {
 		tx.mu.Lock()
 		clean := len(tx.writes) == 0 || len(tx.buffered(r.Start, r.End, false)) == 0
 		w, written := tx.writes[string(r.Start)]
+		pre, prefetched := tx.pre[kv.RangeKey(r)]
 		tx.mu.Unlock()
 		if written && !w.del && r.Follow == nil && (r.End == nil || bytes.Compare(r.Start, r.End) < 0) {
 			// This transaction set the range's first possible key: no
@@ -527,19 +531,12 @@ func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 			continue
 		}
 		if clean && r.End != nil && bytes.Compare(r.Start, r.End) < 0 {
-			starts = append(starts, append([]byte{}, r.Start...))
-			ends = append(ends, r.End)
-			f := r.Follow
-			if f == nil {
-				f = &kv.Follow{}
-			} else {
-				follow = true
+			if prefetched {
+				out[i] = clonePair(pre)
+				known = append(known, i)
+				continue
 			}
-			offs = append(offs, int32(f.Offset))
-			lens = append(lens, int32(f.Length))
-			pfxs = append(pfxs, append([]byte{}, f.Prefix...))
-			sss = append(sss, append([]byte{}, f.StartSuffix...))
-			ess = append(ess, append([]byte{}, f.EndSuffix...))
+			server = append(server, r)
 			idx = append(idx, i)
 			continue
 		}
@@ -549,68 +546,20 @@ func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 		}
 		out[i] = ps[0]
 	}
-	if len(idx) == 0 {
-		return out, nil
-	}
-	sql, args := tx.s.sql.firsts, []any{starts, ends}
-	if follow {
-		sql, args = tx.s.sql.firstsFollow, []any{starts, ends, offs, lens, pfxs, sss, ess}
-	}
-	tx.mu.Lock()
-	err := tx.query(sql, args, func(rows pgx.Rows) error {
-		for _, i := range idx {
-			out[i] = kv.Pair{} // read may be called again, on a new connection
+	if len(server) > 0 {
+		ps, err := tx.serverFirsts(server)
+		if err != nil {
+			return nil, err
 		}
-		for rows.Next() {
-			var n int64
-			var k, v, gk, gv []byte
-			dest := []any{&n, &k, &v}
-			if follow {
-				dest = append(dest, &gk, &gv)
-			}
-			if err := rows.Scan(dest...); err != nil {
-				return err
-			}
-			if n < 1 || int(n) > len(idx) {
-				return fmt.Errorf("%s: range number %d out of %d", tx.s.name, n, len(idx))
-			}
-			if v == nil {
-				v = []byte{}
-			}
-			i := idx[n-1]
-			out[i] = kv.Pair{Key: k, Value: v}
-			if ranges[i].Follow != nil {
-				f := kv.Pair{}
-				if gk != nil {
-					if gv == nil {
-						gv = []byte{}
-					}
-					f = kv.Pair{Key: gk, Value: gv}
-				}
-				out[i].Followed = &f
-			}
+		for n, i := range idx {
+			out[i] = ps[n]
 		}
-		for _, i := range idx {
-			if ranges[i].Follow != nil && out[i].Followed == nil {
-				out[i].Followed = &kv.Pair{}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		tx.mu.Unlock()
-		return nil, err
 	}
 	// A followed range is read on the server before this transaction's
 	// writes in it are known: those are merged by Scan.
 	var again []int
-	for _, i := range idx {
-		if out[i].Key != nil {
-			tx.saw(out[i].Key)
-		}
-		if f := out[i].Followed; f != nil && f.Key != nil {
-			tx.saw(f.Key)
-		}
+	tx.mu.Lock()
+	for _, i := range append(idx, known...) {
 		if ranges[i].Follow != nil && len(tx.writes) > 0 && out[i].Key != nil {
 			if start, end, ok := ranges[i].Follow.Bounds(out[i].Value); ok && len(tx.buffered(start, end, false)) > 0 {
 				again = append(again, i)
@@ -625,6 +574,137 @@ func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 			return nil, err
 		}
 		out[i].Followed = &ps[0]
+	}
+	return out, nil
+}
+
+// Preread implements kv.Prereader: one statement reads the first rows of
+// the ranges that Firsts would read on the server now, and keeps them for
+// the Firsts calls that ask for them later.
+func (tx *txn) Preread(ranges []kv.Range) error {
+	var todo []kv.Range
+	var keys []string
+	seen := make(map[string]bool)
+	tx.mu.Lock()
+	for _, r := range ranges {
+		if r.End == nil || bytes.Compare(r.Start, r.End) >= 0 {
+			continue
+		}
+		k := kv.RangeKey(r)
+		if _, ok := tx.pre[k]; ok || seen[k] {
+			continue
+		}
+		if len(tx.writes) > 0 && len(tx.buffered(r.Start, r.End, false)) > 0 {
+			continue
+		}
+		seen[k] = true
+		todo = append(todo, r)
+		keys = append(keys, k)
+	}
+	tx.mu.Unlock()
+	if len(todo) == 0 {
+		return nil
+	}
+	ps, err := tx.serverFirsts(todo)
+	if err != nil {
+		return err
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.pre == nil {
+		tx.pre = make(map[string]kv.Pair, len(todo))
+	}
+	for i, k := range keys {
+		tx.pre[k] = ps[i]
+	}
+	return nil
+}
+
+// clonePair returns a copy of p the caller owns.
+func clonePair(p kv.Pair) kv.Pair {
+	q := kv.Pair{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}
+	if p.Followed != nil {
+		f := clonePair(*p.Followed)
+		q.Followed = &f
+	}
+	return q
+}
+
+// serverFirsts reads the first row of every range (bounded, not empty)
+// and of its Follow in one statement, and notes the keys seen.
+func (tx *txn) serverFirsts(ranges []kv.Range) ([]kv.Pair, error) {
+	out := make([]kv.Pair, len(ranges))
+	starts, ends := make([][]byte, len(ranges)), make([][]byte, len(ranges))
+	pfxs, sss, ess := make([][]byte, len(ranges)), make([][]byte, len(ranges)), make([][]byte, len(ranges))
+	offs, lens := make([]int32, len(ranges)), make([]int32, len(ranges))
+	follow := false
+	for i, r := range ranges {
+		starts[i], ends[i] = append([]byte{}, r.Start...), r.End
+		f := r.Follow
+		if f == nil {
+			f = &kv.Follow{}
+		} else {
+			follow = true
+		}
+		offs[i], lens[i] = int32(f.Offset), int32(f.Length)
+		pfxs[i] = append([]byte{}, f.Prefix...)
+		sss[i] = append([]byte{}, f.StartSuffix...)
+		ess[i] = append([]byte{}, f.EndSuffix...)
+	}
+	sql, args := tx.s.sql.firsts, []any{starts, ends}
+	if follow {
+		sql, args = tx.s.sql.firstsFollow, []any{starts, ends, offs, lens, pfxs, sss, ess}
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	err := tx.query(sql, args, func(rows pgx.Rows) error {
+		clear(out) // read may be called again, on a new connection
+		for rows.Next() {
+			var n int64
+			var k, v, gk, gv []byte
+			dest := []any{&n, &k, &v}
+			if follow {
+				dest = append(dest, &gk, &gv)
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			if n < 1 || int(n) > len(ranges) {
+				return fmt.Errorf("%s: range number %d out of %d", tx.s.name, n, len(ranges))
+			}
+			if v == nil {
+				v = []byte{}
+			}
+			i := n - 1
+			out[i] = kv.Pair{Key: k, Value: v}
+			if ranges[i].Follow != nil {
+				f := kv.Pair{}
+				if gk != nil {
+					if gv == nil {
+						gv = []byte{}
+					}
+					f = kv.Pair{Key: gk, Value: gv}
+				}
+				out[i].Followed = &f
+			}
+		}
+		for i := range ranges {
+			if ranges[i].Follow != nil && out[i].Followed == nil {
+				out[i].Followed = &kv.Pair{}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if out[i].Key != nil {
+			tx.saw(out[i].Key)
+		}
+		if f := out[i].Followed; f != nil && f.Key != nil {
+			tx.saw(f.Key)
+		}
 	}
 	return out, nil
 }
