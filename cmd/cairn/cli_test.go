@@ -132,6 +132,8 @@ func TestBadInput(t *testing.T) {
 		{"missing mountpoint", []string{"mount", "pebble://" + dir + "/m3", dir + "/nope"}, "does not exist"},
 		{"mountpoint is a file", []string{"mount", "pebble://" + dir + "/m3", "/etc/hostname"}, "not a directory"},
 		{"mount unknown scheme", []string{"mount", "etcd://x", dir}, "unknown scheme"},
+		{"read-ahead too deep", []string{"mount", "--read-ahead", "65", "pebble://" + dir + "/m3", dir}, "--read-ahead 65: want 0 to 64 blocks"},
+		{"negative read-ahead", []string{"gateway", "nfs", "--read-ahead", "-2", "pebble://" + dir + "/m3"}, "--read-ahead -2: want 0 to 64 blocks"},
 		{"umount non-mount", []string{"umount", dir}, "not a mount point"},
 		{"info outside cairn", []string{"info", "/etc/hostname"}, "not inside a mounted Cairn volume"},
 		{"missing args", []string{"format", "pebble:///x"}, "accepts 2 arg"},

@@ -101,7 +101,7 @@ type memFlags struct {
 func (m *memFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&m.cacheMem, "cache-mem", "256M", "memory block cache size")
 	f.StringVar(&m.bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
-	f.IntVar(&m.readAhead, "read-ahead", chunk.DefaultReadAhead, "blocks fetched ahead of a sequential reader, into the memory cache (0: none)")
+	f.IntVar(&m.readAhead, "read-ahead", -1, fmt.Sprintf("blocks fetched ahead of a sequential reader, into the memory cache (0: none; default %d on S3, %d on a local directory)", daemon.RemoteReadAhead, chunk.DefaultReadAhead))
 }
 
 // maxReadAheadBlocks bounds --read-ahead: 64 blocks of 4 MiB is a whole
@@ -120,6 +120,8 @@ func (m *memFlags) apply(o *daemon.VolumeOptions) error {
 	}
 	o.CacheMem, o.BufferLimit = int64(cm), int64(bs)
 	switch {
+	case m.readAhead == -1:
+		// the data store's default
 	case m.readAhead < 0 || m.readAhead > maxReadAheadBlocks:
 		return fmt.Errorf("--read-ahead %d: want 0 to %d blocks", m.readAhead, maxReadAheadBlocks)
 	case m.readAhead == 0:

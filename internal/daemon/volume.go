@@ -267,6 +267,12 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 	return s, store.Sync(ctx)
 }
 
+// RemoteReadAhead is the default read-ahead, in blocks, on a data store
+// reached over the network: with two blocks (the default on a local
+// directory) a sequential reader waited for fetches from S3 at chunk
+// after chunk (docs/performance.md, "Read-ahead").
+const RemoteReadAhead = 8
+
 // VolumeOptions configures OpenVolume.
 type VolumeOptions struct {
 	MetaURL  string
@@ -287,7 +293,9 @@ type VolumeOptions struct {
 	// CacheWrites also puts uploaded blocks into the disk cache.
 	CacheWrites bool
 	// ReadAhead is the number of blocks fetched ahead of a sequential
-	// reader (chunk.Options.ReadAhead: 0 default, negative none).
+	// reader: 0 for the default of the data store (RemoteReadAhead for a
+	// store other than a local directory, else chunk.DefaultReadAhead),
+	// negative for none.
 	ReadAhead int
 	// CacheOnStoreFS keeps the cache directories that are on the file
 	// system of a local (file://) data store. By default they are not
@@ -381,6 +389,9 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 		return nil, err
 	}
 	cacheDirs := o.CacheDirs
+	if _, ok := objs.(*local.Store); (!ok || o.ObjectLatency > 0) && o.ReadAhead == 0 {
+		o.ReadAhead = RemoteReadAhead
+	}
 	if ls, ok := objs.(*local.Store); ok && o.ObjectLatency == 0 && !o.CacheOnStoreFS && len(cacheDirs) > 0 {
 		cacheDirs = v.dropStoreFSDirs(cacheDirs, ls.Dir())
 	}

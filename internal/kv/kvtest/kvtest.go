@@ -847,7 +847,7 @@ func discarded(t *testing.T, s kv.Store, fn func(tx kv.Txn) error) {
 // transaction at a time, T2 runs after T1). Either way k ends absent.
 func testSetAfterConcurrentDelete(t *testing.T, s kv.Store) {
 	ctx := context.Background()
-	set(t, s, "k", "1")
+	set(t, s, "k", "1", "k-old", "o")
 	deleted := make(chan struct{})
 	go func() {
 		defer close(deleted)
@@ -873,6 +873,10 @@ func testSetAfterConcurrentDelete(t *testing.T, s kv.Store) {
 		if v != nil {
 			tx.Set([]byte("k"), append(v, '+'))
 		}
+		// Writes of other kinds in the same commit (a store may send
+		// them together) do not hide the conflict.
+		tx.Set([]byte("k-new"), []byte("n"))
+		tx.Delete([]byte("k-old"))
 		return nil
 	})
 	if err != nil {
@@ -882,6 +886,8 @@ func testSetAfterConcurrentDelete(t *testing.T, s kv.Store) {
 	if v, ok := get(t, s, "k"); ok {
 		t.Fatalf("k = %q: a write based on a read of k committed over a concurrent delete of k", v)
 	}
+	wantGet(t, s, "k-new", "n", true)
+	wantGet(t, s, "k-old", "", false)
 }
 
 // testUpdateExclusive: kv.UpdateExclusive creates missing lock keys with an
