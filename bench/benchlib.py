@@ -165,7 +165,8 @@ ROWS = [
     ("small-read", "small files: open + read + close, cold, 4 procs", "files/s", "meta"),
     ("small-unlink", "small files: delete, 4 procs", "files/s", "meta"),
 ]
-NAMES = {"local": "local dir", "cairn": "Cairn", "juicefs": "JuiceFS"}
+NAMES = {"local": "local dir", "cairn": "Cairn", "juicefs": "JuiceFS", "moosefs": "MooseFS"}
+PEERS = ("juicefs", "moosefs")  # measured peers: a Cairn/peer column each
 
 # Issue 4's own figures, copied from its text (its author's medians of 3
 # runs on this machine: local dir, best peer, JuiceFS 1.4.2). NOT measured
@@ -223,7 +224,8 @@ def table(path, *targets):
     targets = list(targets)
     skip_empty = "--skip-empty" in targets
     targets = [t for t in targets if t != "--skip-empty"] or ["local", "cairn", "juicefs"]
-    hdr = ["workload", "unit"] + [NAMES.get(t, t) for t in targets] + ["Cairn/JuiceFS"]
+    peers = [t for t in targets if t in PEERS] or ["juicefs"]
+    hdr = ["workload", "unit"] + [NAMES.get(t, t) for t in targets] + [f"Cairn/{NAMES[p]}" for p in peers]
     if nruns > 1:
         hdr.append("Cairn, each run")
     hdr += ["issue 4 best peer", "Cairn/best peer", "Cairn/local", "targets"]
@@ -234,11 +236,13 @@ def table(path, *targets):
         row = [label, unit]
         for t in targets:
             row.append(_fmt(vals.get((t, key)), unit))
-        c, j, loc = vals.get(("cairn", key)), vals.get(("juicefs", key)), vals.get(("local", key))
-        if kind == "p99":
-            row.append(f"{j / c:.2f}" if c and j else "—")  # JuiceFS/Cairn: higher is better for Cairn
-        else:
-            row.append(f"{c / j:.2f}" if c is not None and j else "—")
+        c, loc = vals.get(("cairn", key)), vals.get(("local", key))
+        for p in peers:
+            j = vals.get((p, key))
+            if kind == "p99":
+                row.append(f"{j / c:.2f}" if c and j else "—")  # peer/Cairn: higher is better for Cairn
+            else:
+                row.append(f"{c / j:.2f}" if c is not None and j else "—")
         if nruns > 1:
             row.append(" / ".join(_fmt(v, unit) for v in runs.get(("cairn", key), [])) or "—")
         _, peer, peer_v, _ = ISSUE4.get(key, (None, None, None, None))
@@ -250,8 +254,9 @@ def table(path, *targets):
             if kind == "p99":
                 checks.append(f"< {P99_TARGET_MS:g} ms: {_yes(c < P99_TARGET_MS)}")
             else:
-                if j:
-                    checks.append(f"≥ JuiceFS here: {_yes(c >= j)}")
+                for p in peers:
+                    if j := vals.get((p, key)):
+                        checks.append(f"≥ {NAMES[p]} here: {_yes(c >= j)}")
                 if peer_v:
                     checks.append(f"≥ best peer: {_yes(c >= peer_v)}")
                 if kind == "seq" and loc:
@@ -259,7 +264,7 @@ def table(path, *targets):
         row.append("; ".join(checks) or "—")
         out.append("| " + " | ".join(row) + " |")
     out.append("")
-    out.append("Cairn/JuiceFS on p99 rows is JuiceFS/Cairn (above 1: Cairn's tail is shorter). "
+    out.append("Cairn/peer on p99 rows is peer/Cairn (above 1: Cairn's tail is shorter). "
                "\"issue 4 best peer\" is the figure issue 4 states for the best peer it measured "
                "(its author's medians of 3 runs on this machine), copied into bench/benchlib.py, "
                "not measured by this run.")

@@ -40,6 +40,7 @@ CACHE_SIZE=${CACHE_SIZE:-4G}       # disk cache bound, both (--cache-size), in <
 CAIRN_MOUNT_OPTS=${CAIRN_MOUNT_OPTS:-}
 CAIRN_FORMAT_OPTS=${CAIRN_FORMAT_OPTS:-} # e.g. "--inline-max 0" (small files' data in the object store)
 JUICEFS_MOUNT_OPTS=${JUICEFS_MOUNT_OPTS:-}
+MOOSEFS_MOUNT_OPTS=${MOOSEFS_MOUNT_OPTS:-} # extra mfsmount options (e.g. "-o mfscachemode=AUTO")
 
 BENCH_NAME=bench
 # shellcheck source=bench/lib.sh
@@ -68,7 +69,8 @@ for t in $TARGETS; do
 	local) ;;
 	cairn) [[ -x $CAIRN ]] || die "cairn binary not found at $CAIRN (set CAIRN=...)" ;;
 	juicefs) command -v "$JUICEFS" >/dev/null || die "juicefs not found (set JUICEFS=...)" ;;
-	*) die "unknown target $t (use local, cairn, juicefs)" ;;
+	moosefs) command -v mfsmount >/dev/null || die "mfsmount not found (moosefs-client; scripts/install-test-deps.sh)" ;;
+	*) die "unknown target $t (use local, cairn, juicefs, moosefs)" ;;
 	esac
 done
 
@@ -81,6 +83,7 @@ table=$BENCH_OUT/results-$stamp.md
 ROOT=$(mktemp -d "$BENCH_TMP/cairn-bench.XXXXXX")
 mounts=() # mount points we mounted, for cleanup
 SHARED_DIR=""  # set once scripts/shared-env.sh start has been called
+MFS_DIR=""     # set while bench/moosefs.sh runs a MooseFS master and chunkserver
 
 unmount() { # mountpoint, kind
 	local mp=$1 kind=$2
@@ -88,6 +91,7 @@ unmount() { # mountpoint, kind
 	case $kind in
 	cairn) "$CAIRN" umount "$mp" >/dev/null 2>&1 || true ;;
 	juicefs) "$JUICEFS" umount "$mp" >/dev/null 2>&1 || true ;;
+	moosefs) umount "$mp" >/dev/null 2>&1 || true ;;
 	esac
 	local _
 	for _ in 1 2 3 4 5 6 7 8 9 10; do
@@ -102,6 +106,10 @@ cleanup() {
 	local rc=$?
 	set +e
 	for m in "${mounts[@]}"; do unmount "${m%%|*}" "${m##*|}"; done
+	if [[ -n $MFS_DIR ]]; then
+		log "stopping MooseFS"
+		"$HERE/moosefs.sh" stop "$MFS_DIR" || log "WARNING: moosefs.sh stop failed"
+	fi
 	if [[ -n $SHARED_DIR ]]; then
 		log "stopping shared environment"
 		"$SHARED_ENV" stop "$SHARED_DIR" || log "WARNING: shared-env.sh stop failed"
@@ -222,6 +230,30 @@ setup_juicefs() {
 	"${mount_cmd_juicefs[@]}" >"$d/mount.log" 2>&1 ||
 		{ cat "$d/mount.log" >&2; die "juicefs mount failed"; }
 	mounts+=("$d/mnt|juicefs")
+	wait_mounted "$d/mnt"
+	echo "$d/mnt"
+}
+
+# MooseFS: a master and one chunkserver on this host (bench/moosefs.sh),
+# started afresh for each run, mounted with mfsmount's defaults
+setup_moosefs() {
+	local d=$ROOT/moosefs
+	if [[ -n $MFS_DIR ]]; then
+		"$HERE/moosefs.sh" stop "$MFS_DIR" || die "cannot stop MooseFS"
+		MFS_DIR=""
+	fi
+	rm -rf "$d"
+	mkdir -p "$d/mnt"
+	chmod 0755 "$ROOT" # the mfs user must reach its data directories
+	MFS_DIR=$d/env
+	"$HERE/moosefs.sh" start "$MFS_DIR" >&2 || { MFS_DIR=""; die "cannot start MooseFS"; }
+	# shellcheck disable=SC1091
+	source "$MFS_DIR/env"
+	# shellcheck disable=SC2206  # MOOSEFS_MOUNT_OPTS is a word list
+	mount_cmd_moosefs=(mfsmount "$d/mnt" -H "$MFS_HOST" -P "$MFS_PORT" -o allow_other $MOOSEFS_MOUNT_OPTS)
+	"${mount_cmd_moosefs[@]}" >"$d/mount.log" 2>&1 ||
+		{ cat "$d/mount.log" >&2; die "mfsmount failed"; }
+	mounts+=("$d/mnt|moosefs")
 	wait_mounted "$d/mnt"
 	echo "$d/mnt"
 }
@@ -357,7 +389,7 @@ run=$RUNS
 		"random: $RAND_SIZE file$([[ $RAND_WARM == 1 ]] && echo ", read once before (in the daemons' caches)"), $RAND_JOBS psync jobs (1 for the 1-job row), ${RAND_RUNTIME}s; meta: $META_FILES files, $META_PROCS processes; small files: $SMALL_FILES of $SMALL_SIZE${CAIRN_FORMAT_OPTS:+; Cairn formatted with $CAIRN_FORMAT_OPTS}"
 	echo "caches, same for Cairn and JuiceFS: memory $CACHE_MEM block cache + $BUFFER_SIZE write buffer (JuiceFS --buffer-size $JUICEFS_BUFFER_MIB MiB)," \
 		"$(if [[ $JUICEFS_CACHE_MIB == 0 ]]; then echo "no disk cache (Cairn: no --cache-dir; JuiceFS --cache-size 0)"; else echo "disk cache $CACHE_SIZE in scratch (JuiceFS --cache-size $JUICEFS_CACHE_MIB)"; fi)"
-	if [[ $SHARED == 0 && -z ${CAIRN_DATA_URL:-} && $JUICEFS_CACHE_MIB != 0 ]]; then
+	if [[ $SHARED == 0 && -z ${CAIRN_DATA_URL:-} && $JUICEFS_CACHE_MIB != 0 && " $TARGETS " == *" cairn "* ]]; then
 		echo "Cairn leaves its --cache-dir out: it is on the file system of its file:// data store, where it would only copy blocks (docs/design/0005-caches.md); JuiceFS fills its cache"
 	fi
 	if [[ $RUNS -gt 1 ]]; then echo "runs: $RUNS (all targets per run, in turn); the table shows medians, the TSV every run"; fi
@@ -373,6 +405,9 @@ run=$RUNS
 			else
 				echo "juicefs: $("$JUICEFS" version 2>/dev/null | head -1), sqlite3 meta, file storage, opts: --buffer-size $JUICEFS_BUFFER_MIB --cache-size $JUICEFS_CACHE_MIB ${JUICEFS_MOUNT_OPTS:-}"
 			fi
+			;;
+		moosefs)
+			echo "moosefs: $(mfsmount --version 2>&1 | head -1) (Debian packages), master and one chunkserver on this host (chunks in scratch), mfsmount defaults ${MOOSEFS_MOUNT_OPTS:-}"
 			;;
 		cairn)
 			if [[ $SHARED == 1 ]]; then

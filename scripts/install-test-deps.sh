@@ -39,10 +39,11 @@ fi
 # util-linux: mountpoint, findmnt          coreutils: timeout
 # postgresql-15: shared-mode metadata server started by the tests (initdb, pg_ctl)
 # libnfs-utils: nfs-ls, nfs-cp, nfs-cat: real NFSv3 clients for the NFS gateway tests
-# nfs-ganesha(-vfs): the NFS peer of bench/nfs.sh   iproute2: ss (bench/nfs.sh port checks)
+# nfs-ganesha(-vfs): the NFS peer of bench/nfs.sh   iproute2: ss, ip (bench/nfs.sh, bench/moosefs.sh)
+# moosefs-master, -chunkserver, -client: the MooseFS peer of bench/run.sh (TARGETS=moosefs)
 APT_PKGS=(fuse3 fio sqlite3 git attr python3 build-essential pkg-config strace
 	shellcheck procps util-linux coreutils ca-certificates curl postgresql-15 libnfs-utils
-	nfs-ganesha nfs-ganesha-vfs iproute2)
+	nfs-ganesha nfs-ganesha-vfs iproute2 moosefs-master moosefs-chunkserver moosefs-client)
 if [[ -z ${SKIP_APT:-} ]]; then
 	missing=()
 	for p in "${APT_PKGS[@]}"; do
