@@ -414,10 +414,16 @@ func TestReadAheadNextChunk(t *testing.T) {
 	if _, _, _, ok := r.NextChunk(); ok {
 		t.Fatal("the same window reported twice")
 	}
+	// The window moves by whole blocks: half a block further reports
+	// the next block whole, and the next read, inside it, nothing.
 	read(0, pos+len(p))
 	index, from, upTo, ok = r.NextChunk()
-	if !ok || index != 1 || from != bs || upTo != bs+uint64(len(p)) {
-		t.Fatalf("NextChunk = %d [%d, %d) %v, want 1 [%d, %d) true", index, from, upTo, ok, bs, bs+len(p))
+	if !ok || index != 1 || from != bs || upTo != 2*bs {
+		t.Fatalf("NextChunk = %d [%d, %d) %v, want 1 [%d, %d) true", index, from, upTo, ok, bs, 2*bs)
+	}
+	read(0, pos+2*len(p))
+	if _, _, _, ok := r.NextChunk(); ok {
+		t.Fatal("a read within the reported block reported the next chunk again")
 	}
 	before := s.Stats()
 	r.PrefetchNext(c.chunk(1), 0, upTo)
@@ -425,9 +431,7 @@ func TestReadAheadNextChunk(t *testing.T) {
 		t.Fatalf("%d blocks prefetched in chunk 1, want 2", n)
 	}
 	waitFetches(t, s)
-	// The rest of chunk 0, then chunk 1's first two blocks: all from the
-	// cache.
-	read(0, pos+2*len(p))
+	// Chunk 1's first two blocks: all from the cache.
 	misses := s.Stats().CacheMisses
 	for pos := 0; pos < 2*bs; pos += len(p) {
 		read(1, pos)

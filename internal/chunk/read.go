@@ -413,7 +413,10 @@ func (r *Reader) ReadChunk(ctx context.Context, index uint32, slices []base.Slic
 			// The window reaches into the next chunk: without its
 			// slices a sequential reader would stall at every chunk
 			// boundary for a whole block fetch.
-			next, upTo := index+1, want-base.ChunkSize
+			// Whole blocks: the window moves a block at a time, not a
+			// read at a time, so the caller's lookups are few.
+			bs := uint64(s.opts.BlockSize)
+			next, upTo := index+1, (want-base.ChunkSize+bs-1)/bs*bs
 			if r.nxChunk != next {
 				r.nxChunk, r.nxUpTo, r.spill = next, 0, false
 			}
