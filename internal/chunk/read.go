@@ -412,9 +412,9 @@ func (r *Reader) ReadChunk(ctx context.Context, index uint32, slices []base.Slic
 		if want > base.ChunkSize && index < maxChunkIndex {
 			// The window reaches into the next chunk: without its
 			// slices a sequential reader would stall at every chunk
-			// boundary for a whole block fetch.
-			// Whole blocks: the window moves a block at a time, not a
-			// read at a time, so the caller's lookups are few.
+			// boundary for a whole block fetch. That part is whole
+			// blocks, so it grows a block at a time, not a read at a
+			// time, and the caller's lookups are few.
 			bs := uint64(s.opts.BlockSize)
 			next, upTo := index+1, (want-base.ChunkSize+bs-1)/bs*bs
 			if r.nxChunk != next {

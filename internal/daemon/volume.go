@@ -269,8 +269,8 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 
 // RemoteReadAhead is the default read-ahead, in blocks, on a data store
 // reached over the network: with two blocks (the default on a local
-// directory) a sequential reader waited for fetches from S3 at chunk
-// after chunk (docs/performance.md, "Read-ahead").
+// directory) sequential reads from S3 were slower and their tail longer
+// (docs/design/0005-caches.md, "Read-ahead across chunks, and its depth").
 const RemoteReadAhead = 8
 
 // VolumeOptions configures OpenVolume.
@@ -294,8 +294,8 @@ type VolumeOptions struct {
 	CacheWrites bool
 	// ReadAhead is the number of blocks fetched ahead of a sequential
 	// reader: 0 for the default of the data store (RemoteReadAhead for a
-	// store other than a local directory, else chunk.DefaultReadAhead),
-	// negative for none.
+	// store other than a local directory, or one slowed by
+	// ObjectLatency; else chunk.DefaultReadAhead), negative for none.
 	ReadAhead int
 	// CacheOnStoreFS keeps the cache directories that are on the file
 	// system of a local (file://) data store. By default they are not
