@@ -521,7 +521,11 @@ func (tx *txn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 		tx.mu.Lock()
 		clean := len(tx.writes) == 0 || len(tx.buffered(r.Start, r.End, false)) == 0
 		w, written := tx.writes[string(r.Start)]
-		pre, prefetched := tx.pre[kv.RangeKey(r)]
+		var pre kv.Pair
+		prefetched := false
+		if tx.pre != nil { // most transactions: no key to build
+			pre, prefetched = tx.pre[kv.RangeKey(r)]
+		}
 		tx.mu.Unlock()
 		if written && !w.del && r.Follow == nil && (r.End == nil || bytes.Compare(r.Start, r.End) < 0) {
 			// This transaction set the range's first possible key: no
