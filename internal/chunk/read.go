@@ -454,11 +454,9 @@ func (r *Reader) NextChunk() (index uint32, from, upTo uint64, ok bool) {
 }
 
 // PrefetchNext prefetches positions [from, upTo) of a chunk, given its
-// slices, into the cache as read-ahead (see NextChunk).
+// slices, into the cache as read-ahead: what NextChunk reported, which it
+// does only with a cache and read-ahead on.
 func (r *Reader) PrefetchNext(slices []base.Slice, from, upTo uint64) {
-	if r.s.cache == nil || r.s.opts.ReadAhead < 0 {
-		return
-	}
 	r.s.prefetch(slices, from, min(upTo, base.ChunkSize))
 }
 

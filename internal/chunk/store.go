@@ -131,9 +131,13 @@ func (s *Store) Options() Options { return s.opts }
 // BlockSize returns the block size in use.
 func (s *Store) BlockSize() int { return s.opts.BlockSize }
 
-// InlineMax returns Options.InlineMax: compaction output within the first
-// that many bytes of a file is inline too (base.InlineBit in its id).
-func (s *Store) InlineMax() int { return s.opts.InlineMax }
+// Inline reports whether a slice of one block in chunk index, ending at
+// chunk position end, is inline (base.InlineBit in its id, see
+// Options.InlineMax): it lies within the first InlineMax bytes of the
+// file. The writer and compaction both follow it.
+func (s *Store) Inline(index, end uint32) bool {
+	return index == 0 && end <= uint32(s.opts.InlineMax)
+}
 
 // blockLen returns the length of block index of a slice of size bytes.
 func (s *Store) blockLen(size uint32, index int) int {

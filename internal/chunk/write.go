@@ -513,7 +513,7 @@ func (w *Writer) startUpload(ws *wslice, i int) {
 	data := b.buf[:b.n]
 	// Only a sealed slice's length is final; one of a single block within
 	// the first InlineMax bytes of the file is inline.
-	inline := ws.sealed && len(ws.blocks) == 1 && ws.chunk == 0 && ws.pos+uint32(ws.length) <= uint32(w.s.opts.InlineMax)
+	inline := ws.sealed && len(ws.blocks) == 1 && w.s.Inline(ws.chunk, ws.pos+uint32(ws.length))
 	if _, ok := w.c.(InlineCommitter); ok && inline {
 		// The commit stores it (and gives it its id); the buffer stays
 		// accounted until then.

@@ -190,21 +190,21 @@ func callControl(c net.Conn, path string, req Request, w io.Writer) error {
 
 // QueryHolder asks the process behind loc's socket who it is.
 func QueryHolder(loc MetaLocation) (Holder, error) {
-	var out strings.Builder
-	if err := CallControl(loc, Request{Verb: "holder"}, &out); err != nil {
-		return Holder{}, err
-	}
-	var h Holder
-	err := json.Unmarshal([]byte(out.String()), &h)
-	return h, err
+	return queryHolder(func(req Request, w io.Writer) error { return CallControl(loc, req, w) })
 }
 
 // QueryMountHolder asks the process serving mount point mp, through its
 // own socket (MountSocketPath), who it is. Every mount has that socket,
 // shared volumes' included; only embedded ones have the volume's.
 func QueryMountHolder(mp string) (Holder, error) {
+	return queryHolder(func(req Request, w io.Writer) error { return CallSocket(MountSocketPath(mp), req, w) })
+}
+
+// queryHolder sends the "holder" request through call and decodes the
+// answer.
+func queryHolder(call func(Request, io.Writer) error) (Holder, error) {
 	var out strings.Builder
-	if err := CallSocket(MountSocketPath(mp), Request{Verb: "holder"}, &out); err != nil {
+	if err := call(Request{Verb: "holder"}, &out); err != nil {
 		return Holder{}, err
 	}
 	var h Holder

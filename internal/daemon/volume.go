@@ -389,10 +389,12 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 		return nil, err
 	}
 	cacheDirs := o.CacheDirs
-	if _, ok := objs.(*local.Store); (!ok || o.ObjectLatency > 0) && o.ReadAhead == 0 {
+	ls, isLocal := objs.(*local.Store)
+	isLocal = isLocal && o.ObjectLatency == 0
+	if !isLocal && o.ReadAhead == 0 {
 		o.ReadAhead = RemoteReadAhead
 	}
-	if ls, ok := objs.(*local.Store); ok && o.ObjectLatency == 0 && !o.CacheOnStoreFS && len(cacheDirs) > 0 {
+	if isLocal && !o.CacheOnStoreFS && len(cacheDirs) > 0 {
 		cacheDirs = v.dropStoreFSDirs(cacheDirs, ls.Dir())
 	}
 	if o.ObjectLatency > 0 {

@@ -365,9 +365,9 @@ func (v *VFS) compact(ctx context.Context, j compactJob) error {
 		if err != nil {
 			return err
 		}
-		if j.index == 0 && hi <= uint32(v.cs.InlineMax()) {
+		if v.cs.Inline(j.index, hi) {
 			// The start of a small file: inline, as the writer makes
-			// such slices (chunk.Options.InlineMax).
+			// such slices.
 			id |= base.InlineBit
 		}
 		ns, err := v.cs.CompactRange(ctx, slices, lo, hi, id)
