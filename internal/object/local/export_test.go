@@ -5,3 +5,9 @@ func SetFsync(s *Store, fn func(path string) error) { s.fsync = fn }
 
 // FsyncPath is the real one.
 var FsyncPath = fsyncPath
+
+// Unnamed reports whether s's Put links unnamed files; SetUnnamed turns
+// that off, to test the named temporary files used where O_TMPFILE is not.
+func Unnamed(s *Store) bool { return s.unnamed }
+
+func SetUnnamed(s *Store, on bool) { s.unnamed = on }

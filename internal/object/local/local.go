@@ -2,10 +2,12 @@
 // object: key "a/b" is the file DIR/a/b. It is the data store of the
 // embedded deployment mode.
 //
-// Put writes a temporary file beside the target and renames it into place,
-// so a reader sees the old or the new object, never a mix, and a crash
-// leaves either the old object, the new one, or a stray temporary file that
-// is never listed as an object. Put does not fsync: it starts the
+// Put writes an unnamed file (O_TMPFILE) in the target's directory and
+// links it into place, or, where the file system lacks O_TMPFILE, a named
+// temporary file it renames. A reader sees the old or the new object, never
+// a mix, and a crash leaves either the old object or the new one (and, in
+// the second way, perhaps a stray temporary file that is never listed as an
+// object). Put does not fsync: it starts the
 // object's writeback and notes it; the store implements object.Syncer,
 // and Sync makes every object put before it durable by fsyncing the noted
 // files and their directories, in one round shared by all concurrent
@@ -22,12 +24,16 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cairnfs/cairn/internal/object"
 )
@@ -53,6 +59,8 @@ type Store struct {
 	unsynced map[string]struct{}
 	// fsync syncs one file or directory; tests count or fail the calls.
 	fsync func(path string) error
+	// unnamed: Put writes unnamed files and links them (canLinkUnnamed).
+	unnamed bool
 }
 
 // Open opens (creating it if needed) the directory store at dir. It fails if
@@ -80,7 +88,7 @@ func Open(dir string) (*Store, error) {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
-	s := &Store{dir: abs, unsynced: make(map[string]struct{}), fsync: fsyncPath}
+	s := &Store{dir: abs, unsynced: make(map[string]struct{}), fsync: fsyncPath, unnamed: canLinkUnnamed(abs)}
 	s.sync.fn = s.syncPut
 	return s, nil
 }
@@ -101,6 +109,14 @@ func (s *Store) path(key string) string {
 
 // Put implements object.Store. The object is visible when Put returns and
 // durable after a later Sync.
+//
+// Where the file system has O_TMPFILE (ext4, XFS, btrfs, tmpfs), the data
+// is written to an unnamed file in the target's directory, which is then
+// linked into place: one directory operation per object instead of the
+// create and rename of a named temporary file, and a crash leaves no
+// stray file (the kernel frees the unnamed inode). Elsewhere Put writes a
+// named temporary file and renames it. Either way a reader sees the old
+// object or the new one, never a mix. See docs/design/0005.
 func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	if err := object.ValidKey(key); err != nil {
 		return err
@@ -109,29 +125,37 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 		return err
 	}
 	target := s.path(key)
-	parent := filepath.Dir(target)
-	// A concurrent Delete removes directories it leaves empty, so parent
-	// can vanish while MkdirAll builds it or before CreateTemp; once the
-	// temporary file exists the directory is not empty and stays. Retry.
-	var f *os.File
 	var err error
-	for range 100 {
-		if err = os.MkdirAll(parent, 0o700); err == nil {
-			f, err = os.CreateTemp(parent, tmpPrefix+"*")
-		}
-		if err == nil {
-			break
-		}
-		// EEXIST and ENOTDIR can also come from that race.
-		if s.fileAbove(target) {
-			return fmt.Errorf("%w: put %q: a parent is an object", object.ErrConflict, key)
-		}
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EEXIST) && !errors.Is(err, syscall.ENOTDIR) {
-			break
-		}
+	if s.unnamed {
+		err = s.putUnnamed(target, data)
+	} else {
+		err = s.putRenamed(target, data)
 	}
+	if err == nil {
+		s.mu.Lock()
+		s.unsynced[target] = struct{}{}
+		s.mu.Unlock()
+		return nil
+	}
+	if errors.Is(err, object.ErrConflict) {
+		return fmt.Errorf("%w: put %q: a parent is an object", object.ErrConflict, key)
+	}
+	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+		return fmt.Errorf("%w: put %q: objects exist below it", object.ErrConflict, key)
+	}
+	return fmt.Errorf("object/local: put %q: %w", key, err)
+}
+
+// putRenamed writes data to a named temporary file beside target and
+// renames it into place.
+func (s *Store) putRenamed(target string, data []byte) error {
+	var f *os.File
+	err := s.inParent(target, func() (err error) {
+		f, err = os.CreateTemp(filepath.Dir(target), tmpPrefix+"*")
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("object/local: put %q: %w", key, err)
+		return err
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
@@ -144,19 +168,109 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	if err == nil {
 		err = os.Rename(tmp, target)
 	}
-	if err == nil {
-		s.mu.Lock()
-		s.unsynced[target] = struct{}{}
-		s.mu.Unlock()
-	}
 	if err != nil {
 		os.Remove(tmp)
-		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
-			return fmt.Errorf("%w: put %q: objects exist below it", object.ErrConflict, key)
+	}
+	return err
+}
+
+// putUnnamed writes data to an unnamed file (O_TMPFILE) in target's
+// directory and links it into place. A target that exists already is
+// replaced: the file is linked under a temporary name and renamed over it.
+func (s *Store) putUnnamed(target string, data []byte) error {
+	var f *os.File
+	err := s.inParent(target, func() error {
+		fd, err := openUnnamed(filepath.Dir(target))
+		if err != nil {
+			return &fs.PathError{Op: "open", Path: filepath.Dir(target), Err: err}
 		}
-		return fmt.Errorf("object/local: put %q: %w", key, err)
+		f = os.NewFile(uintptr(fd), target)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	startWriteback(f) // Sync then finds little left to write
+	proc := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+	exists := false
+	err = s.inParent(target, func() error {
+		err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, target, unix.AT_SYMLINK_FOLLOW)
+		if errors.Is(err, unix.EEXIST) {
+			exists = true
+			return nil
+		}
+		return pathErr("link", target, err)
+	})
+	if err != nil || !exists {
+		return err
+	}
+	// Once linked the file can no longer be linked again after its name
+	// is removed: no retry from here.
+	tmp := filepath.Join(filepath.Dir(target), tmpPrefix+strconv.FormatUint(rand.Uint64(), 36))
+	if err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, tmp, unix.AT_SYMLINK_FOLLOW); err != nil {
+		return pathErr("link", tmp, err)
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		os.Remove(tmp)
+		return err
 	}
 	return nil
+}
+
+// pathErr wraps a system call's error, nil for nil.
+func pathErr(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &fs.PathError{Op: op, Path: path, Err: err}
+}
+
+// inParent runs op, which makes a file in target's directory, and makes
+// that directory (and its parents) when op finds it missing. A concurrent
+// Delete removes the directories it leaves empty, so the directory can
+// vanish again before op runs (and, for an unnamed file, before it is
+// linked): op is retried. It returns object.ErrConflict when a parent of
+// target is an object.
+func (s *Store) inParent(target string, op func() error) error {
+	var err error
+	for range 100 {
+		if err = op(); err == nil {
+			return nil
+		}
+		// EEXIST and ENOTDIR can also come from that race, and EPERM:
+		// ext4 refuses an unnamed file in a directory already removed.
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EEXIST) && !errors.Is(err, syscall.ENOTDIR) &&
+			!errors.Is(err, syscall.EPERM) {
+			return err
+		}
+		if s.fileAbove(target) {
+			return object.ErrConflict
+		}
+		if mkErr := os.MkdirAll(filepath.Dir(target), 0o700); mkErr != nil && !errors.Is(mkErr, fs.ErrNotExist) &&
+			!errors.Is(mkErr, syscall.EEXIST) && !errors.Is(mkErr, syscall.ENOTDIR) {
+			return mkErr
+		}
+	}
+	return err
+}
+
+// canLinkUnnamed reports whether Put can use unnamed files in dir: the file
+// system supports O_TMPFILE and /proc/self/fd links them.
+func canLinkUnnamed(dir string) bool {
+	fd, err := openUnnamed(dir)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	probe := filepath.Join(dir, tmpPrefix+"probe."+strconv.FormatUint(rand.Uint64(), 36))
+	if unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, probe, unix.AT_SYMLINK_FOLLOW) != nil {
+		return false
+	}
+	return os.Remove(probe) == nil
 }
 
 // fileAbove reports whether a proper parent of path below the store

@@ -26,8 +26,26 @@ func open(t *testing.T, dir string) *local.Store {
 	return s
 }
 
+// TestConformance runs the object store suite on both ways of Put: unnamed
+// files linked into place (where the file system has O_TMPFILE, as the
+// test machine's must) and named temporary files renamed.
 func TestConformance(t *testing.T) {
-	objtest.Run(t, func(t *testing.T) object.Store { return open(t, t.TempDir()) })
+	t.Run("unnamed", func(t *testing.T) {
+		objtest.Run(t, func(t *testing.T) object.Store {
+			s := open(t, t.TempDir())
+			if !local.Unnamed(s) {
+				t.Fatal("O_TMPFILE not usable in the test directory")
+			}
+			return s
+		})
+	})
+	t.Run("renamed", func(t *testing.T) {
+		objtest.Run(t, func(t *testing.T) object.Store {
+			s := open(t, t.TempDir())
+			local.SetUnnamed(s, false)
+			return s
+		})
+	})
 }
 
 func TestOpen(t *testing.T) {
@@ -162,7 +180,14 @@ func TestDeleteRemovesEmptyDirs(t *testing.T) {
 // TestPutDeleteRace puts and deletes sibling keys concurrently: Delete's
 // removal of empty directories must never make a Put fail.
 func TestPutDeleteRace(t *testing.T) {
-	s := open(t, t.TempDir())
+	for _, unnamed := range []bool{true, false} {
+		s := open(t, t.TempDir())
+		local.SetUnnamed(s, unnamed)
+		putDeleteRace(t, s)
+	}
+}
+
+func putDeleteRace(t *testing.T, s *local.Store) {
 	ctx := t.Context()
 	var wg sync.WaitGroup
 	for w := range 4 {

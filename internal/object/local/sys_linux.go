@@ -13,3 +13,9 @@ import (
 func startWriteback(f *os.File) {
 	_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
 }
+
+// openUnnamed opens an unnamed regular file for writing in directory dir
+// (O_TMPFILE), to be linked into place once written.
+func openUnnamed(dir string) (int, error) {
+	return unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+}
