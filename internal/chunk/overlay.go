@@ -79,7 +79,7 @@ func (w *Writer) Overlay(idx uint32, pos uint32, n int) *Overlay {
 			// and an upload only appends its checksums past the data).
 			if blk := ws.blocks[i]; blk.state == uploaded {
 				ref := ws.ref()
-				part.ref = base.Slice{Pos: uint32(x), ID: ref.ID, Size: ref.Size, Off: uint32(rel), Len: uint32(y - x)}
+				part.ref = base.Slice{Pos: uint32(x), ID: ref.ID, Size: ref.Size, Off: ref.Off + uint32(rel), Len: uint32(y - x)}
 			} else {
 				boff := rel - i*bs
 				part.data = slices.Clone(blk.buf[boff : boff+y-x])

@@ -75,6 +75,7 @@ const (
 	uploaded                    // in the object store; buffer released
 	held                        // inline block kept in its buffer for the commit (InlineCommitter)
 	failed                      // frozen, last upload failed; retried by Flush
+	queued                      // frozen, waiting in its chunk's pack (see packable)
 )
 
 // wblock is one block of a buffered slice. len(buf) is the number of bytes
@@ -97,6 +98,10 @@ type wslice struct {
 
 	idMu sync.Mutex
 	id   uint64
+	// A slice uploaded in a pack (see packable) is bytes [off, off+length)
+	// of the pack's object of size bytes, whose id it takes; size is 0
+	// for a slice that is its own object.
+	off, size uint32
 }
 
 // ensureID returns the slice's id, allocating it on first use; inline
@@ -124,7 +129,19 @@ func (ws *wslice) ensureID(ctx context.Context, c Committer, inline bool) (uint6
 func (ws *wslice) ref() base.Slice {
 	ws.idMu.Lock()
 	defer ws.idMu.Unlock()
-	return base.Slice{Pos: ws.pos, ID: ws.id, Size: uint32(ws.length), Off: 0, Len: uint32(ws.length)}
+	size := ws.size
+	if size == 0 {
+		size = uint32(ws.length)
+	}
+	return base.Slice{Pos: ws.pos, ID: ws.id, Size: size, Off: ws.off, Len: uint32(ws.length)}
+}
+
+// setPacked makes ws part of the pack id of size bytes, at off; id 0
+// makes it its own object again (its pack failed to upload).
+func (ws *wslice) setPacked(id uint64, off, size uint32) {
+	ws.idMu.Lock()
+	defer ws.idMu.Unlock()
+	ws.id, ws.off, ws.size = id, off, size
 }
 
 // Writer buffers the writes of one file (one per open inode, shared by all
@@ -181,6 +198,8 @@ type Writer struct {
 	mu        sync.Mutex
 	pending   []*wslice            // uncommitted slices, in start order
 	open      map[uint32][]*wslice // open (unsealed) slices of each chunk, in start order
+	packs     map[uint32][]*wslice // sealed small slices of each chunk waiting to be uploaded together
+	packBytes map[uint32]int       // bytes in packs, per chunk
 	perChunk  map[uint32]int       // uncommitted slices per chunk
 	unsealed  int64                // bytes in filling blocks
 	closed    bool
@@ -195,8 +214,10 @@ func (s *Store) NewWriter(c Committer) *Writer {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Writer{
 		s: s, c: c, ctx: ctx, cancel: cancel,
-		open:     make(map[uint32][]*wslice),
-		perChunk: make(map[uint32]int),
+		open:      make(map[uint32][]*wslice),
+		packs:     make(map[uint32][]*wslice),
+		packBytes: make(map[uint32]int),
+		perChunk:  make(map[uint32]int),
 	}
 	s.writersMu.Lock()
 	s.writers[w] = struct{}{}
@@ -489,11 +510,131 @@ func (w *Writer) seal(ws *wslice) {
 	} else {
 		w.open[ws.chunk] = open
 	}
+	if w.packable(ws) {
+		b := ws.blocks[0]
+		b.n, b.state = len(b.buf), queued
+		w.unsealed -= int64(b.n)
+		// A pack is one block.
+		target := min(packTarget, w.s.opts.BlockSize)
+		if w.packBytes[ws.chunk]+b.n > target {
+			w.startPack(ws.chunk)
+		}
+		w.packs[ws.chunk] = append(w.packs[ws.chunk], ws)
+		if w.packBytes[ws.chunk] += b.n; w.packBytes[ws.chunk] >= target {
+			w.startPack(ws.chunk)
+		}
+		return
+	}
 	for i, b := range ws.blocks {
 		if b.state == filling {
 			w.startUpload(ws, i)
 		}
 	}
+}
+
+// Small slices are uploaded in packs. Random writes make one slice per
+// write, and one object per slice would cost a PUT (a file, on a local
+// store) per 4 KiB written. A sealed slice of a single block of at most
+// packMember bytes waits in its chunk's pack instead; the pack's slices
+// are uploaded as one object (of one block) when they reach packTarget
+// bytes or a block, or at the next Flush or memory pressure, and each is
+// committed as its part of that object (base.Slice Off and Size). A pack
+// never spans chunks: the object's id is referenced by one chunk record
+// only, which frees it when its last part is gone, as for any slice. See
+// docs/design/0005.
+const (
+	packMember = 128 << 10
+	packTarget = 1 << 20
+)
+
+// packable reports whether sealed slice ws waits in a pack. Inline slices
+// do not (they are not objects). Called with w.mu held.
+func (w *Writer) packable(ws *wslice) bool {
+	if len(ws.blocks) != 1 || ws.length == 0 || ws.length > packMember || ws.blocks[0].state != filling {
+		return false
+	}
+	return !w.s.Inline(ws.chunk, ws.pos+uint32(ws.length))
+}
+
+// startPacks starts the upload of every chunk's pack. Called with w.mu
+// held.
+func (w *Writer) startPacks() {
+	for idx := range w.packs {
+		w.startPack(idx)
+	}
+}
+
+// startPack uploads the pack of chunk idx as one object in the
+// background. A pack of one slice is that slice's own object. If the
+// upload fails, its slices fail as blocks do and are retried each as its
+// own object. Called with w.mu held.
+func (w *Writer) startPack(idx uint32) {
+	members := w.packs[idx]
+	delete(w.packs, idx)
+	delete(w.packBytes, idx)
+	if w.closed || len(members) == 0 {
+		return
+	}
+	if len(members) == 1 {
+		w.startUpload(members[0], 0)
+		return
+	}
+	total := 0
+	for _, m := range members {
+		total += m.blocks[0].n
+	}
+	data := make([]byte, 0, EncodedLen(total)) // EncodeBlock appends in place
+	offs := make([]uint32, len(members))
+	done := make(chan struct{})
+	for i, m := range members {
+		b := m.blocks[0]
+		offs[i] = uint32(len(data))
+		data = append(data, b.buf[:b.n]...)
+		b.state, b.err, b.done = uploading, nil, done
+	}
+	w.uploads.Add(1)
+	go func() {
+		defer w.uploads.Done()
+		err := w.uploadPack(members, offs, data)
+		released := 0
+		w.mu.Lock()
+		for _, m := range members {
+			b := m.blocks[0]
+			if err == nil {
+				released += b.n
+				b.state, b.buf = uploaded, nil
+			} else {
+				b.state, b.err = failed, err
+			}
+		}
+		w.s.release(int64(released))
+		close(done)
+		w.mu.Unlock()
+		if err != nil && w.ctx.Err() == nil {
+			w.s.log.Warn("pack upload failed; Flush will retry its slices one by one", "chunk", idx, "slices", len(members), "err", err)
+		}
+	}()
+}
+
+// uploadPack gives the pack's slices a new id and their places in the
+// object, and uploads it.
+func (w *Writer) uploadPack(members []*wslice, offs []uint32, data []byte) error {
+	id, err := w.c.NewSliceID(w.ctx)
+	if err != nil {
+		return fmt.Errorf("chunk: new slice id: %w", err)
+	}
+	if id == 0 || id&base.InlineBit != 0 {
+		return fmt.Errorf("chunk: committer returned slice id %#x: %w", id, base.ErrIO)
+	}
+	for i, m := range members {
+		m.setPacked(id, offs[i], uint32(len(data)))
+	}
+	if err = w.put(BlockKey(id, 0, len(data)), data); err != nil {
+		for _, m := range members {
+			m.setPacked(0, 0, 0)
+		}
+	}
+	return err
 }
 
 // startUpload freezes block i of ws (if still filling) and uploads it in
@@ -550,12 +691,16 @@ func (w *Writer) uploadBlock(ws *wslice, i int, data []byte, inline bool) error 
 	if err != nil {
 		return err
 	}
-	key := BlockKey(id, i, len(data))
+	return w.put(BlockKey(id, i, len(data)), data)
+}
+
+// put uploads one block object, retrying a few times.
+func (w *Writer) put(key string, data []byte) error {
 	for attempt := 0; ; attempt++ {
 		// Blocks shorter than a full block (small writes, the ends of
 		// slices) are likely read back soon; full blocks of streams are
 		// not kept, so a large write does not flush the memory tier.
-		err = w.s.putBlock(w.ctx, key, data, len(data) < w.s.opts.BlockSize)
+		err := w.s.putBlock(w.ctx, key, data, len(data) < w.s.opts.BlockSize)
 		if err == nil || attempt == 2 || w.ctx.Err() != nil {
 			return err
 		}
@@ -618,6 +763,7 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 			w.seal(ws)
 		}
 	}
+	w.startPacks()
 	list := slices.Clone(w.pending)
 	var waits []chan struct{}
 	for _, ws := range list {
@@ -820,6 +966,8 @@ func (w *Writer) Close() {
 	}
 	w.pending, w.unsealed = nil, 0
 	clear(w.open)
+	clear(w.packs)
+	clear(w.packBytes)
 	clear(w.perChunk)
 	w.mu.Unlock()
 	w.s.release(n)
@@ -837,6 +985,7 @@ func (w *Writer) sealOldest() {
 			w.seal(ws)
 		}
 	}
+	w.startPacks()
 }
 
 // reserve takes n bytes of the buffer budget, waiting while it would exceed
