@@ -25,7 +25,10 @@ type piece struct {
 // returned piece read as zeros. It rejects references that cannot be valid.
 func resolve(slices []base.Slice, a, b uint64) ([]piece, error) {
 	type span struct{ a, b uint64 }
-	open := []span{{a, b}}
+	// Two buffers used in turn: a read of a chunk holding many slices
+	// (random writes before compaction) allocates nothing per slice.
+	var bufs [2][4]span
+	open, next := append(bufs[0][:0], span{a, b}), bufs[1][:0]
 	var out []piece
 	for i := len(slices) - 1; i >= 0 && len(open) > 0; i-- {
 		s := slices[i]
@@ -36,7 +39,10 @@ func resolve(slices []base.Slice, a, b uint64) ([]piece, error) {
 		if hi > base.ChunkSize || (s.ID != 0 && uint64(s.Off)+uint64(s.Len) > uint64(s.Size)) {
 			return nil, fmt.Errorf("chunk: invalid slice reference %+v: %w", s, base.ErrIO)
 		}
-		var next []span
+		if hi <= a || lo >= b {
+			continue // outside the read
+		}
+		next = next[:0]
 		for _, sp := range open {
 			if hi <= sp.a || lo >= sp.b {
 				next = append(next, sp)
@@ -53,7 +59,7 @@ func resolve(slices []base.Slice, a, b uint64) ([]piece, error) {
 				out = append(out, piece{x, y, s})
 			}
 		}
-		open = next
+		open, next = next, open
 	}
 	return out, nil
 }
