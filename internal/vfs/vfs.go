@@ -329,18 +329,25 @@ func (v *VFS) compactLoop() {
 const compactWindows = 16
 
 // compact reduces the slice list of one chunk. It works window by window
-// (one block size each): the window holding the most slices that lie
-// entirely inside it is rewritten as one slice spanning those slices, so
-// the cost follows the fragmented range, not the chunk's 64 MiB. It stops
-// once the chunk is down to half the compaction threshold: the windows
-// left hold fewer slices, and rewriting them now would cost a block write
-// for each few small writes (random writes spread over a chunk fill all
-// its windows evenly); later they collect more slices and are rewritten
-// when they lead. Only when no window holds two slices (slices crossing
-// window boundaries) is the whole covered range rewritten. If the chunk
-// changed in a way that invalidates a rewrite, the new slice is dropped;
-// the next write that finds the chunk fragmented schedules another
-// attempt.
+// (one block size each), rewriting the slices that lie entirely inside a
+// window as one slice spanning them, so the cost follows the fragmented
+// range, not the chunk's 64 MiB.
+//
+// Which window: the one where those slices' bytes are the largest share of
+// the range rewritten, and only if that share is at least
+// 1/compactAmplification. Random writes spread over a chunk fill its
+// windows evenly; rewriting a 4 MiB window for each few 8 KiB writes in it
+// made compaction a third of the daemon's CPU under the 8K random mix. The
+// chunk's slices may then grow past the threshold, up to compactForce
+// times it: beyond that the window holding the most slices is rewritten
+// whatever its share, which bounds the list (the metadata record and a
+// read's resolve). Writes that fill a window densely (appends, rewrites of
+// one region) qualify at once. A job stops once the chunk is down to half
+// the threshold or no window qualifies. Only when no window holds two
+// slices (slices crossing window boundaries) is the whole covered range
+// rewritten. If the chunk changed in a way that invalidates a rewrite,
+// the new slice is dropped; the next write that finds the chunk
+// fragmented schedules another attempt. See docs/design/0005.
 func (v *VFS) compact(ctx context.Context, j compactJob) error {
 	for round := 0; round < compactWindows; round++ {
 		slices, err := v.m.ReadChunk(ctx, j.ino, j.index)
@@ -353,9 +360,10 @@ func (v *VFS) compact(ctx context.Context, j compactJob) error {
 		if len(slices) < 2 || round > 0 && len(slices) <= v.m.CompactThreshold()/2 {
 			return nil
 		}
-		drop, lo, hi := pickWindow(slices, uint32(v.cs.BlockSize()))
+		force := len(slices) > compactForce*v.m.CompactThreshold()
+		drop, lo, hi, some := pickWindow(slices, uint32(v.cs.BlockSize()), force)
 		if drop == nil {
-			if round > 0 || len(slices) <= v.m.CompactThreshold() {
+			if round > 0 || len(slices) <= v.m.CompactThreshold() || some {
 				return nil
 			}
 			// No window to work on: rewrite everything the slices cover.
@@ -397,15 +405,31 @@ func (v *VFS) compact(ctx context.Context, j compactJob) error {
 	return nil
 }
 
-// pickWindow finds the block-sized window of the chunk holding the most
-// slices (at least two) that lie entirely inside it. It returns which
-// slices those are and the range [lo, hi) they span, or nil.
-func pickWindow(slices []base.Slice, window uint32) (drop []bool, lo, hi uint32) {
+// compactAmplification bounds the bytes a window rewrite writes per byte
+// of the slices it merges, while the chunk holds at most compactForce
+// times the compaction threshold slices.
+const (
+	compactAmplification = 16
+	compactForce         = 8
+)
+
+// pickWindow finds the block-sized window of the chunk to rewrite among
+// those holding at least two slices that lie entirely inside it: with
+// force the one holding the most, else the one whose slices' bytes are the
+// largest share of the range they span, if at least
+// 1/compactAmplification. It returns which slices those are and the range
+// [lo, hi) they span, or nil; some reports whether some window held two
+// slices.
+func pickWindow(slices []base.Slice, window uint32, force bool) (drop []bool, lo, hi uint32, some bool) {
 	if window == 0 {
-		return nil, 0, 0
+		return nil, 0, 0, false
 	}
-	counts := map[uint32]int{}
-	best, bestN := uint32(0), 1
+	type win struct {
+		n      int
+		bytes  uint64
+		lo, hi uint32
+	}
+	wins := map[uint32]*win{}
 	for _, s := range slices {
 		if s.Len == 0 {
 			continue
@@ -414,25 +438,51 @@ func pickWindow(slices []base.Slice, window uint32) (drop []bool, lo, hi uint32)
 		if (s.Pos+s.Len-1)/window != w {
 			continue
 		}
-		counts[w]++
-		if n := counts[w]; n > bestN || n == bestN && w < best {
-			best, bestN = w, n
+		x := wins[w]
+		if x == nil {
+			x = &win{lo: s.Pos, hi: s.Pos + s.Len}
+			wins[w] = x
+		}
+		x.n++
+		x.bytes += uint64(s.Len)
+		x.lo, x.hi = min(x.lo, s.Pos), max(x.hi, s.Pos+s.Len)
+	}
+	best, found := uint32(0), false
+	better := func(w uint32, x *win) bool {
+		if !found {
+			return true
+		}
+		b := wins[best]
+		if force {
+			return x.n > b.n || x.n == b.n && w < best
+		}
+		// x.bytes/span(x) > b.bytes/span(b), without division
+		l, r := x.bytes*uint64(b.hi-b.lo), b.bytes*uint64(x.hi-x.lo)
+		return l > r || l == r && w < best
+	}
+	for w, x := range wins {
+		if x.n < 2 {
+			continue
+		}
+		some = true
+		if !force && x.bytes*compactAmplification < uint64(x.hi-x.lo) {
+			continue
+		}
+		if better(w, x) {
+			best, found = w, true
 		}
 	}
-	if bestN < 2 {
-		return nil, 0, 0
+	if !found {
+		return nil, 0, 0, some
 	}
 	drop = make([]bool, len(slices))
-	lo, hi = ^uint32(0), 0
 	for i, s := range slices {
 		if s.Len == 0 || s.Pos/window != best || (s.Pos+s.Len-1)/window != best {
 			continue
 		}
 		drop[i] = true
-		lo = min(lo, s.Pos)
-		hi = max(hi, s.Pos+s.Len)
 	}
-	return drop, lo, hi
+	return drop, wins[best].lo, wins[best].hi, some
 }
 
 // coverage is the range [lo, hi) the slices cover.
