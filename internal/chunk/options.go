@@ -63,6 +63,12 @@ type Options struct {
 	// (cache-on-write), so that data written here is read back locally.
 	// Default false.
 	CacheWrites bool
+	// CacheRandomWrites puts the objects that random writes make, packs of
+	// small slices and compaction output, into DiskCache even without
+	// CacheWrites: on a remote store a read that misses memory would
+	// otherwise fetch their segments from the object store (milliseconds
+	// each) before the disk tier has them. Default false.
+	CacheRandomWrites bool
 	// InlineMax: a slice of at most this many bytes that lies within the
 	// first InlineMax bytes of a file (a small file, or the start of one)
 	// gets base.InlineBit in its id, and its block goes to the object

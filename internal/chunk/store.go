@@ -291,6 +291,15 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory 
 	return nil
 }
 
+// cacheRandomWrite puts an uploaded pack or compaction output into the
+// disk tier under Options.CacheRandomWrites (putBlock already did under
+// CacheWrites).
+func (s *Store) cacheRandomWrite(key string, data []byte) {
+	if s.opts.CacheRandomWrites && !s.opts.CacheWrites && s.disk != nil {
+		s.disk.Put(key, data)
+	}
+}
+
 // SyncObjects makes every block uploaded so far durable, when the object
 // store implements object.Syncer (otherwise Put already is durable and this
 // does nothing). Writer.Flush does not sync; fsync calls Flush, then

@@ -181,9 +181,9 @@ func (ws *wslice) setPacked(id uint64, off, size uint32) {
 // than its flush interval.
 //
 // Reads: uncommitted data is not in the chunk maps. A caller reading a
-// file with pending data takes, inside HoldCommits, the committed chunk
-// map and Overlay of the range, reads the committed content and applies
-// the overlay over it.
+// file with pending data takes the Overlay of the range, then the
+// committed chunk map (or both inside HoldCommits), reads the committed
+// content and applies the overlay over it.
 type Writer struct {
 	s      *Store
 	c      Committer
@@ -629,12 +629,15 @@ func (w *Writer) uploadPack(members []*wslice, offs []uint32, data []byte) error
 	for i, m := range members {
 		m.setPacked(id, offs[i], uint32(len(data)))
 	}
-	if err = w.put(BlockKey(id, 0, len(data)), data); err != nil {
+	key := BlockKey(id, 0, len(data))
+	if err = w.put(key, data); err != nil {
 		for _, m := range members {
 			m.setPacked(0, 0, 0)
 		}
+		return err
 	}
-	return err
+	w.s.cacheRandomWrite(key, data[:len(data):len(data)])
+	return nil
 }
 
 // startUpload freezes block i of ws (if still filling) and uploads it in

@@ -449,6 +449,9 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 		CacheWrites: o.CacheWrites,
 		InlineMax:   v.Settings.InlineMax,
 		ReadAhead:   o.ReadAhead,
+		// On a local store the disk tier only copies blocks (and is
+		// dropped when it shares the store's file system).
+		CacheRandomWrites: !isLocal,
 	}
 	if len(cacheDirs) > 0 {
 		v.disk, err = cache.OpenDisk(cache.DiskOptions{
