@@ -79,9 +79,9 @@
 // has uploaded it and committed its slices through the Committer, and the
 // caller has re-read the chunk map: ReadChunk only reads what the slices
 // passed to it reference. A caller reading a file with pending writes takes
-// the chunk map and Writer.Overlay of the range inside Writer.HoldCommits
-// and applies the overlay over what ReadChunk returned (read-your-writes
-// without a commit). When the object store implements object.Syncer,
+// Writer.Overlay of the range, then the chunk map (or both inside
+// Writer.HoldCommits), and applies the overlay over what ReadChunk
+// returned (read-your-writes without a commit). When the object store implements object.Syncer,
 // objects are durable only after Store.SyncObjects, which fsync must call
 // after Flush and before syncing metadata.
 package chunk

@@ -43,8 +43,11 @@ type overlayPart struct {
 // Overlay returns the uncommitted data of chunk idx in chunk positions
 // [pos, pos+n), oldest slice first, or nil when there is none. Bytes still
 // buffered are copied; blocks already uploaded are read from the Store by
-// Apply. Take it inside HoldCommits together with the committed chunk
-// map, so that a commit cannot move a slice out of both views.
+// Apply. Take it before the committed chunk map, or together with it
+// inside HoldCommits, so that a commit cannot move a slice out of both
+// views: the Committer must make the new map visible (and drop any copy
+// the caller caches) before the commit takes the slices off the pending
+// list, which it does last.
 //
 // Uploaded blocks stay readable: until the slice is committed nothing
 // deletes them (gc reclaims only old uncommitted objects), and once it is

@@ -80,7 +80,11 @@ func (c committer) CommitSlices(ctx context.Context, commits []chunk.Commit) err
 	if err != nil {
 		return err
 	}
-	f.invalidate()
+	idxs := make([]uint32, len(commits))
+	for i, cm := range commits {
+		idxs[i] = cm.Chunk
+	}
+	f.invalidateChunks(true, idxs...)
 	for _, idx := range due {
 		f.v.scheduleCompaction(f.ino, idx)
 	}
@@ -192,41 +196,54 @@ type readPart struct {
 // readPlan resolves a read of [off, off+n): the file's size, its committed
 // length (content at or past it reads as zeros below the buffered
 // writes), and per chunk the committed slice list and the overlay of this
-// process's buffered writes. A file with buffered writes is resolved
-// inside HoldCommits, so a commit running meanwhile cannot hide a write
-// from both the chunk map and the overlay: reads never wait for an upload
-// or a commit, and see every write that completed before them.
+// process's buffered writes.
+//
+// The buffered writes (length, overlays) are taken before the committed
+// metadata, and no lock holds commits off: a commit invalidates the
+// file's cached length and maps of its chunks after its transaction, and
+// only then takes its slices off the Writer's pending list. A slice
+// missing from the overlays taken first is therefore in the length and
+// maps read after them (a slice in both reads the same bytes twice). Reads
+// never wait for an upload or a commit, and see every write that completed
+// before them. (They used to run inside HoldCommits: on a shared volume a
+// random writer's commits, database transactions retried against
+// compaction, then held reads off most of the time.)
 func (f *file) readPlan(ctx context.Context, off int64, n int) (size, committed int64, parts []readPart, err error) {
-	plan := func(buffered bool) error {
-		var err error
-		committed, err = f.committedLength(ctx)
-		if err != nil {
-			return err
+	buffered := f.w.Pending()
+	var bufLen int64
+	var ovs []*chunk.Overlay
+	if buffered {
+		bufLen = f.w.Len()
+		for pos, end := off, off+int64(n); pos < end; {
+			index, cpos := uint32(pos/base.ChunkSize), uint32(pos%base.ChunkSize)
+			m := min(end-pos, base.ChunkSize-int64(cpos))
+			ovs = append(ovs, f.w.Overlay(index, cpos, int(m)))
+			pos += m
 		}
-		size = committed
-		if buffered {
-			size = max(size, f.w.Len())
-		}
-		if off >= size {
-			return nil
-		}
-		end := min(off+int64(n), size)
-		for pos := off; pos < end; {
-			p := readPart{index: uint32(pos / base.ChunkSize), cpos: uint32(pos % base.ChunkSize)}
-			p.n = int(min(end-pos, base.ChunkSize-int64(p.cpos)))
-			if p.slices, err = f.slices(ctx, p.index); err != nil {
-				return err
-			}
-			if buffered {
-				p.ov = f.w.Overlay(p.index, p.cpos, p.n)
-			}
-			parts = append(parts, p)
-			pos += int64(p.n)
-		}
-		return nil
 	}
-	err = f.holdCommits(plan)
-	return size, committed, parts, err
+	if committed, err = f.committedLength(ctx); err != nil {
+		return 0, 0, nil, err
+	}
+	size = max(committed, bufLen)
+	if off >= size {
+		return size, committed, nil, nil
+	}
+	end := min(off+int64(n), size)
+	for pos := off; pos < end; {
+		p := readPart{index: uint32(pos / base.ChunkSize), cpos: uint32(pos % base.ChunkSize)}
+		p.n = int(min(end-pos, base.ChunkSize-int64(p.cpos)))
+		if p.slices, err = f.slices(ctx, p.index); err != nil {
+			return 0, 0, nil, err
+		}
+		if buffered {
+			// The overlay of the same chunk's range, which may run past
+			// end: Apply ignores what lies past the part.
+			p.ov = ovs[len(parts)]
+		}
+		parts = append(parts, p)
+		pos += int64(p.n)
+	}
+	return size, committed, parts, nil
 }
 
 // holdCommits runs fn(true) inside the Writer's HoldCommits when writes are
@@ -254,6 +271,25 @@ func (f *file) invalidate() {
 	clear(f.chunks)
 	f.lengthOK = false
 	f.gen++
+	f.mu.Unlock()
+}
+
+// invalidateChunks forgets the cached lists of the chunks this process
+// just changed (a commit of its writes, a compaction) and, if length, the
+// cached length. The other chunks' lists stay: their records did not
+// change, and those of other clients are dropped at the next open
+// (close-to-open). On a shared volume a list costs a database read, and a
+// random writer commits every few milliseconds: forgetting every chunk of
+// a 1 GiB file at each commit made reads fetch their list again.
+func (f *file) invalidateChunks(length bool, indexes ...uint32) {
+	f.mu.Lock()
+	for _, idx := range indexes {
+		delete(f.chunks, idx)
+	}
+	if length {
+		f.lengthOK = false
+	}
+	f.gen++ // lists being read meanwhile are used once, not cached
 	f.mu.Unlock()
 }
 

@@ -2,6 +2,8 @@ package vfs
 
 import (
 	"bytes"
+	"fmt"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -266,6 +268,61 @@ func TestReadPastCommittedLength(t *testing.T) {
 	}
 	if got := e.read(t, fh, base.ChunkSize, 10); !bytes.Equal(got, []byte{0, 0, 0, 0, 0, 9}) {
 		t.Fatalf("read of the buffered write in the next chunk: %v", got)
+	}
+	e.release(t, fh)
+}
+
+// TestReadsDuringCommits: a reader never misses a write that completed
+// before its read, while the file's buffered writes are being committed
+// (reads take the overlay first and hold no commit off). Round r writes
+// byte r at scattered positions; after round r is written, every read
+// must see at least r everywhere.
+//
+// Slices replaced by compaction are deleted after a minute here, as after
+// DeleteDelay in a mount: the tests' usual millisecond would delete a
+// pack a slow (race-detector) read has just resolved.
+func TestReadsDuringCommits(t *testing.T) {
+	e := newEnvWith(t, Options{DeleteDelay: time.Minute})
+	_, fh := e.create(t, "f")
+	const n, rounds = 40, 60
+	size := n * 3000
+	e.write(t, fh, 0, make([]byte, size))
+	var done atomic.Int32 // last round fully written
+	stop := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		defer close(errc)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			floor := byte(done.Load())
+			got := make([]byte, size)
+			if m, en := e.v.Read(ctx, fh, 0, got); en != 0 || m != size {
+				errc <- fmt.Errorf("read: %d bytes, %v", m, en)
+				return
+			}
+			for i := range n {
+				if got[i*3000] < floor {
+					errc <- fmt.Errorf("position %d reads round %d after round %d was written", i*3000, got[i*3000], floor)
+					return
+				}
+			}
+		}
+	}()
+	for r := 1; r <= rounds; r++ {
+		for i := range n {
+			e.write(t, fh, int64((n-1-i)*3000), []byte{byte(r)})
+		}
+		// Every 33 scattered writes start a background commit
+		// (MaxChunkSlices) while the reads go on.
+		done.Store(int32(r))
+	}
+	close(stop)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 	e.release(t, fh)
 }

@@ -396,7 +396,7 @@ func (v *VFS) compact(ctx context.Context, j compactJob) error {
 		f := v.files[j.ino]
 		v.mu.Unlock()
 		if f != nil {
-			f.invalidate()
+			f.invalidateChunks(false, j.index)
 		}
 		if drop == nil {
 			return nil

@@ -38,8 +38,8 @@ func newEnv(t *testing.T) *env {
 	return newEnvWith(t, Options{})
 }
 
-// newEnvWith is newEnv with VFS options (FlushInterval and DeleteDelay are
-// set for the tests).
+// newEnvWith is newEnv with VFS options (FlushInterval is set for the
+// tests, and DeleteDelay unless given).
 func newEnvWith(t *testing.T, opts Options) *env {
 	t.Helper()
 	store := memkv.New()
@@ -60,7 +60,10 @@ func newEnvWith(t *testing.T, opts Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.FlushInterval, opts.DeleteDelay = time.Hour, time.Millisecond
+	opts.FlushInterval = time.Hour
+	if opts.DeleteDelay == 0 {
+		opts.DeleteDelay = time.Millisecond
+	}
 	v := New(m, cs, opts)
 	t.Cleanup(func() {
 		if err := v.Close(ctx); err != nil {
