@@ -112,6 +112,19 @@ func (ws *wslice) ensureID(ctx context.Context, c Committer, inline bool) (uint6
 	if ws.id != 0 {
 		return ws.id, nil
 	}
+	id, err := newSliceID(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	if inline {
+		id |= base.InlineBit
+	}
+	ws.id = id
+	return id, nil
+}
+
+// newSliceID returns a fresh slice id from c, checked.
+func newSliceID(ctx context.Context, c Committer) (uint64, error) {
 	id, err := c.NewSliceID(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("chunk: new slice id: %w", err)
@@ -119,10 +132,6 @@ func (ws *wslice) ensureID(ctx context.Context, c Committer, inline bool) (uint6
 	if id == 0 || id&base.InlineBit != 0 {
 		return 0, fmt.Errorf("chunk: committer returned slice id %#x: %w", id, base.ErrIO)
 	}
-	if inline {
-		id |= base.InlineBit
-	}
-	ws.id = id
 	return id, nil
 }
 
@@ -596,20 +605,11 @@ func (w *Writer) startPack(idx uint32) {
 	go func() {
 		defer w.uploads.Done()
 		err := w.uploadPack(members, offs, data)
-		released := 0
-		w.mu.Lock()
-		for _, m := range members {
-			b := m.blocks[0]
-			if err == nil {
-				released += b.n
-				b.state, b.buf = uploaded, nil
-			} else {
-				b.state, b.err = failed, err
-			}
+		blocks := make([]*wblock, len(members))
+		for i, m := range members {
+			blocks[i] = m.blocks[0]
 		}
-		w.s.release(int64(released))
-		close(done)
-		w.mu.Unlock()
+		w.uploadEnded(blocks, done, err)
 		if err != nil && w.ctx.Err() == nil {
 			w.s.log.Warn("pack upload failed; Flush will retry its slices one by one", "chunk", idx, "slices", len(members), "err", err)
 		}
@@ -619,12 +619,9 @@ func (w *Writer) startPack(idx uint32) {
 // uploadPack gives the pack's slices a new id and their places in the
 // object, and uploads it.
 func (w *Writer) uploadPack(members []*wslice, offs []uint32, data []byte) error {
-	id, err := w.c.NewSliceID(w.ctx)
+	id, err := newSliceID(w.ctx, w.c)
 	if err != nil {
-		return fmt.Errorf("chunk: new slice id: %w", err)
-	}
-	if id == 0 || id&base.InlineBit != 0 {
-		return fmt.Errorf("chunk: committer returned slice id %#x: %w", id, base.ErrIO)
+		return err
 	}
 	for i, m := range members {
 		m.setPacked(id, offs[i], uint32(len(data)))
@@ -669,23 +666,32 @@ func (w *Writer) startUpload(ws *wslice, i int) {
 	go func() {
 		defer w.uploads.Done()
 		err := w.uploadBlock(ws, i, data, inline)
-		released := 0
-		w.mu.Lock()
-		if err == nil {
-			b.state, b.buf = uploaded, nil
-			released = b.n
-		} else {
-			b.state, b.err = failed, err
-		}
-		// Release before done: whoever waited for the upload sees the
-		// buffer accounting already updated.
-		w.s.release(int64(released))
-		close(done)
-		w.mu.Unlock()
+		w.uploadEnded([]*wblock{b}, done, err)
 		if err != nil && w.ctx.Err() == nil {
 			w.s.log.Warn("block upload failed; Flush will retry", "chunk", ws.chunk, "block", i, "err", err)
 		}
 	}()
+}
+
+// uploadEnded records the end of the upload of blocks (one block, or the
+// slices of a pack) whose attempt closes done: uploaded, their buffers
+// released, or failed with err.
+func (w *Writer) uploadEnded(blocks []*wblock, done chan struct{}, err error) {
+	released := 0
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, b := range blocks {
+		if err == nil {
+			b.state, b.buf = uploaded, nil
+			released += b.n
+		} else {
+			b.state, b.err = failed, err
+		}
+	}
+	// Release before done: whoever waited for the upload sees the buffer
+	// accounting already updated.
+	w.s.release(int64(released))
+	close(done)
 }
 
 // uploadBlock uploads block i of ws, retrying a few times.
