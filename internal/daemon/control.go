@@ -51,6 +51,7 @@ type AdminFunc func(ctx context.Context, v *Volume, req Request, w io.Writer) er
 type ControlServer struct {
 	ln     net.Listener
 	path   string
+	own    os.FileInfo // the socket file this server made (nil if unknown)
 	vol    *Volume
 	holder Holder
 	run    AdminFunc
@@ -77,7 +78,12 @@ func ServeControlAt(path string, vol *Volume, holder Holder, run AdminFunc) (*Co
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	_ = os.Chmod(path, 0o600)
-	s := &ControlServer{ln: ln, path: path, vol: vol, holder: holder, run: run, log: vol.Log}
+	// Close removes the socket file only while it is still this one: a
+	// mount process that ends after its mount point was unmounted and
+	// mounted again must not remove the new process's socket.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	own, _ := os.Lstat(path)
+	s := &ControlServer{ln: ln, path: path, own: own, vol: vol, holder: holder, run: run, log: vol.Log}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -136,11 +142,14 @@ func (s *ControlServer) serve(c net.Conn) {
 	w.mu.Unlock()
 }
 
-// Close stops serving and removes the socket.
+// Close stops serving and removes the socket, unless another server has
+// replaced it at the same path meanwhile.
 func (s *ControlServer) Close() error {
 	err := s.ln.Close()
 	s.wg.Wait()
-	_ = os.Remove(s.path)
+	if cur, serr := os.Lstat(s.path); serr == nil && s.own != nil && os.SameFile(cur, s.own) {
+		_ = os.Remove(s.path)
+	}
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -78,5 +79,45 @@ func TestControlSocket(t *testing.T) {
 	_, err = OpenVolume(ctx, VolumeOptions{MetaURL: url})
 	if !errors.Is(err, kv.ErrLocked) || !strings.Contains(err.Error(), "pid 4242") || !strings.Contains(err.Error(), "/mnt/x") {
 		t.Fatalf("second open: %v", err)
+	}
+}
+
+// TestControlSocketReplaced: a server that ends after another took over its
+// socket path (a mount point unmounted and mounted again while the first
+// process shuts down) leaves the new socket in place; one that ends alone
+// removes its own.
+func TestControlSocketReplaced(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	url := "pebble://" + dir + "/meta"
+	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "ctl"}); err != nil {
+		t.Fatal(err)
+	}
+	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vol.Close()
+	path := dir + "/m.sock"
+	old, err := ServeControlAt(path, vol, Holder{Pid: 1}, RunAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := ServeControlAt(path, vol, Holder{Pid: 2}, RunAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := CallSocket(path, Request{Verb: "status"}, &out); err != nil {
+		t.Fatalf("the new server's socket after the old one closed: %v", err)
+	}
+	if err := cur.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket left after its server closed: %v", err)
 	}
 }
