@@ -50,16 +50,8 @@ func TestUnescapeMount(t *testing.T) {
 // process, and a second open of the store names the holder.
 func TestControlSocket(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	vol, dir := newVolume(t, "ctl")
 	url := "pebble://" + dir + "/meta"
-	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "ctl"}); err != nil {
-		t.Fatal(err)
-	}
-	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vol.Close()
 	srv, err := ServeControl(vol, Holder{Pid: 4242, Host: "h", MountPoint: "/mnt/x"}, RunAdmin)
 	if err != nil {
 		t.Fatal(err)
@@ -87,17 +79,7 @@ func TestControlSocket(t *testing.T) {
 // process shuts down) leaves the new socket in place; one that ends alone
 // removes its own.
 func TestControlSocketReplaced(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	url := "pebble://" + dir + "/meta"
-	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "ctl"}); err != nil {
-		t.Fatal(err)
-	}
-	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vol.Close()
+	vol, dir := newVolume(t, "ctl")
 	path := dir + "/m.sock"
 	old, err := ServeControlAt(path, vol, Holder{Pid: 1}, RunAdmin)
 	if err != nil {
@@ -120,4 +102,23 @@ func TestControlSocketReplaced(t *testing.T) {
 	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("socket left after its server closed: %v", err)
 	}
+}
+
+// newVolume formats an embedded volume named name in a temporary
+// directory and opens it (closed when the test ends); it returns the
+// volume and the directory (metadata in dir/meta).
+func newVolume(t *testing.T, name string) (*Volume, string) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	url := "pebble://" + dir + "/meta"
+	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vol.Close() })
+	return vol, dir
 }

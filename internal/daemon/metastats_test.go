@@ -20,16 +20,7 @@ import (
 // gateway's calls per procedure; and that both reach the Prometheus text.
 func TestMetaAndNFSStats(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	url := "pebble://" + dir + "/meta"
-	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: "ms"}); err != nil {
-		t.Fatal(err)
-	}
-	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vol.Close()
+	vol, _ := newVolume(t, "ms")
 	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{})
 	defer v.Close(ctx)
 
