@@ -278,15 +278,7 @@ func listBlobs(t *testing.T, vol *Volume) map[string]bool {
 func newInlineVolume(t *testing.T, name string) (*Volume, *vfs.VFS) {
 	t.Helper()
 	ctx := context.Background()
-	url := "pebble://" + t.TempDir() + "/meta"
-	if _, err := Format(ctx, FormatOptions{MetaURL: url, Name: name}); err != nil {
-		t.Fatal(err)
-	}
-	vol, err := OpenVolume(ctx, VolumeOptions{MetaURL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { vol.Close() })
+	vol, _ := newVolume(t, name)
 	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{DeleteDelay: time.Millisecond})
 	t.Cleanup(func() { v.Close(ctx) })
 	return vol, v
