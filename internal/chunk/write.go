@@ -207,8 +207,7 @@ type Writer struct {
 	mu        sync.Mutex
 	pending   []*wslice            // uncommitted slices, in start order
 	open      map[uint32][]*wslice // open (unsealed) slices of each chunk, in start order
-	packs     map[uint32][]*wslice // sealed small slices of each chunk waiting to be uploaded together
-	packBytes map[uint32]int       // bytes in packs, per chunk
+	packs     map[uint32]*pack     // sealed small slices of each chunk waiting to be uploaded together
 	perChunk  map[uint32]int       // uncommitted slices per chunk
 	unsealed  int64                // bytes in filling blocks
 	closed    bool
@@ -223,10 +222,9 @@ func (s *Store) NewWriter(c Committer) *Writer {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Writer{
 		s: s, c: c, ctx: ctx, cancel: cancel,
-		open:      make(map[uint32][]*wslice),
-		packs:     make(map[uint32][]*wslice),
-		packBytes: make(map[uint32]int),
-		perChunk:  make(map[uint32]int),
+		open:     make(map[uint32][]*wslice),
+		packs:    make(map[uint32]*pack),
+		perChunk: make(map[uint32]int),
 	}
 	s.writersMu.Lock()
 	s.writers[w] = struct{}{}
@@ -525,11 +523,16 @@ func (w *Writer) seal(ws *wslice) {
 		w.unsealed -= int64(b.n)
 		// A pack is one block.
 		target := min(packTarget, w.s.opts.BlockSize)
-		if w.packBytes[ws.chunk]+b.n > target {
+		if p := w.packs[ws.chunk]; p != nil && p.bytes+b.n > target {
 			w.startPack(ws.chunk)
 		}
-		w.packs[ws.chunk] = append(w.packs[ws.chunk], ws)
-		if w.packBytes[ws.chunk] += b.n; w.packBytes[ws.chunk] >= target {
+		p := w.packs[ws.chunk]
+		if p == nil {
+			p = &pack{}
+			w.packs[ws.chunk] = p
+		}
+		p.slices = append(p.slices, ws)
+		if p.bytes += b.n; p.bytes >= target {
 			w.startPack(ws.chunk)
 		}
 		return
@@ -556,6 +559,13 @@ const (
 	packTarget = 1 << 20
 )
 
+// pack is the sealed small slices of one chunk waiting to be uploaded
+// together, and their bytes.
+type pack struct {
+	slices []*wslice
+	bytes  int
+}
+
 // packable reports whether sealed slice ws waits in a pack. Inline slices
 // do not (they are not objects). Called with w.mu held.
 func (w *Writer) packable(ws *wslice) bool {
@@ -578,21 +588,17 @@ func (w *Writer) startPacks() {
 // upload fails, its slices fail as blocks do and are retried each as its
 // own object. Called with w.mu held.
 func (w *Writer) startPack(idx uint32) {
-	members := w.packs[idx]
+	p := w.packs[idx]
 	delete(w.packs, idx)
-	delete(w.packBytes, idx)
-	if w.closed || len(members) == 0 {
+	if w.closed || p == nil {
 		return
 	}
+	members := p.slices
 	if len(members) == 1 {
 		w.startUpload(members[0], 0)
 		return
 	}
-	total := 0
-	for _, m := range members {
-		total += m.blocks[0].n
-	}
-	data := make([]byte, 0, EncodedLen(total)) // EncodeBlock appends in place
+	data := make([]byte, 0, EncodedLen(p.bytes)) // EncodeBlock appends in place
 	offs := make([]uint32, len(members))
 	done := make(chan struct{})
 	for i, m := range members {
@@ -976,7 +982,6 @@ func (w *Writer) Close() {
 	w.pending, w.unsealed = nil, 0
 	clear(w.open)
 	clear(w.packs)
-	clear(w.packBytes)
 	clear(w.perChunk)
 	w.mu.Unlock()
 	w.s.release(n)

@@ -246,16 +246,15 @@ func (f *file) readPlan(ctx context.Context, off int64, n int) (size, committed 
 	return size, committed, parts, nil
 }
 
-// holdCommits runs fn(true) inside the Writer's HoldCommits when writes are
-// buffered, else fn(false) without a lock: with nothing buffered every
-// completed write is committed, and its commit invalidated the cached
-// length and maps before leaving the Writer's pending list, so reads of
-// files nobody writes take no lock.
-func (f *file) holdCommits(fn func(buffered bool) error) error {
+// holdCommits runs fn inside the Writer's HoldCommits when writes are
+// buffered, else without a lock: with nothing buffered every completed
+// write is committed, and its commit invalidated the cached length and
+// maps before leaving the Writer's pending list.
+func (f *file) holdCommits(fn func() error) error {
 	if !f.w.Pending() {
-		return fn(false)
+		return fn()
 	}
-	return f.w.HoldCommits(func() error { return fn(true) })
+	return f.w.HoldCommits(fn)
 }
 
 func (f *file) idleFor() time.Duration {
@@ -355,7 +354,7 @@ func (v *VFS) holdCommits(ino base.Ino, fn func() error) error {
 	if f == nil {
 		return fn()
 	}
-	return f.holdCommits(func(bool) error { return fn() })
+	return f.holdCommits(fn)
 }
 
 // overlay adjusts committed attributes with this process's buffered writes.

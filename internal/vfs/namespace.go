@@ -121,7 +121,7 @@ func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req met
 		}
 		a, err = v.m.SetAttr(ctx, c, ino, req)
 	case f != nil && req.Valid&(meta.SetMtime|meta.SetMtimeNow|meta.SetCtime) != 0:
-		err = f.holdCommits(func(bool) error {
+		err = f.holdCommits(func() error {
 			var err error
 			a, err = v.m.SetAttr(ctx, c, ino, req)
 			if err == nil {

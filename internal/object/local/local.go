@@ -195,10 +195,10 @@ func (s *Store) putUnnamed(target string, data []byte) error {
 		return err
 	}
 	startWriteback(f) // Sync then finds little left to write
-	proc := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+	fd := int(f.Fd())
 	exists := false
 	err = s.inParent(target, func() error {
-		err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, target, unix.AT_SYMLINK_FOLLOW)
+		err := linkFD(fd, target)
 		if errors.Is(err, unix.EEXIST) {
 			exists = true
 			return nil
@@ -211,7 +211,7 @@ func (s *Store) putUnnamed(target string, data []byte) error {
 	// Once linked the file can no longer be linked again after its name
 	// is removed: no retry from here.
 	tmp := filepath.Join(filepath.Dir(target), tmpPrefix+strconv.FormatUint(rand.Uint64(), 36))
-	if err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, tmp, unix.AT_SYMLINK_FOLLOW); err != nil {
+	if err := linkFD(fd, tmp); err != nil {
 		return pathErr("link", tmp, err)
 	}
 	if err := os.Rename(tmp, target); err != nil {
@@ -267,10 +267,16 @@ func canLinkUnnamed(dir string) bool {
 	}
 	defer unix.Close(fd)
 	probe := filepath.Join(dir, tmpPrefix+"probe."+strconv.FormatUint(rand.Uint64(), 36))
-	if unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, probe, unix.AT_SYMLINK_FOLLOW) != nil {
+	if linkFD(fd, probe) != nil {
 		return false
 	}
 	return os.Remove(probe) == nil
+}
+
+// linkFD gives the unnamed file open as fd the name path (linkat(2) of
+// /proc/self/fd/N, which needs no privilege, unlike AT_EMPTY_PATH).
+func linkFD(fd int, path string) error {
+	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
 }
 
 // fileAbove reports whether a proper parent of path below the store
