@@ -267,7 +267,9 @@ func (s *Store) fetchObject(ctx context.Context, key string, length int) ([]byte
 // putBlock encodes data as a block object and stores it under key, holding
 // an upload slot. It may append the CRC table into data's spare capacity.
 // With toMemory the uploaded block is also put into the memory tier, which
-// then owns data (the caller must not modify it afterwards).
+// then owns data (the caller must not modify it afterwards); without, it is
+// taken for a stream's block that will not be read back soon, and the
+// object store is told so (object.WithCold).
 func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory bool) error {
 	select {
 	case s.upSem <- struct{}{}:
@@ -277,7 +279,11 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory 
 	defer func() { <-s.upSem }()
 	obj := EncodeBlock(data)
 	s.st.objectPuts.Add(1)
-	if err := s.obj.Put(ctx, key, obj); err != nil {
+	putCtx := ctx
+	if !toMemory {
+		putCtx = object.WithCold(ctx) // a stream's block: not read back soon
+	}
+	if err := s.obj.Put(putCtx, key, obj); err != nil {
 		return fmt.Errorf("chunk: put block %s: %w", key, err)
 	}
 	s.st.bytesWritten.Add(int64(len(data)))

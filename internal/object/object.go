@@ -79,6 +79,22 @@ type Store interface {
 	String() string
 }
 
+// WithCold marks the objects put with the returned context as data that is
+// unlikely to be read back soon (the whole blocks of a sequential writer).
+// It is a hint only: a store may write them past its own caches (the local
+// store uses direct I/O), but what it stores and returns is the same.
+func WithCold(ctx context.Context) context.Context {
+	return context.WithValue(ctx, coldKey{}, true)
+}
+
+// Cold reports whether ctx carries the hint of WithCold.
+func Cold(ctx context.Context) bool {
+	v, _ := ctx.Value(coldKey{}).(bool)
+	return v
+}
+
+type coldKey struct{}
+
 // Syncer is implemented by stores whose Put makes an object visible but not
 // yet durable. Sync makes every object whose Put returned before Sync was
 // called durable. It is safe to call concurrently with anything.

@@ -11,3 +11,10 @@ var FsyncPath = fsyncPath
 func Unnamed(s *Store) bool { return s.unnamed }
 
 func SetUnnamed(s *Store, on bool) { s.unnamed = on }
+
+// Direct reports whether s still writes cold objects with direct I/O (the
+// file system has not refused it).
+func Direct(s *Store) bool { return s.direct.Load() }
+
+// DirectMin is the smallest object written with direct I/O.
+const DirectMin = directMin

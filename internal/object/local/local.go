@@ -31,7 +31,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -61,6 +63,9 @@ type Store struct {
 	fsync func(path string) error
 	// unnamed: Put writes unnamed files and links them (canLinkUnnamed).
 	unnamed bool
+	// direct: cold objects are written with direct I/O; cleared for good
+	// the first time the file system refuses it (writeObject).
+	direct atomic.Bool
 }
 
 // Open opens (creating it if needed) the directory store at dir. It fails if
@@ -90,6 +95,7 @@ func Open(dir string) (*Store, error) {
 	os.Remove(probe.Name())
 	s := &Store{dir: abs, unsynced: make(map[string]struct{}), fsync: fsyncPath, unnamed: canLinkUnnamed(abs)}
 	s.sync.fn = s.syncPut
+	s.direct.Store(true)
 	return s, nil
 }
 
@@ -116,7 +122,9 @@ func (s *Store) path(key string) string {
 // create and rename of a named temporary file, and a crash leaves no
 // stray file (the kernel frees the unnamed inode). Elsewhere Put writes a
 // named temporary file and renames it. Either way a reader sees the old
-// object or the new one, never a mix. See docs/design/0005.
+// object or the new one, never a mix. An object put with a context marked
+// object.WithCold is written past the page cache where it can be
+// (writeObject). See docs/design/0005.
 func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	if err := object.ValidKey(key); err != nil {
 		return err
@@ -125,11 +133,12 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 		return err
 	}
 	target := s.path(key)
+	cold := object.Cold(ctx)
 	var err error
 	if s.unnamed {
-		err = s.putUnnamed(target, data)
+		err = s.putUnnamed(target, data, cold)
 	} else {
-		err = s.putRenamed(target, data)
+		err = s.putRenamed(target, data, cold)
 	}
 	if err == nil {
 		s.mu.Lock()
@@ -148,7 +157,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 
 // putRenamed writes data to a named temporary file beside target and
 // renames it into place.
-func (s *Store) putRenamed(target string, data []byte) error {
+func (s *Store) putRenamed(target string, data []byte, cold bool) error {
 	var f *os.File
 	err := s.inParent(target, func() (err error) {
 		f, err = os.CreateTemp(filepath.Dir(target), tmpPrefix+"*")
@@ -158,10 +167,7 @@ func (s *Store) putRenamed(target string, data []byte) error {
 		return err
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		startWriteback(f) // Sync then finds little left to write
-	}
+	err = s.writeObject(f, data, cold)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -177,7 +183,7 @@ func (s *Store) putRenamed(target string, data []byte) error {
 // putUnnamed writes data to an unnamed file (O_TMPFILE) in target's
 // directory and links it into place. A target that exists already is
 // replaced: the file is linked under a temporary name and renamed over it.
-func (s *Store) putUnnamed(target string, data []byte) error {
+func (s *Store) putUnnamed(target string, data []byte, cold bool) error {
 	var f *os.File
 	err := s.inParent(target, func() error {
 		fd, err := openUnnamed(filepath.Dir(target))
@@ -191,10 +197,9 @@ func (s *Store) putUnnamed(target string, data []byte) error {
 		return err
 	}
 	defer f.Close()
-	if _, err := f.Write(data); err != nil {
+	if err := s.writeObject(f, data, cold); err != nil {
 		return err
 	}
-	startWriteback(f) // Sync then finds little left to write
 	fd := int(f.Fd())
 	exists := false
 	err = s.inParent(target, func() error {
@@ -218,6 +223,39 @@ func (s *Store) putUnnamed(target string, data []byte) error {
 		os.Remove(tmp)
 		return err
 	}
+	return nil
+}
+
+// Direct I/O: cold objects of at least directMin bytes whose buffer starts
+// on a directAlign boundary are written with O_DIRECT, all but their
+// unaligned tail. The kernel then moves the data from the buffer to the
+// device without copying it into the page cache, and no writeback thread
+// copies it out again: a sequential writer's blocks cost about a third
+// less CPU (design 0005, "Whole blocks written past the page cache").
+const (
+	directMin   = 1 << 20
+	directAlign = 4096 // the largest logical block size of common devices
+)
+
+// writeObject writes data to the new, empty file f and starts its
+// writeback, so that Sync later finds little left to write. cold data is
+// written with direct I/O where it can be.
+func (s *Store) writeObject(f *os.File, data []byte, cold bool) error {
+	done := 0
+	if n := len(data) &^ (directAlign - 1); cold && n >= directMin && s.direct.Load() &&
+		uintptr(unsafe.Pointer(&data[0]))%directAlign == 0 {
+		var err error
+		if done, err = writeDirect(f, data[:n]); err != nil {
+			return err
+		}
+		if done == 0 {
+			s.direct.Store(false) // refused: not tried again
+		}
+	}
+	if _, err := f.WriteAt(data[done:], int64(done)); err != nil {
+		return err
+	}
+	startWriteback(f)
 	return nil
 }
 

@@ -46,6 +46,18 @@ func TestConformance(t *testing.T) {
 			return s
 		})
 	})
+	t.Run("cold", func(t *testing.T) {
+		objtest.Run(t, func(t *testing.T) object.Store {
+			return coldStore{open(t, t.TempDir())}
+		})
+	})
+}
+
+// coldStore puts every object as cold data (object.WithCold).
+type coldStore struct{ *local.Store }
+
+func (s coldStore) Put(ctx context.Context, key string, data []byte) error {
+	return s.Store.Put(object.WithCold(ctx), key, data)
 }
 
 func TestOpen(t *testing.T) {
