@@ -108,6 +108,8 @@ type testStore struct {
 	getDelay          time.Duration
 	putDelay          time.Duration
 	failPuts          atomic.Bool
+	// putHook, if set, sees every Put's arguments (before failPuts).
+	putHook func(ctx context.Context, key string, data []byte)
 }
 
 func (t *testStore) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
@@ -120,6 +122,9 @@ func (t *testStore) Get(ctx context.Context, key string, off, n int64) ([]byte, 
 
 func (t *testStore) Put(ctx context.Context, key string, data []byte) error {
 	t.puts.Add(1)
+	if t.putHook != nil {
+		t.putHook(ctx, key, data)
+	}
 	if t.putDelay > 0 {
 		time.Sleep(t.putDelay)
 	}

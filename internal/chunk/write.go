@@ -489,7 +489,12 @@ func (w *Writer) copyIn(ws *wslice, rel int, p []byte) int {
 				if c >= bs || boff == 0 && (idx > 0 || n >= streamWrite) {
 					c = EncodedLen(bs) // room to encode in place
 				}
-				nb := make([]byte, len(b.buf), c)
+				var nb []byte
+				if c == EncodedLen(bs) {
+					nb = w.s.blockBuf(len(b.buf))
+				} else {
+					nb = make([]byte, len(b.buf), c)
+				}
 				copy(nb, b.buf)
 				b.buf = nb
 			}
@@ -688,6 +693,12 @@ func (w *Writer) uploadEnded(blocks []*wblock, done chan struct{}, err error) {
 	defer w.mu.Unlock()
 	for _, b := range blocks {
 		if err == nil {
+			if b.n == w.s.opts.BlockSize {
+				// Nothing reads an uploaded block's buffer (Overlay
+				// reads the object), and putBlock kept no reference
+				// to a full one.
+				w.s.recycleBlockBuf(b.buf)
+			}
 			b.state, b.buf = uploaded, nil
 			released += b.n
 		} else {
