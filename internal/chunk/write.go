@@ -414,6 +414,8 @@ func (w *Writer) mergeNext(ws *wslice) bool {
 		}
 		for _, b := range nx.blocks {
 			w.copyIn(ws, ws.length, b.buf)
+			// Never uploaded, and Overlay copies what it reads.
+			w.s.recycleBlockBuf(b.buf)
 		}
 		w.unsealed -= int64(nx.length) // now counted in ws
 		w.open[ws.chunk] = slices.Delete(slices.Clone(open), j, j+1)
