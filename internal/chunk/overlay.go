@@ -73,18 +73,18 @@ func (w *Writer) Overlay(idx uint32, pos uint32, n int) *Overlay {
 		}
 		for x := lo; x < hi; {
 			rel := x - start
-			i := rel / bs
-			y := min(hi, start+(i+1)*bs)
+			i := (rel + ws.skew) / bs
+			y := min(hi, start+(i+1)*bs-ws.skew)
 			part := overlayPart{pos: uint32(x), end: uint32(y)}
 			// Writes within a slice are contiguous from its start: block
-			// i's buffer holds slice bytes [i*bs, i*bs+len) for every
-			// state but uploaded (frozen blocks are never written again,
+			// i's buffer holds slice bytes [i*bs-skew, i*bs-skew+len) for
+			// every state but uploaded (where the skew is 0) (frozen blocks are never written again,
 			// and an upload only appends its checksums past the data).
 			if blk := ws.blocks[i]; blk.state == uploaded {
 				ref := ws.ref()
 				part.ref = base.Slice{Pos: uint32(x), ID: ref.ID, Size: ref.Size, Off: ref.Off + uint32(rel), Len: uint32(y - x)}
 			} else {
-				boff := rel - i*bs
+				boff := rel + ws.skew - i*bs
 				part.data = slices.Clone(blk.buf[boff : boff+y-x])
 			}
 			o.parts = append(o.parts, part)
