@@ -516,7 +516,7 @@ func TestOptionsValidate(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if o.BlockSize != DefaultBlockSize || o.BufferLimit != DefaultBufferLimit || o.UploadConcurrency != 16 || o.ReadAhead != 2 || o.Logger == nil {
+	if o.BlockSize != DefaultBlockSize || o.BufferLimit != DefaultBufferLimit || o.UploadConcurrency != 16 || o.ReadAhead != 8 || o.Logger == nil {
 		t.Fatalf("defaults: %+v", o)
 	}
 	for _, bad := range []Options{{BlockSize: 100}, {BlockSize: base.ChunkSize * 2}, {BufferLimit: -1}, {UploadConcurrency: -1}} {

@@ -12,7 +12,7 @@ const (
 	DefaultBlockSize         = 4 << 20
 	DefaultBufferLimit       = 256 << 20
 	DefaultUploadConcurrency = 16
-	DefaultReadAhead         = 2
+	DefaultReadAhead         = 8
 	DefaultReadConcurrency   = 8
 	DefaultMaxChunkSlices    = 32
 	DefaultDiskFills         = 4
@@ -40,7 +40,7 @@ type Options struct {
 	// parallel. Default 8.
 	ReadConcurrency int
 	// ReadAhead is the number of blocks a Reader prefetches ahead of a
-	// sequential reader. Default 2; negative disables read-ahead. Read-ahead
+	// sequential reader. Default 8; negative disables read-ahead. Read-ahead
 	// needs a block cache (it fetches into the cache).
 	ReadAhead int
 	// MaxChunkSlices is the number of uncommitted slices one chunk of one

@@ -267,12 +267,6 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 	return s, store.Sync(ctx)
 }
 
-// RemoteReadAhead is the default read-ahead, in blocks, on a data store
-// reached over the network: with two blocks (the default on a local
-// directory) sequential reads from S3 were slower and their tail longer
-// (docs/design/0005-caches.md, "Read-ahead across chunks, and its depth").
-const RemoteReadAhead = 8
-
 // VolumeOptions configures OpenVolume.
 type VolumeOptions struct {
 	MetaURL  string
@@ -293,9 +287,7 @@ type VolumeOptions struct {
 	// CacheWrites also puts uploaded blocks into the disk cache.
 	CacheWrites bool
 	// ReadAhead is the number of blocks fetched ahead of a sequential
-	// reader: 0 for the default of the data store (RemoteReadAhead for a
-	// store other than a local directory, or one slowed by
-	// ObjectLatency; else chunk.DefaultReadAhead), negative for none.
+	// reader: 0 for chunk.DefaultReadAhead, negative for none.
 	ReadAhead int
 	// CacheOnStoreFS keeps the cache directories that are on the file
 	// system of a local (file://) data store. By default they are not
@@ -391,9 +383,6 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	cacheDirs := o.CacheDirs
 	ls, isLocal := objs.(*local.Store)
 	isLocal = isLocal && o.ObjectLatency == 0
-	if !isLocal && o.ReadAhead == 0 {
-		o.ReadAhead = RemoteReadAhead
-	}
 	if isLocal && !o.CacheOnStoreFS && len(cacheDirs) > 0 {
 		cacheDirs = v.dropStoreFSDirs(cacheDirs, ls.Dir())
 	}
