@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/directio"
 	"github.com/cairnfs/cairn/internal/metrics"
 )
 
@@ -34,7 +35,7 @@ const (
 	DefaultSpaceCheck     = 10 * time.Second
 	diskHeaderLen         = 20
 	diskMagic             = "CRNC"
-	diskVersion           = 2
+	diskVersion           = 3
 	diskSubdir            = "blocks"
 	diskLockName          = "cairn-cache.lock"
 	diskTempPrefix        = ".tmp-"
@@ -166,6 +167,8 @@ type Disk struct {
 	opts    DiskOptions
 	log     *slog.Logger
 	maxItem int64
+	// noDirect: the file system refused direct I/O (writeFile).
+	noDirect atomic.Bool
 
 	mu       sync.Mutex
 	index    map[string]*list.Element // of *diskEntry
@@ -198,6 +201,7 @@ type diskEntry struct {
 type diskJob struct {
 	key  string
 	data []byte
+	cold bool // PutCold
 }
 
 var _ interface {
@@ -419,8 +423,8 @@ func (d *Disk) ReadRange(key string, off, n int) ([]byte, bool) {
 var errOutOfRange = errors.New("range past the cached block")
 
 // metaGuess is how much of a file ReadRange reads first: the header, a key
-// and the segment table of a 4 MiB block fit.
-const metaGuess = 1024
+// and the segment table of a 4 MiB block fit, padded to the data.
+const metaGuess = directio.Align
 
 // readRange reads bytes [off, off+n) of key's file, verified, and returns
 // them and the file's size.
@@ -493,7 +497,16 @@ func (d *Disk) Has(key string) bool {
 // is cached or queued already. It never blocks: when the write queue is
 // full the block is dropped. It keeps data until written; nobody may
 // modify it.
-func (d *Disk) Put(key string, data []byte) {
+func (d *Disk) Put(key string, data []byte) { d.put(key, data, false) }
+
+// PutCold is Put for a block that is not read back soon (a block a
+// sequential writer uploaded): its file is written with direct I/O where
+// the file system allows it, without a copy in the page cache. Later
+// reads of it come from the device, which is what the disk tier is for;
+// blocks read again at once (compaction output, packs) go through Put.
+func (d *Disk) PutCold(key string, data []byte) { d.put(key, data, true) }
+
+func (d *Disk) put(key string, data []byte, cold bool) {
 	size := fileSize(key, len(data))
 	if size > d.maxItem || len(key) > maxDiskKeyLen {
 		d.dropped.Add(1)
@@ -510,7 +523,7 @@ func (d *Disk) Put(key string, data []byte) {
 		return
 	}
 	select {
-	case d.queue <- diskJob{key, data}:
+	case d.queue <- diskJob{key, data, cold}:
 		d.pending[key] = true
 		d.queued += size
 	default:
@@ -527,7 +540,7 @@ func (d *Disk) Write(key string, data []byte) error {
 	if d.Has(key) {
 		return nil
 	}
-	return d.write(key, data)
+	return d.write(key, data, false)
 }
 
 func (d *Disk) writer() {
@@ -536,7 +549,7 @@ func (d *Disk) writer() {
 		case <-d.stop:
 			return
 		case j := <-d.queue:
-			if err := d.write(j.key, j.data); err != nil && !errors.Is(err, ErrNoRoom) {
+			if err := d.write(j.key, j.data, j.cold); err != nil && !errors.Is(err, ErrNoRoom) {
 				d.log.Warn("disk cache: write failed", "key", j.key, "err", err)
 			}
 			d.mu.Lock()
@@ -547,8 +560,11 @@ func (d *Disk) writer() {
 	}
 }
 
-// write writes the file of key and indexes it.
-func (d *Disk) write(key string, data []byte) error {
+// directMin is the smallest block PutCold writes with direct I/O.
+const directMin = 1 << 20
+
+// write writes the file of key and indexes it; cold: see PutCold.
+func (d *Disk) write(key string, data []byte, cold bool) error {
 	size := fileSize(key, len(data))
 	if size > d.maxItem || len(key) > maxDiskKeyLen {
 		d.dropped.Add(1)
@@ -572,9 +588,7 @@ func (d *Disk) write(key string, data []byte) error {
 		d.ioErrors.Add(1)
 		return err
 	}
-	// Header, key and segment table, then the data in place: no copy of
-	// the block.
-	_, err = (&net.Buffers{encodeHead(key, data), data}).WriteTo(f)
+	err = d.writeFile(f, encodeHead(key, data), data, cold)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -590,6 +604,29 @@ func (d *Disk) write(key string, data []byte) error {
 	d.writeBytes.Add(size)
 	d.insert(key, dir, size, true)
 	return nil
+}
+
+// writeFile writes head and then data, in place (no copy of the block),
+// to the new file f. A cold block's whole 4 KiB pages go with direct I/O
+// when the buffer allows it; the first refusal turns that off for good.
+func (d *Disk) writeFile(f *os.File, head, data []byte, cold bool) error {
+	n := len(data) &^ (directio.Align - 1)
+	if !cold || n < directMin || !directio.Aligned(data) || d.noDirect.Load() {
+		_, err := (&net.Buffers{head, data}).WriteTo(f)
+		return err
+	}
+	if _, err := f.Write(head); err != nil {
+		return err
+	}
+	done, err := directio.WriteAt(f, data[:n], int64(len(head)))
+	if err != nil {
+		return err
+	}
+	if done == 0 {
+		d.noDirect.Store(true)
+	}
+	_, err = f.WriteAt(data[done:], int64(len(head)+done))
+	return err
 }
 
 // insert indexes key (at the front, or at the back for blocks found by

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/cairnfs/cairn/internal/directio"
 )
 
 // The format of one disk cache file (all integers big-endian):
 //
 //	offset  size
 //	0       4    "CRNC"
-//	4       1    version (2)
+//	4       1    version (3)
 //	5       1    segment shift s: data is checked in segments of 1<<s bytes
 //	6       2    zero
 //	8       2    key length
@@ -20,12 +22,18 @@ import (
 //	16      4    CRC-32C of bytes 0..15, the key and the segment table
 //	20           key
 //	             segment table: the CRC-32C of each segment, 4 bytes each
+//	             version 3 with at least 1 MiB of data: zeros, up to the
+//	             next multiple of 4096
 //	             data
 //
 // The per-segment CRCs let a read of a few KiB of a cached block read and
 // verify only the segments holding them (Disk.ReadRange); Get reads and
-// verifies all of them. Version 1 files (one CRC over key and data) are
-// not read: the scan removes them, and a Get that meets one misses.
+// verifies all of them. The data of a large block starts on a 4096-byte
+// boundary, so that the writer can write it with direct I/O
+// (Disk.PutCold); small blocks are not padded, which would double the
+// size of a 4 KiB one. Version 2 files (never padded) are read as they
+// are. Version 1 files (one CRC over key and data) are not read: the scan
+// removes them, and a Get that meets one misses.
 const (
 	diskSegShift = 16 // 64 KiB: the segment size of partial reads in chunk
 	minSegShift  = 9
@@ -37,11 +45,22 @@ type fileHead struct {
 	shift uint
 	klen  int
 	dlen  int
+	pad   bool // the data starts on a directio.Align boundary
 }
 
-func (h fileHead) nseg() int        { return (h.dlen + 1<<h.shift - 1) >> h.shift }
-func (h fileHead) tableOff() int    { return diskHeaderLen + h.klen }
-func (h fileHead) dataOff() int     { return h.tableOff() + 4*h.nseg() }
+// padded reports whether a file of the current version holding dlen data
+// bytes pads its data to a directio.Align boundary.
+func padded(dlen int) bool { return dlen >= directMin }
+
+func (h fileHead) nseg() int     { return (h.dlen + 1<<h.shift - 1) >> h.shift }
+func (h fileHead) tableOff() int { return diskHeaderLen + h.klen }
+func (h fileHead) tableEnd() int { return h.tableOff() + 4*h.nseg() }
+func (h fileHead) dataOff() int {
+	if !h.pad {
+		return h.tableEnd()
+	}
+	return (h.tableEnd() + directio.Align - 1) &^ (directio.Align - 1)
+}
 func (h fileHead) size() int64      { return int64(h.dataOff()) + int64(h.dlen) }
 func (h fileHead) segLen(i int) int { return min(1<<h.shift, h.dlen-i<<h.shift) }
 
@@ -52,7 +71,7 @@ var (
 
 // fileSize is the size of the file holding n data bytes under key.
 func fileSize(key string, n int) int64 {
-	return fileHead{shift: diskSegShift, klen: len(key), dlen: n}.size()
+	return fileHead{shift: diskSegShift, klen: len(key), dlen: n, pad: padded(n)}.size()
 }
 
 // parseHead checks and parses the fixed header at the start of b.
@@ -63,7 +82,7 @@ func parseHead(b []byte) (fileHead, error) {
 	if b[4] == 1 {
 		return fileHead{}, errOldFormat
 	}
-	if b[4] != diskVersion {
+	if b[4] != diskVersion && b[4] != 2 {
 		return fileHead{}, fmt.Errorf("unknown version %d: %w", b[4], errCorrupt)
 	}
 	h := fileHead{
@@ -71,6 +90,7 @@ func parseHead(b []byte) (fileHead, error) {
 		klen:  int(binary.BigEndian.Uint16(b[8:])),
 		dlen:  int(binary.BigEndian.Uint32(b[12:])),
 	}
+	h.pad = b[4] == diskVersion && padded(h.dlen)
 	if h.shift < minSegShift || h.shift > maxSegShift || b[6]|b[7]|b[10]|b[11] != 0 {
 		return fileHead{}, fmt.Errorf("bad header fields: %w", errCorrupt)
 	}
@@ -84,15 +104,20 @@ func checkMeta(b []byte, h fileHead, key string) ([]byte, error) {
 	if len(b) < h.dataOff() {
 		return nil, fmt.Errorf("short header: %w", errCorrupt)
 	}
-	crc := crc32.Update(crc32.Checksum(b[:16], castagnoli), castagnoli, b[diskHeaderLen:h.dataOff()])
+	crc := crc32.Update(crc32.Checksum(b[:16], castagnoli), castagnoli, b[diskHeaderLen:h.tableEnd()])
 	if want := binary.BigEndian.Uint32(b[16:]); crc != want {
 		return nil, fmt.Errorf("header crc %08x, stored %08x: %w", crc, want, errCorrupt)
+	}
+	for _, c := range b[h.tableEnd():h.dataOff()] {
+		if c != 0 {
+			return nil, fmt.Errorf("padding not zero: %w", errCorrupt)
+		}
 	}
 	if string(b[diskHeaderLen:h.tableOff()]) != key {
 		// A sound file of another key with the same hash: not ours.
 		return nil, errOtherKey
 	}
-	return b[h.tableOff():h.dataOff()], nil
+	return b[h.tableOff():h.tableEnd()], nil
 }
 
 var errOtherKey = errors.New("holds another key")
@@ -133,7 +158,7 @@ func decodeFile(b []byte, key string) ([]byte, error) {
 // encodeHead returns the header, key and segment table of a file holding
 // data under key.
 func encodeHead(key string, data []byte) []byte {
-	h := fileHead{shift: diskSegShift, klen: len(key), dlen: len(data)}
+	h := fileHead{shift: diskSegShift, klen: len(key), dlen: len(data), pad: padded(len(data))}
 	b := make([]byte, h.dataOff())
 	copy(b, diskMagic)
 	b[4] = diskVersion
@@ -145,7 +170,7 @@ func encodeHead(key string, data []byte) []byte {
 		seg := data[i<<h.shift:][:h.segLen(i)]
 		binary.BigEndian.PutUint32(b[h.tableOff()+4*i:], crc32.Checksum(seg, castagnoli))
 	}
-	crc := crc32.Update(crc32.Checksum(b[:16], castagnoli), castagnoli, b[diskHeaderLen:])
+	crc := crc32.Update(crc32.Checksum(b[:16], castagnoli), castagnoli, b[diskHeaderLen:h.tableEnd()])
 	binary.BigEndian.PutUint32(b[16:], crc)
 	return b
 }

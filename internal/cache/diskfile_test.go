@@ -2,7 +2,9 @@ package cache
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"testing"
 )
 
@@ -11,7 +13,7 @@ import (
 // Cairn writes is byte for byte the file Cairn would write for its data.
 // The partial path (parseHead, checkMeta, checkSegs over a range) agrees.
 func FuzzDecodeFile(f *testing.F) {
-	for _, n := range []int{0, 1, 1 << 16, 1<<16 + 7, 3 << 16} {
+	for _, n := range []int{0, 1, 1 << 16, 1<<16 + 7, 3 << 16, directMin, directMin + 5} {
 		data := bytes.Repeat([]byte{byte(n)}, n)
 		f.Add(append(encodeHead("k", data), data...), "k")
 	}
@@ -24,7 +26,7 @@ func FuzzDecodeFile(f *testing.F) {
 			}
 			return
 		}
-		if b[5] == diskSegShift {
+		if b[4] == diskVersion && b[5] == diskSegShift {
 			if want := append(encodeHead(key, data), data...); !bytes.Equal(b, want) {
 				t.Fatalf("accepted a file that is not the canonical encoding")
 			}
@@ -41,4 +43,38 @@ func FuzzDecodeFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFileVersions: a large block's data starts on a directio.Align
+// boundary (zeros before it), a small one's right after the table; a file
+// of version 2 (never padded) is still read; nonzero padding is corrupt.
+func TestFileVersions(t *testing.T) {
+	for _, n := range []int{100, directMin - 1, directMin, 2*directMin + 7} {
+		data := bytes.Repeat([]byte{byte(n)}, n)
+		head := encodeHead("k", data)
+		h, err := parseHead(head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aligned := len(head)%4096 == 0; aligned != (n >= directMin) || len(head) != h.dataOff() {
+			t.Errorf("%d bytes: header of %d bytes", n, len(head))
+		}
+		if got, err := decodeFile(append(head, data...), "k"); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		// Version 2: the same without padding.
+		v2 := append([]byte(nil), head[:h.tableEnd()]...)
+		v2[4] = 2
+		binary.BigEndian.PutUint32(v2[16:], crc32.Update(crc32.Checksum(v2[:16], castagnoli), castagnoli, v2[diskHeaderLen:]))
+		if got, err := decodeFile(append(v2, data...), "k"); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%d bytes, version 2: %v", n, err)
+		}
+		if h.dataOff() > h.tableEnd() {
+			bad := append(append([]byte(nil), head...), data...)
+			bad[h.dataOff()-1] = 1
+			if _, err := decodeFile(bad, "k"); !errors.Is(err, errCorrupt) {
+				t.Errorf("%d bytes: nonzero padding: %v", n, err)
+			}
+		}
+	}
 }

@@ -294,9 +294,19 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory 
 		s.cache.Put(key, data)
 	}
 	if s.opts.CacheWrites && s.disk != nil {
-		s.disk.Put(key, data)
+		if cp, ok := s.disk.(coldPutter); ok && !toMemory {
+			cp.PutCold(key, data)
+		} else {
+			s.disk.Put(key, data)
+		}
 	}
 	return nil
+}
+
+// coldPutter is a DiskCache that can write a block that is not read back
+// soon past the page cache (cache.Disk).
+type coldPutter interface {
+	PutCold(key string, data []byte)
 }
 
 // cacheRandomWrite puts an uploaded pack or compaction output into the

@@ -66,3 +66,44 @@ func TestStreamBlocks(t *testing.T) {
 		t.Fatal("content read back differs from what was written")
 	}
 }
+
+// coldDisk records which blocks reach the disk tier as cold.
+type coldDisk struct {
+	DiskCache
+	mu         sync.Mutex
+	cold, warm []string
+}
+
+func (d *coldDisk) Put(key string, data []byte) {
+	d.mu.Lock()
+	d.warm = append(d.warm, key)
+	d.mu.Unlock()
+}
+
+func (d *coldDisk) PutCold(key string, data []byte) {
+	d.mu.Lock()
+	d.cold = append(d.cold, key)
+	d.mu.Unlock()
+}
+
+// TestCacheWritesCold: with CacheWrites, a stream's full blocks go to the
+// disk tier as cold blocks (written past the page cache), its short last
+// block the usual way.
+func TestCacheWritesCold(t *testing.T) {
+	disk := &coldDisk{}
+	s := newTestStore(t, memStore(), newMapCache(), Options{BlockSize: testBS, DiskCache: disk, CacheWrites: true, ReadAhead: -1})
+	w := s.NewWriter(newCommitter())
+	defer w.Close()
+	ctx := context.Background()
+	if err := w.Write(ctx, 0, make([]byte, 2*testBS+1000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	disk.mu.Lock()
+	defer disk.mu.Unlock()
+	if len(disk.cold) != 2 || len(disk.warm) != 1 {
+		t.Errorf("cold puts %v, others %v: want the 2 full blocks cold, the last one not", disk.cold, disk.warm)
+	}
+}

@@ -33,10 +33,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cairnfs/cairn/internal/directio"
 	"github.com/cairnfs/cairn/internal/object"
 )
 
@@ -232,20 +232,16 @@ func (s *Store) putUnnamed(target string, data []byte, cold bool) error {
 // device without copying it into the page cache, and no writeback thread
 // copies it out again: a sequential writer's blocks cost about a third
 // less CPU (design 0005, "Whole blocks written past the page cache").
-const (
-	directMin   = 1 << 20
-	directAlign = 4096 // the largest logical block size of common devices
-)
+const directMin = 1 << 20
 
 // writeObject writes data to the new, empty file f and starts its
 // writeback, so that Sync later finds little left to write. cold data is
 // written with direct I/O where it can be.
 func (s *Store) writeObject(f *os.File, data []byte, cold bool) error {
 	done := 0
-	if n := len(data) &^ (directAlign - 1); cold && n >= directMin && s.direct.Load() &&
-		uintptr(unsafe.Pointer(&data[0]))%directAlign == 0 {
+	if n := len(data) &^ (directio.Align - 1); cold && n >= directMin && s.direct.Load() && directio.Aligned(data) {
 		var err error
-		if done, err = writeDirect(f, data[:n]); err != nil {
+		if done, err = directio.WriteAt(f, data[:n], 0); err != nil {
 			return err
 		}
 		if done == 0 {
