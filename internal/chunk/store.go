@@ -224,7 +224,10 @@ func (s *Store) fetch(ctx context.Context, key string, length int) ([]byte, erro
 	}
 	data, err := s.fetchObject(ctx, key, length)
 	if err == nil && s.disk != nil && !noFill(ctx) {
-		s.disk.Put(key, data)
+		// Whole-block fetches are a sequential reader's (random reads
+		// fill the disk tier through fillDisk): written past the page
+		// cache, which the memory tier above makes up for.
+		s.diskPut(key, data, length == s.opts.BlockSize)
 	}
 	return data, err
 }
@@ -294,13 +297,19 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory 
 		s.cache.Put(key, data)
 	}
 	if s.opts.CacheWrites && s.disk != nil {
-		if cp, ok := s.disk.(coldPutter); ok && !toMemory {
-			cp.PutCold(key, data)
-		} else {
-			s.disk.Put(key, data)
-		}
+		s.diskPut(key, data, !toMemory)
 	}
 	return nil
+}
+
+// diskPut gives a block to the disk tier, as a cold one (written past the
+// page cache) if cold and the tier can.
+func (s *Store) diskPut(key string, data []byte, cold bool) {
+	if cp, ok := s.disk.(coldPutter); ok && cold {
+		cp.PutCold(key, data)
+		return
+	}
+	s.disk.Put(key, data)
 }
 
 // coldPutter is a DiskCache that can write a block that is not read back
