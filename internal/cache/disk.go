@@ -201,7 +201,8 @@ type diskEntry struct {
 type diskJob struct {
 	key  string
 	data []byte
-	cold bool // PutCold
+	cold bool   // PutCold
+	sums []byte // PutCold's segment checksums, or nil
 }
 
 var _ interface {
@@ -497,16 +498,21 @@ func (d *Disk) Has(key string) bool {
 // is cached or queued already. It never blocks: when the write queue is
 // full the block is dropped. It keeps data until written; nobody may
 // modify it.
-func (d *Disk) Put(key string, data []byte) { d.put(key, data, false) }
+func (d *Disk) Put(key string, data []byte) { d.put(key, data, nil, false) }
 
 // PutCold is Put for a block that is not read back soon (a block a
-// sequential writer uploaded): its file is written with direct I/O where
-// the file system allows it, without a copy in the page cache. Later
-// reads of it come from the device, which is what the disk tier is for;
-// blocks read again at once (compaction output, packs) go through Put.
-func (d *Disk) PutCold(key string, data []byte) { d.put(key, data, true) }
+// sequential writer uploaded or read): its file is written with direct
+// I/O where the file system allows it, without a copy in the page cache.
+// Later reads of it come from the device, which is what the disk tier is
+// for; blocks read again at once (compaction output, packs) go through
+// Put. sums, if not nil, are the CRC-32C (Castagnoli, big-endian) of
+// data's 64 KiB segments, already checked against data by the caller:
+// the file's segment table, which then costs no second pass over the
+// block (a wrong table only makes the file fail its checks when read).
+// The Disk keeps sums with data.
+func (d *Disk) PutCold(key string, data, sums []byte) { d.put(key, data, sums, true) }
 
-func (d *Disk) put(key string, data []byte, cold bool) {
+func (d *Disk) put(key string, data, sums []byte, cold bool) {
 	size := fileSize(key, len(data))
 	if size > d.maxItem || len(key) > maxDiskKeyLen {
 		d.dropped.Add(1)
@@ -523,7 +529,7 @@ func (d *Disk) put(key string, data []byte, cold bool) {
 		return
 	}
 	select {
-	case d.queue <- diskJob{key, data, cold}:
+	case d.queue <- diskJob{key, data, cold, sums}:
 		d.pending[key] = true
 		d.queued += size
 	default:
@@ -540,7 +546,7 @@ func (d *Disk) Write(key string, data []byte) error {
 	if d.Has(key) {
 		return nil
 	}
-	return d.write(key, data, false)
+	return d.write(key, data, nil, false)
 }
 
 func (d *Disk) writer() {
@@ -549,7 +555,7 @@ func (d *Disk) writer() {
 		case <-d.stop:
 			return
 		case j := <-d.queue:
-			if err := d.write(j.key, j.data, j.cold); err != nil && !errors.Is(err, ErrNoRoom) {
+			if err := d.write(j.key, j.data, j.sums, j.cold); err != nil && !errors.Is(err, ErrNoRoom) {
 				d.log.Warn("disk cache: write failed", "key", j.key, "err", err)
 			}
 			d.mu.Lock()
@@ -563,8 +569,9 @@ func (d *Disk) writer() {
 // directMin is the smallest block PutCold writes with direct I/O.
 const directMin = 1 << 20
 
-// write writes the file of key and indexes it; cold: see PutCold.
-func (d *Disk) write(key string, data []byte, cold bool) error {
+// write writes the file of key and indexes it; sums and cold: see
+// PutCold.
+func (d *Disk) write(key string, data, sums []byte, cold bool) error {
 	size := fileSize(key, len(data))
 	if size > d.maxItem || len(key) > maxDiskKeyLen {
 		d.dropped.Add(1)
@@ -588,7 +595,7 @@ func (d *Disk) write(key string, data []byte, cold bool) error {
 		d.ioErrors.Add(1)
 		return err
 	}
-	err = d.writeFile(f, encodeHead(key, data), data, cold)
+	err = d.writeFile(f, encodeHead(key, data, sums), data, cold)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

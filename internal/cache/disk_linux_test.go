@@ -36,7 +36,7 @@ func TestDiskPutCold(t *testing.T) {
 	} {
 		before := len(files(t, dir))
 		if c.cold {
-			d.PutCold(c.key, c.data)
+			d.PutCold(c.key, c.data, nil)
 		} else {
 			d.Put(c.key, c.data)
 		}

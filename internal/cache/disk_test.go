@@ -2,12 +2,15 @@ package cache_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -522,4 +525,30 @@ func TestDiskDirInUse(t *testing.T) {
 	openDisk(t, cache.DiskOptions{Dirs: []string{b}, FreeRatio: -1})
 	d.Close()
 	openDisk(t, cache.DiskOptions{Dirs: []string{a}, FreeRatio: -1})
+}
+
+// TestDiskPutColdSums: a cold block given with its segment checksums is
+// stored with them and reads back; one given with wrong ones is never
+// served: its file fails its checks and the read misses.
+func TestDiskPutColdSums(t *testing.T) {
+	d := openDisk(t, cache.DiskOptions{Dirs: []string{t.TempDir()}, MaxBytes: 64 << 20, FreeRatio: -1})
+	data := block("good", 1<<20+300)
+	sums := make([]byte, 4*((len(data)+1<<16-1)>>16))
+	for i := 0; i*(1<<16) < len(data); i++ {
+		binary.BigEndian.PutUint32(sums[4*i:], crc32.Checksum(data[i<<16:min((i+1)<<16, len(data))], crc32.MakeTable(crc32.Castagnoli)))
+	}
+	d.PutCold("good", data, sums)
+	bad := slices.Clone(sums)
+	bad[5] ^= 1
+	d.PutCold("bad", data, bad)
+	waitFor(t, "both written", func() bool { return d.Has("good") && d.Has("bad") })
+	if got, ok := d.Get("good"); !ok || !bytes.Equal(got, data) {
+		t.Fatalf("good: %v, %d bytes", ok, len(got))
+	}
+	if _, ok := d.Get("bad"); ok {
+		t.Fatal("block with a wrong checksum table served")
+	}
+	if s := d.Stats(); s.Corrupt != 1 {
+		t.Errorf("Stats = %+v, want one corrupt file", s)
+	}
 }

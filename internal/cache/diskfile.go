@@ -156,8 +156,9 @@ func decodeFile(b []byte, key string) ([]byte, error) {
 }
 
 // encodeHead returns the header, key and segment table of a file holding
-// data under key.
-func encodeHead(key string, data []byte) []byte {
+// data under key. sums, if it has one CRC-32C per segment, is the table;
+// otherwise the table is computed.
+func encodeHead(key string, data, sums []byte) []byte {
 	h := fileHead{shift: diskSegShift, klen: len(key), dlen: len(data), pad: padded(len(data))}
 	b := make([]byte, h.dataOff())
 	copy(b, diskMagic)
@@ -166,9 +167,13 @@ func encodeHead(key string, data []byte) []byte {
 	binary.BigEndian.PutUint16(b[8:], uint16(len(key)))
 	binary.BigEndian.PutUint32(b[12:], uint32(len(data)))
 	copy(b[diskHeaderLen:], key)
-	for i := range h.nseg() {
-		seg := data[i<<h.shift:][:h.segLen(i)]
-		binary.BigEndian.PutUint32(b[h.tableOff()+4*i:], crc32.Checksum(seg, castagnoli))
+	if len(sums) == 4*h.nseg() {
+		copy(b[h.tableOff():], sums)
+	} else {
+		for i := range h.nseg() {
+			seg := data[i<<h.shift:][:h.segLen(i)]
+			binary.BigEndian.PutUint32(b[h.tableOff()+4*i:], crc32.Checksum(seg, castagnoli))
+		}
 	}
 	crc := crc32.Update(crc32.Checksum(b[:16], castagnoli), castagnoli, b[diskHeaderLen:h.tableEnd()])
 	binary.BigEndian.PutUint32(b[16:], crc)

@@ -15,7 +15,7 @@ import (
 func FuzzDecodeFile(f *testing.F) {
 	for _, n := range []int{0, 1, 1 << 16, 1<<16 + 7, 3 << 16, directMin, directMin + 5} {
 		data := bytes.Repeat([]byte{byte(n)}, n)
-		f.Add(append(encodeHead("k", data), data...), "k")
+		f.Add(append(encodeHead("k", data, nil), data...), "k")
 	}
 	f.Add([]byte("CRNC\x01\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00k"), "k")
 	f.Fuzz(func(t *testing.T, b []byte, key string) {
@@ -27,7 +27,7 @@ func FuzzDecodeFile(f *testing.F) {
 			return
 		}
 		if b[4] == diskVersion && b[5] == diskSegShift {
-			if want := append(encodeHead(key, data), data...); !bytes.Equal(b, want) {
+			if want := append(encodeHead(key, data, nil), data...); !bytes.Equal(b, want) {
 				t.Fatalf("accepted a file that is not the canonical encoding")
 			}
 		}
@@ -51,7 +51,7 @@ func FuzzDecodeFile(f *testing.F) {
 func TestFileVersions(t *testing.T) {
 	for _, n := range []int{100, directMin - 1, directMin, 2*directMin + 7} {
 		data := bytes.Repeat([]byte{byte(n)}, n)
-		head := encodeHead("k", data)
+		head := encodeHead("k", data, nil)
 		h, err := parseHead(head)
 		if err != nil {
 			t.Fatal(err)

@@ -70,6 +70,12 @@ func DecodeBlock(obj []byte, length int) ([]byte, error) {
 	return data, nil
 }
 
+// blockSums returns the segment checksum table of obj, a block object
+// of length data bytes that EncodeBlock made or DecodeBlock accepted.
+func blockSums(obj []byte, length int) []byte {
+	return obj[length : len(obj)-len(blockTrailer)]
+}
+
 // dataLen returns the n with EncodedLen(n) == size, or -1. EncodedLen is
 // strictly increasing, so there is at most one.
 func dataLen(size int) int {

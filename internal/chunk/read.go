@@ -532,7 +532,7 @@ func (s *Store) fillDisk(key string, length int) {
 			s.sfMu.Unlock()
 			<-s.fillSem
 		}()
-		data, err := s.fetchObject(context.Background(), key, length)
+		data, _, err := s.fetchObject(context.Background(), key, length)
 		if err != nil {
 			return // logged by fetchObject; a later miss tries again
 		}

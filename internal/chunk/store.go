@@ -222,12 +222,12 @@ func (s *Store) fetch(ctx context.Context, key string, length int) ([]byte, erro
 		}
 		s.st.diskMisses.Add(1)
 	}
-	data, err := s.fetchObject(ctx, key, length)
+	data, sums, err := s.fetchObject(ctx, key, length)
 	if err == nil && s.disk != nil && !noFill(ctx) {
 		// Whole-block fetches are a sequential reader's (random reads
 		// fill the disk tier through fillDisk): written past the page
 		// cache, which the memory tier above makes up for.
-		s.diskPut(key, data, length == s.opts.BlockSize)
+		s.diskPut(key, data, sums, length == s.opts.BlockSize)
 	}
 	return data, err
 }
@@ -248,25 +248,26 @@ func noFill(ctx context.Context) bool {
 	return v
 }
 
-// fetchObject reads and verifies one block object.
-func (s *Store) fetchObject(ctx context.Context, key string, length int) ([]byte, error) {
+// fetchObject reads and verifies one block object, and returns its data
+// and its segment checksums.
+func (s *Store) fetchObject(ctx context.Context, key string, length int) (data, sums []byte, err error) {
 	s.st.objectGets.Add(1)
 	obj, err := object.ReadAll(ctx, s.obj, key)
 	if err != nil {
 		if errors.Is(err, object.ErrNotFound) {
 			s.log.Error("block object missing", "key", key, "store", s.obj.String())
-			return nil, fmt.Errorf("chunk: block %s missing: %w: %w", key, base.ErrIO, err)
+			return nil, nil, fmt.Errorf("chunk: block %s missing: %w: %w", key, base.ErrIO, err)
 		}
-		return nil, fmt.Errorf("chunk: get block %s: %w", key, err)
+		return nil, nil, fmt.Errorf("chunk: get block %s: %w", key, err)
 	}
 	s.st.bytesFetched.Add(int64(len(obj)))
-	data, err := DecodeBlock(obj, length)
+	data, err = DecodeBlock(obj, length)
 	if err != nil {
 		s.st.checksumErrors.Add(1)
 		s.log.Error("block checksum mismatch", "key", key, "store", s.obj.String(), "err", err)
-		return nil, fmt.Errorf("chunk: block %s: %w", key, err)
+		return nil, nil, fmt.Errorf("chunk: block %s: %w", key, err)
 	}
-	return data, nil
+	return data, blockSums(obj, length), nil
 }
 
 // putBlock encodes data as a block object and stores it under key, holding
@@ -283,6 +284,7 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory 
 	}
 	defer func() { <-s.upSem }()
 	obj := EncodeBlock(data)
+	sums := blockSums(obj, len(data))
 	s.st.objectPuts.Add(1)
 	putCtx := ctx
 	if !toMemory {
@@ -297,16 +299,16 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory 
 		s.cache.Put(key, data)
 	}
 	if s.opts.CacheWrites && s.disk != nil {
-		s.diskPut(key, data, !toMemory)
+		s.diskPut(key, data, sums, !toMemory)
 	}
 	return nil
 }
 
 // diskPut gives a block to the disk tier, as a cold one (written past the
-// page cache) if cold and the tier can.
-func (s *Store) diskPut(key string, data []byte, cold bool) {
+// page cache, with its segment checksums) if cold and the tier can.
+func (s *Store) diskPut(key string, data, sums []byte, cold bool) {
 	if cp, ok := s.disk.(coldPutter); ok && cold {
-		cp.PutCold(key, data)
+		cp.PutCold(key, data, sums)
 		return
 	}
 	s.disk.Put(key, data)
@@ -315,7 +317,7 @@ func (s *Store) diskPut(key string, data []byte, cold bool) {
 // coldPutter is a DiskCache that can write a block that is not read back
 // soon past the page cache (cache.Disk).
 type coldPutter interface {
-	PutCold(key string, data []byte)
+	PutCold(key string, data, sums []byte)
 }
 
 // cacheRandomWrite puts an uploaded pack or compaction output into the

@@ -70,8 +70,8 @@ func TestStreamBlocks(t *testing.T) {
 // coldDisk records which blocks reach the disk tier as cold.
 type coldDisk struct {
 	DiskCache
-	mu         sync.Mutex
-	cold, warm []string
+	mu                  sync.Mutex
+	cold, warm, badSums []string
 }
 
 func (d *coldDisk) Put(key string, data []byte) {
@@ -80,9 +80,13 @@ func (d *coldDisk) Put(key string, data []byte) {
 	d.mu.Unlock()
 }
 
-func (d *coldDisk) PutCold(key string, data []byte) {
+func (d *coldDisk) PutCold(key string, data, sums []byte) {
 	d.mu.Lock()
 	d.cold = append(d.cold, key)
+	want := EncodeBlock(bytes.Clone(data))
+	if !bytes.Equal(sums, want[len(data):len(want)-4]) {
+		d.badSums = append(d.badSums, key)
+	}
 	d.mu.Unlock()
 }
 
@@ -105,5 +109,8 @@ func TestCacheWritesCold(t *testing.T) {
 	defer disk.mu.Unlock()
 	if len(disk.cold) != 2 || len(disk.warm) != 1 {
 		t.Errorf("cold puts %v, others %v: want the 2 full blocks cold, the last one not", disk.cold, disk.warm)
+	}
+	if len(disk.badSums) != 0 {
+		t.Errorf("blocks given with checksums that are not their segments': %v", disk.badSums)
 	}
 }

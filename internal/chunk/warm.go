@@ -54,7 +54,7 @@ func (s *Store) Warm(ctx context.Context, slices []base.Slice, progress func(n i
 		}
 		cached := s.disk.Has(b.key)
 		if !cached {
-			data, err := s.fetchObject(ctx, b.key, b.length)
+			data, _, err := s.fetchObject(ctx, b.key, b.length)
 			if err == nil {
 				err = s.disk.Write(b.key, data)
 			}
