@@ -167,8 +167,7 @@ type Disk struct {
 	opts    DiskOptions
 	log     *slog.Logger
 	maxItem int64
-	// noDirect: the file system refused direct I/O (writeFile).
-	noDirect atomic.Bool
+	direct  directio.Writer // writes cold blocks (writeFile)
 
 	mu       sync.Mutex
 	index    map[string]*list.Element // of *diskEntry
@@ -566,9 +565,6 @@ func (d *Disk) writer() {
 	}
 }
 
-// directMin is the smallest block PutCold writes with direct I/O.
-const directMin = 1 << 20
-
 // write writes the file of key and indexes it; sums and cold: see
 // PutCold.
 func (d *Disk) write(key string, data, sums []byte, cold bool) error {
@@ -614,25 +610,17 @@ func (d *Disk) write(key string, data, sums []byte, cold bool) error {
 }
 
 // writeFile writes head and then data, in place (no copy of the block),
-// to the new file f. A cold block's whole 4 KiB pages go with direct I/O
-// when the buffer allows it; the first refusal turns that off for good.
+// to the new file f. A cold block's data goes with direct I/O where it
+// can (directio.Writer; a padded file's data starts on a page).
 func (d *Disk) writeFile(f *os.File, head, data []byte, cold bool) error {
-	n := len(data) &^ (directio.Align - 1)
-	if !cold || n < directMin || !directio.Aligned(data) || d.noDirect.Load() {
+	if !cold || !padded(len(data)) {
 		_, err := (&net.Buffers{head, data}).WriteTo(f)
 		return err
 	}
 	if _, err := f.Write(head); err != nil {
 		return err
 	}
-	done, err := directio.WriteAt(f, data[:n], int64(len(head)))
-	if err != nil {
-		return err
-	}
-	if done == 0 {
-		d.noDirect.Store(true)
-	}
-	_, err = f.WriteAt(data[done:], int64(len(head)+done))
+	_, err := d.direct.WriteAt(f, data, int64(len(head)))
 	return err
 }
 

@@ -50,7 +50,7 @@ type fileHead struct {
 
 // padded reports whether a file of the current version holding dlen data
 // bytes pads its data to a directio.Align boundary.
-func padded(dlen int) bool { return dlen >= directMin }
+func padded(dlen int) bool { return dlen >= directio.Min }
 
 func (h fileHead) nseg() int     { return (h.dlen + 1<<h.shift - 1) >> h.shift }
 func (h fileHead) tableOff() int { return diskHeaderLen + h.klen }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"hash/crc32"
 	"testing"
+
+	"github.com/cairnfs/cairn/internal/directio"
 )
 
 // FuzzDecodeFile: any input either fails with errCorrupt, errOldFormat or
@@ -13,7 +15,7 @@ import (
 // Cairn writes is byte for byte the file Cairn would write for its data.
 // The partial path (parseHead, checkMeta, checkSegs over a range) agrees.
 func FuzzDecodeFile(f *testing.F) {
-	for _, n := range []int{0, 1, 1 << 16, 1<<16 + 7, 3 << 16, directMin, directMin + 5} {
+	for _, n := range []int{0, 1, 1 << 16, 1<<16 + 7, 3 << 16, directio.Min, directio.Min + 5} {
 		data := bytes.Repeat([]byte{byte(n)}, n)
 		f.Add(append(encodeHead("k", data, nil), data...), "k")
 	}
@@ -49,14 +51,14 @@ func FuzzDecodeFile(f *testing.F) {
 // boundary (zeros before it), a small one's right after the table; a file
 // of version 2 (never padded) is still read; nonzero padding is corrupt.
 func TestFileVersions(t *testing.T) {
-	for _, n := range []int{100, directMin - 1, directMin, 2*directMin + 7} {
+	for _, n := range []int{100, directio.Min - 1, directio.Min, 2*directio.Min + 7} {
 		data := bytes.Repeat([]byte{byte(n)}, n)
 		head := encodeHead("k", data, nil)
 		h, err := parseHead(head)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if aligned := len(head)%4096 == 0; aligned != (n >= directMin) || len(head) != h.dataOff() {
+		if aligned := len(head)%4096 == 0; aligned != (n >= directio.Min) || len(head) != h.dataOff() {
 			t.Errorf("%d bytes: header of %d bytes", n, len(head))
 		}
 		if got, err := decodeFile(append(head, data...), "k"); err != nil || !bytes.Equal(got, data) {

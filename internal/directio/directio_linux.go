@@ -8,13 +8,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// WriteAt writes p at offset off of f with O_DIRECT and returns len(p).
-// p must be Aligned, and len(p) and off multiples of Align. It returns 0
-// and no error when the file system refuses direct I/O (EINVAL: not
-// supported, or a stricter alignment); the caller then writes p the usual
-// way, over whatever part of it was written. f is left as it was (without
-// O_DIRECT) in every case.
-func WriteAt(f *os.File, p []byte, off int64) (int, error) {
+// writeDirect writes p at offset off of f with O_DIRECT and returns
+// len(p). p must be Aligned, and len(p) and off multiples of Align. It
+// returns 0 and no error when the file system refuses direct I/O (EINVAL:
+// not supported, or a stricter alignment); the caller then writes p the
+// usual way, over whatever part of it was written. f is left as it was
+// (without O_DIRECT) in every case.
+func writeDirect(f *os.File, p []byte, off int64) (int, error) {
 	fd := f.Fd()
 	fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
 	if err != nil {

@@ -14,7 +14,4 @@ func SetUnnamed(s *Store, on bool) { s.unnamed = on }
 
 // Direct reports whether s still writes cold objects with direct I/O (the
 // file system has not refused it).
-func Direct(s *Store) bool { return s.direct.Load() }
-
-// DirectMin is the smallest object written with direct I/O.
-const DirectMin = directMin
+func Direct(s *Store) bool { return !s.direct.Refused() }

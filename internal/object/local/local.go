@@ -31,7 +31,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -63,9 +62,8 @@ type Store struct {
 	fsync func(path string) error
 	// unnamed: Put writes unnamed files and links them (canLinkUnnamed).
 	unnamed bool
-	// direct: cold objects are written with direct I/O; cleared for good
-	// the first time the file system refuses it (writeObject).
-	direct atomic.Bool
+	// direct writes cold objects (writeObject).
+	direct directio.Writer
 }
 
 // Open opens (creating it if needed) the directory store at dir. It fails if
@@ -95,7 +93,6 @@ func Open(dir string) (*Store, error) {
 	os.Remove(probe.Name())
 	s := &Store{dir: abs, unsynced: make(map[string]struct{}), fsync: fsyncPath, unnamed: canLinkUnnamed(abs)}
 	s.sync.fn = s.syncPut
-	s.direct.Store(true)
 	return s, nil
 }
 
@@ -226,29 +223,22 @@ func (s *Store) putUnnamed(target string, data []byte, cold bool) error {
 	return nil
 }
 
-// Direct I/O: cold objects of at least directMin bytes whose buffer starts
-// on a directAlign boundary are written with O_DIRECT, all but their
-// unaligned tail. The kernel then moves the data from the buffer to the
-// device without copying it into the page cache, and no writeback thread
-// copies it out again: a sequential writer's blocks cost about a third
-// less CPU (design 0005, "Whole blocks written past the page cache").
-const directMin = 1 << 20
-
 // writeObject writes data to the new, empty file f and starts its
-// writeback, so that Sync later finds little left to write. cold data is
-// written with direct I/O where it can be.
+// writeback, so that Sync later finds little left to write. Cold data is
+// written with direct I/O where it can be (directio.Writer: objects of 1
+// MiB or more in an aligned buffer, all but their unaligned tail): the
+// kernel then moves it from the buffer to the device without copying it
+// into the page cache, and no writeback thread copies it out again; a
+// sequential writer's blocks cost about a third less CPU (design 0005,
+// "Sequential writes: fewer copies").
 func (s *Store) writeObject(f *os.File, data []byte, cold bool) error {
-	done := 0
-	if n := len(data) &^ (directio.Align - 1); cold && n >= directMin && s.direct.Load() && directio.Aligned(data) {
-		var err error
-		if done, err = directio.WriteAt(f, data[:n], 0); err != nil {
-			return err
-		}
-		if done == 0 {
-			s.direct.Store(false) // refused: not tried again
-		}
+	var err error
+	if cold {
+		_, err = s.direct.WriteAt(f, data, 0)
+	} else {
+		_, err = f.Write(data)
 	}
-	if _, err := f.WriteAt(data[done:], int64(done)); err != nil {
+	if err != nil {
 		return err
 	}
 	startWriteback(f)

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cairnfs/cairn/internal/directio"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/object/local"
 )
@@ -19,7 +20,7 @@ import (
 // (short, misaligned, not cold) through it. Both ways of Put.
 func TestPutCold(t *testing.T) {
 	const align = 4096
-	raw := make([]byte, 3*local.DirectMin+2*align)
+	raw := make([]byte, 3*directio.Min+2*align)
 	aligned := raw[align-int(uintptr(unsafe.Pointer(&raw[0]))%align):]
 	for i := range aligned {
 		aligned[i] = byte(i*31 + i>>12)
@@ -30,11 +31,11 @@ func TestPutCold(t *testing.T) {
 		cold   bool
 		direct bool // expected to bypass the page cache
 	}{
-		{"aligned, with a tail", aligned[:2*local.DirectMin+260], true, true},
-		{"aligned, whole pages", aligned[:local.DirectMin], true, true},
-		{"short", aligned[:local.DirectMin-align], true, false},
-		{"misaligned", aligned[1 : 2*local.DirectMin+1], true, false},
-		{"not cold", aligned[:2*local.DirectMin], false, false},
+		{"aligned, with a tail", aligned[:2*directio.Min+260], true, true},
+		{"aligned, whole pages", aligned[:directio.Min], true, true},
+		{"short", aligned[:directio.Min-align], true, false},
+		{"misaligned", aligned[1 : 2*directio.Min+1], true, false},
+		{"not cold", aligned[:2*directio.Min], false, false},
 	}
 	for _, unnamed := range []bool{true, false} {
 		s := open(t, t.TempDir())
@@ -52,9 +53,9 @@ func TestPutCold(t *testing.T) {
 				t.Skip("the test directory's file system refuses direct I/O")
 			}
 			// Before any read: pages of the first MiB in the page cache.
-			if got := residentPages(t, filepath.Join(s.Dir(), key), local.DirectMin/align); (got == 0) != c.direct {
+			if got := residentPages(t, filepath.Join(s.Dir(), key), directio.Min/align); (got == 0) != c.direct {
 				t.Errorf("unnamed=%v %s: %d of the first %d pages in the page cache, want none: %v",
-					unnamed, c.name, got, local.DirectMin/align, c.direct)
+					unnamed, c.name, got, directio.Min/align, c.direct)
 			}
 			got, err := s.Get(t.Context(), key, 0, -1)
 			if err != nil {
