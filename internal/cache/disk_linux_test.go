@@ -6,9 +6,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cairnfs/cairn/internal/cache"
+	"github.com/cairnfs/cairn/internal/directio"
 )
 
 // TestDiskPutCold: a cold block of 1 MiB or more is written past the page
@@ -80,7 +79,7 @@ func newest(t *testing.T, paths []string) string {
 }
 
 // resident counts the pages of the file at path, past its first page
-// (the header), that are in the page cache (mincore(2)).
+// (the header), that are in the page cache.
 func resident(t *testing.T, path string) int {
 	t.Helper()
 	f, err := os.Open(path)
@@ -89,22 +88,14 @@ func resident(t *testing.T, path string) int {
 	}
 	defer f.Close()
 	fi, _ := f.Stat()
-	n := int(fi.Size() / 4096) // whole pages only
-	if n < 2 {
-		n = 2
-	}
-	m, err := unix.Mmap(int(f.Fd()), 0, n*4096, unix.PROT_READ, unix.MAP_SHARED)
+	n := int(fi.Size() / directio.Align) // whole pages only
+	all, err := directio.CachedPages(f, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Munmap(m)
-	vec := make([]byte, n)
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
-		t.Fatal(e)
+	first, err := directio.CachedPages(f, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	count := 0
-	for _, v := range vec[1:] {
-		count += int(v & 1)
-	}
-	return count
+	return all - first
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,4 +35,27 @@ func writeDirect(f *os.File, p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	return n, nil
+}
+
+// CachedPages reports how many of the first n pages (of Align bytes) of f
+// are in the page cache (mincore(2)): how tests see that a write went past
+// it.
+func CachedPages(f *os.File, n int) (int, error) {
+	if n <= 0 {
+		return 0, nil
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, n*Align, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, n)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		return 0, e
+	}
+	count := 0
+	for _, v := range vec {
+		count += int(v & 1)
+	}
+	return count, nil
 }
