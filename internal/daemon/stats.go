@@ -47,6 +47,7 @@ type Stats struct {
 	Latest *meta.LatestCacheStats       `json:"meta_cache,omitempty"`        // attributes and entries kept in memory (embedded engine)
 	Listed *meta.ListingStats           `json:"meta_listings,omitempty"`     // lookups answered from directory listings (shared engines)
 	Group  *meta.GroupStats             `json:"meta_group_commit,omitempty"` // creates and unlinks that shared a transaction (shared engines)
+	Ahead  *meta.AheadStats             `json:"meta_ahead,omitempty"`        // transactions lookups started for the create that followed (shared engines)
 	NFS    []NFSProcStats               `json:"nfs,omitempty"`               // procedures called, if an NFS gateway runs
 	FUSE   []FUSEOpStats                `json:"fuse,omitempty"`              // requests served, if mounted through FUSE
 }
@@ -130,6 +131,9 @@ func (v *Volume) Stats() Stats {
 		}
 		if gs, ok := v.Meta.GroupStats(); ok {
 			st.Group = &gs
+		}
+		if as, ok := v.Meta.AheadStats(); ok {
+			st.Ahead = &as
 		}
 	}
 	if v.disk != nil {
@@ -222,6 +226,11 @@ func WritePrometheus(w io.Writer, s Stats) error {
 	if s.Group != nil {
 		p.Counter("cairn_meta_group_commits_total", "Transactions that committed several creates or unlinks of this client together (shared engines).", float64(s.Group.Groups))
 		p.Counter("cairn_meta_group_members_total", "Creates and unlinks that ran in those transactions.", float64(s.Group.Members))
+	}
+	if s.Ahead != nil {
+		p.Counter("cairn_meta_ahead_started_total", "Transactions lookups started for the create that usually follows (shared engines).", float64(s.Ahead.Started))
+		p.Counter("cairn_meta_ahead_used_total", "Of those, the ones a create committed in.", float64(s.Ahead.Used))
+		p.Counter("cairn_meta_ahead_abandoned_total", "Of those, the ones rolled back: the name existed, or no create came.", float64(s.Ahead.Abandoned))
 	}
 	for _, c := range s.NFS {
 		p.Counter("cairn_nfs_calls_total", "Calls served by the NFS gateway, by program and procedure (those called at least once).", float64(c.Latency.Count), "prog", c.Prog, "proc", c.Proc)

@@ -151,6 +151,31 @@ type Exclusive interface {
 	UpdateExclusive(ctx context.Context, keys [][]byte, fn func(tx Txn) error) error
 }
 
+// Starter is an optional ability of a Store on a server (kv/postgres):
+// StartUpdate begins an update transaction before the function that will
+// run in it is known, and reads the first pairs of ranges (as Prereader)
+// in the same round trip as the BEGIN. Meta starts one for a lookup that
+// a create is likely to follow: the lookup reads in it, and the create
+// then finds everything it reads already there and needs one round trip,
+// its commit, instead of two.
+type Starter interface {
+	StartUpdate(ctx context.Context, ranges []Range) (Started, error)
+}
+
+// Started is an update transaction begun by StartUpdate. Exactly one of
+// Update and Abandon must be called, once; Reader is for use before that.
+type Started interface {
+	// Reader reads in the transaction's snapshot; the ranges StartUpdate
+	// read cost no round trip.
+	Reader() Reader
+	// Update is Store.Update whose first attempt runs fn in this
+	// transaction (seeing what Reader read, and its snapshot); an attempt
+	// after a conflict runs in a new transaction, as Update's would.
+	Update(ctx context.Context, fn func(tx Txn) error) error
+	// Abandon ends the transaction without committing.
+	Abandon()
+}
+
 // UpdateExclusive runs fn through s's Exclusive ability, or else as an
 // Update that first creates the missing keys with an empty value (stores
 // without the ability run transactions one at a time and need no locks).

@@ -115,7 +115,27 @@ func (m *Meta) mutateGrouped(ctx context.Context, fn func(o *op) error) error {
 		q.done <- struct{}{}
 	}
 
+	g.release()
+	return r.err
+}
+
+// tryRun takes a slot for a mutation that runs in its own transaction
+// (ahead.go), if one is free; the caller then calls release.
+func (g *committer) tryRun() bool {
 	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.running >= groupSlots {
+		return false
+	}
+	g.running++
+	return true
+}
+
+// release ends a slot's run: the first queued request leads the next
+// group in it.
+func (g *committer) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if len(g.queue) > 0 {
 		next := g.queue[0]
 		g.queue = g.queue[1:]
@@ -124,8 +144,6 @@ func (m *Meta) mutateGrouped(ctx context.Context, fn func(o *op) error) error {
 	} else {
 		g.running--
 	}
-	g.mu.Unlock()
-	return r.err
 }
 
 // runGroup runs the mutations of batch in one transaction and sets each

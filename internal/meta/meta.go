@@ -46,6 +46,10 @@ type Options struct {
 	// stores without the latest-version cache, which other processes
 	// write: database servers, where a commit costs most.
 	NoGroupCommit bool
+	// NoLookupAhead keeps lookups from starting the transaction of the
+	// create that usually follows them (ahead.go). They may on stores
+	// with kv.Starter and without the latest-version cache.
+	NoLookupAhead bool
 }
 
 // Validate checks the options (after defaults are applied).
@@ -124,6 +128,7 @@ type Meta struct {
 	listings   *listingCache // nil: off
 	lastEpoch  atomic.Uint64 // the live epoch the last update read
 	group      *committer    // nil: group commit off
+	ahead      *aheadState   // nil: lookups start no transactions
 	stopLatest func()
 }
 
@@ -161,6 +166,9 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 	if m.lc == nil && !opts.NoGroupCommit {
 		m.group = &committer{}
 	}
+	if st, ok := store.(kv.Starter); ok && m.lc == nil && !opts.NoLookupAhead && !opts.ReadOnly {
+		m.ahead = &aheadState{starter: st, waiting: make(map[aheadKey]*parked), absent: make(map[aheadKey]bool)}
+	}
 	if !opts.ReadOnly {
 		if err := m.releaseDeadSessions(ctx); err != nil {
 			m.closeLatestCache()
@@ -189,6 +197,9 @@ func (m *Meta) Close() error {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
+	if m.ahead != nil {
+		m.ahead.close()
+	}
 	m.closeLatestCache()
 	return err
 }
@@ -222,16 +233,28 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 	if m.isClosed() {
 		return kv.ErrClosed
 	}
+	return m.updateIn(ctx, nil, fn)
+}
+
+// updateIn is rawUpdate, whose first attempt runs in st if that is not
+// nil (a transaction a lookup started: ahead.go).
+func (m *Meta) updateIn(ctx context.Context, st kv.Started, fn func(t *wtx) error) error {
 	queued := false
 	touched := m.newTouchLog()
 	var last *wtx
-	err := m.store.Update(ctx, func(tx kv.Txn) error {
+	run := func(tx kv.Txn) error {
 		t := m.newWtx(tx, byte(rand.IntN(usageShards)), m.lc, touched)
 		last = t
 		err := fn(t)
 		queued = t.deletesQueued
 		return err
-	})
+	}
+	var err error
+	if st != nil {
+		err = st.Update(ctx, run)
+	} else {
+		err = m.store.Update(ctx, run)
+	}
 	var written map[base.Ino]base.Attr
 	if last != nil {
 		written = last.dirAttrs

@@ -4,6 +4,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -28,7 +29,31 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 	}
 	var ino base.Ino
 	var a, p base.Attr
-	err := m.looseView(ctx, func(rd kv.Reader) error {
+	var err error
+	ahead := false
+	if ah := m.ahead; ah != nil && name != "." && name != ".." {
+		if ah.wantStart() {
+			ino, a, p, ahead, err = m.lookupAhead(ctx, c, parent, name)
+		}
+	}
+	if !ahead {
+		err = m.lookupLoose(ctx, c, parent, name, &ino, &a, &p)
+		if m.ahead != nil && errors.Is(err, base.ErrNotFound) {
+			m.ahead.noteAbsent(aheadKey{parent, name})
+		}
+	}
+	if err != nil {
+		return 0, base.Attr{}, base.Attr{}, err
+	}
+	if m.listings != nil && name != "." && name != ".." && m.listings.found(parent) {
+		go m.listings.load(context.WithoutCancel(ctx), m, parent)
+	}
+	return ino, a, p, nil
+}
+
+// lookupLoose is LookupDir's read of the store, in a loose view.
+func (m *Meta) lookupLoose(ctx context.Context, c *Caller, parent base.Ino, name string, ino *base.Ino, a, p *base.Attr) error {
+	return m.looseView(ctx, func(rd kv.Reader) error {
 		// The parent, the entry and its inode in one round trip where the
 		// store can.
 		r := &wtx{Txn: readTxn{rd}}
@@ -39,19 +64,12 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 			}
 		}
 		var err error
-		if ino, a, err = lookupAt(r, c, parent, name, latestEpoch); err != nil {
+		if *ino, *a, err = lookupAt(r, c, parent, name, latestEpoch); err != nil {
 			return err
 		}
-		p, err = getAttr(r, parent) // prefetched
+		*p, err = getAttr(r, parent) // prefetched
 		return err
 	})
-	if err != nil {
-		return 0, base.Attr{}, base.Attr{}, err
-	}
-	if m.listings != nil && name != "." && name != ".." && m.listings.found(parent) {
-		go m.listings.load(context.WithoutCancel(ctx), m, parent)
-	}
-	return ino, a, p, nil
 }
 
 // lookupAt is Lookup as of epoch.
@@ -183,12 +201,12 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		}()
 	}
 	var a base.Attr
-	err = m.mutateGrouped(ctx, func(o *op) error {
+	err = m.mutateAhead(ctx, parent, name, func(o *op) error {
 		// A freshly allocated inode has no versions: its writes need not
 		// look for older ones.
 		o.remember(attrKey(ino), topVersion{})
 		o.remember(symlinkKey(ino), topVersion{})
-		if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name)); err != nil {
+		if err := o.createRead(parent, name); err != nil {
 			return err
 		}
 		if sid != 0 {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
@@ -343,5 +344,107 @@ func TestSharedUnlinkReadsAhead(t *testing.T) {
 		if n := sc.scans.Load() - before; n != 0 {
 			t.Fatalf("unlink %d: %d scans after the first round trip", i, n)
 		}
+	}
+}
+
+// TestSharedLookupAhead: once most lookups that reach the server are
+// followed by a create of the name, a lookup starts the create's
+// transaction (ahead.go). Creates in it are whole and seen by another
+// client; a lookup that finds its name, or whose create does not come,
+// rolls its transaction back; a create racing another client's create of
+// the same name fails with ErrExist; Close ends parked transactions.
+func TestSharedLookupAhead(t *testing.T) {
+	ms := pgClients(t, 2)
+	m, o := ms[1], ms[0] // the cleanup's fsck runs on ms[0]
+	d := mkdir(t, m, root, base.RootIno, "d")
+	stats := func() AheadStats {
+		s, ok := m.AheadStats()
+		if !ok {
+			t.Fatal("lookups start no transactions on PostgreSQL")
+		}
+		return s
+	}
+	inos := map[string]base.Ino{}
+	for i := 0; i < 60; i++ {
+		name := fmt.Sprint("f", i)
+		if _, _, err := m.Lookup(ctx, root, d, name); !errors.Is(err, base.ErrNotFound) {
+			t.Fatalf("lookup of %s before its create: %v", name, err)
+		}
+		ino, _, err := m.Create(ctx, root, d, name, 0o640, 0)
+		ok(t, err)
+		ok(t, m.CloseFile(ctx, ino))
+		inos[name] = ino
+	}
+	s := stats()
+	if s.Used < 30 || s.Score < 50 {
+		t.Fatalf("after 60 lookups each followed by a create: %+v", s)
+	}
+	for name, ino := range inos {
+		got, a, err := o.Lookup(ctx, root, d, name)
+		ok(t, err)
+		if got != ino || a.Mode&0o7777 != 0o640 || a.Nlink != 1 {
+			t.Fatalf("the other client finds %s as inode %d %+v, want inode %d", name, got, a, ino)
+		}
+	}
+	u := must[Usage](t)(o.Usage(ctx))
+	if u.Inodes != 1+1+60 {
+		t.Fatalf("usage counts %d inodes, want 62", u.Inodes)
+	}
+
+	// A lookup that finds its name: rolled back at once.
+	s = stats()
+	got, _, err := m.Lookup(ctx, root, d, "f1")
+	ok(t, err)
+	if got != inos["f1"] {
+		t.Fatalf("lookup of f1 = %d, want %d", got, inos["f1"])
+	}
+	if n := stats(); n.Started == s.Started || n.Abandoned != s.Abandoned+1 {
+		t.Fatalf("a lookup that found its name: %+v, then %+v", s, n)
+	}
+
+	// No create follows: rolled back after aheadWait; a later create of
+	// the name runs on its own.
+	s = stats()
+	_, _, err = m.Lookup(ctx, root, d, "late")
+	if !errors.Is(err, base.ErrNotFound) {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for stats().Abandoned == s.Abandoned {
+		if time.Now().After(deadline) {
+			t.Fatalf("a parked transaction without a create is kept: %+v", stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ino, _, err := m.Create(ctx, root, d, "late", 0o644, 0)
+	ok(t, err)
+	ok(t, m.CloseFile(ctx, ino))
+
+	// Another client creates the name between the lookup and the create:
+	// the create in the older snapshot conflicts, runs again, and finds it.
+	s = stats()
+	_, _, err = m.Lookup(ctx, root, d, "race")
+	if !errors.Is(err, base.ErrNotFound) {
+		t.Fatal(err)
+	}
+	other := create(t, o, root, d, "race")
+	if _, _, err := m.Create(ctx, root, d, "race", 0o644, 0); !errors.Is(err, base.ErrExist) {
+		t.Fatalf("create of a name another client created after the lookup: %v, want ErrExist", err)
+	}
+	if n := stats(); n.Used != s.Used+1 || n.Retried != s.Retried+1 {
+		t.Fatalf("the racing create did not run in the started transaction and again: %+v, then %+v", s, n)
+	}
+	if got, _, err := o.Lookup(ctx, root, d, "race"); err != nil || got != other {
+		t.Fatalf("race is inode %d (%v), want the other client's %d", got, err, other)
+	}
+
+	// Close with a transaction parked: it ends, and so does the store.
+	_, _, err = m.Lookup(ctx, root, d, "parked")
+	if !errors.Is(err, base.ErrNotFound) {
+		t.Fatal(err)
+	}
+	ok(t, m.Close())
+	if _, _, err := m.Create(ctx, root, d, "parked", 0o644, 0); err == nil {
+		t.Fatal("create after Close succeeded")
 	}
 }

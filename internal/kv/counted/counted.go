@@ -9,6 +9,7 @@ package counted
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +85,7 @@ var (
 	_ kv.Store       = (*Store)(nil)
 	_ kv.LooseViewer = (*Store)(nil)
 	_ kv.Exclusive   = (*Store)(nil)
+	_ kv.Starter     = (*Store)(nil)
 	_ kv.Notifier    = (*Store)(nil)
 	_ kv.Observable  = (*Store)(nil)
 )
@@ -158,6 +160,34 @@ func (s *Store) UpdateExclusive(ctx context.Context, keys [][]byte, fn func(tx k
 	var a attempts
 	err := kv.UpdateExclusive(ctx, s.inner, keys, func(tx kv.Txn) error { return a.run(func() error { return fn(tx) }) })
 	s.done(Exclusive, start, &a, err)
+	return err
+}
+
+// StartUpdate implements kv.Starter through the wrapped store's ability;
+// an error wrapping errors.ErrUnsupported if it has none. The Started's
+// Update counts as an Update.
+func (s *Store) StartUpdate(ctx context.Context, ranges []kv.Range) (kv.Started, error) {
+	st, ok := s.inner.(kv.Starter)
+	if !ok {
+		return nil, fmt.Errorf("%s: starting an update ahead: %w", s.inner.Name(), errors.ErrUnsupported)
+	}
+	inner, err := st.StartUpdate(ctx, ranges)
+	if err != nil {
+		return nil, err
+	}
+	return &started{Started: inner, s: s}, nil
+}
+
+type started struct {
+	kv.Started
+	s *Store
+}
+
+func (st *started) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
+	start := time.Now()
+	var a attempts
+	err := st.Started.Update(ctx, func(tx kv.Txn) error { return a.run(func() error { return fn(tx) }) })
+	st.s.done(Update, start, &a, err)
 	return err
 }
 

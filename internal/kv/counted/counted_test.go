@@ -163,3 +163,49 @@ func TestNotifierForwarded(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// starting is memkv with kv.Starter: a started update is an Update begun
+// at Update (memkv runs one transaction at a time).
+type starting struct{ *memkv.Store }
+
+type startedMem struct {
+	s    *memkv.Store
+	done bool
+}
+
+func (s starting) StartUpdate(ctx context.Context, ranges []kv.Range) (kv.Started, error) {
+	return &startedMem{s: s.Store}, nil
+}
+
+func (st *startedMem) Reader() kv.Reader { return nil }
+func (st *startedMem) Abandon()          { st.done = true }
+func (st *startedMem) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
+	st.done = true
+	return st.s.Update(ctx, fn)
+}
+
+// StartUpdate is passed on, and the started Update counts as an Update;
+// a store without the ability says so with errors.ErrUnsupported.
+func TestStartUpdate(t *testing.T) {
+	ctx := context.Background()
+	if _, err := counted.New(memkv.New()).StartUpdate(ctx, nil); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("StartUpdate on memkv: %v, want errors.ErrUnsupported", err)
+	}
+	s := counted.New(starting{memkv.New()})
+	st, err := s.StartUpdate(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Update(ctx, func(tx kv.Txn) error { tx.Set([]byte("k"), []byte("v")); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	st, err = s.StartUpdate(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Abandon()
+	u := s.Stats().Kinds[counted.Update.String()]
+	if u.Transactions != 1 || u.Outcomes["ok"] != 1 {
+		t.Fatalf("update stats after one started update and one abandoned: %+v", u)
+	}
+}

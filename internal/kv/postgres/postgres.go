@@ -429,9 +429,24 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 		return err
 	}
 	defer s.inflight.Done()
-	o := &op{s: s, ctx: ctx}
+	return s.update(&op{s: s, ctx: ctx}, nil, fn)
+}
+
+// update runs fn as Update does; its first attempt in first if that is
+// not nil (a transaction StartUpdate began).
+func (s *Store) update(o *op, first *txn, fn func(tx kv.Txn) error) error {
 	for {
-		err := kv.RunWithRetry(ctx, func() error { return s.updateOnce(o, fn) })
+		err := kv.RunWithRetry(o.ctx, func() error {
+			tx := first
+			if tx == nil {
+				if err := o.ctx.Err(); err != nil {
+					return err
+				}
+				tx = &txn{s: s, o: o, rw: true}
+			}
+			first = nil
+			return s.attempt(tx, fn)
+		})
 		var lost *lostError
 		if !errors.As(err, &lost) {
 			o.reached()
@@ -441,6 +456,58 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 			return werr
 		}
 	}
+}
+
+var _ kv.Starter = (*Store)(nil)
+
+// StartUpdate implements kv.Starter: BEGIN and one statement reading the
+// first pairs of ranges go in one round trip. The transaction holds a
+// connection until Update or Abandon.
+func (s *Store) StartUpdate(ctx context.Context, ranges []kv.Range) (kv.Started, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	tx := &txn{s: s, o: &op{s: s, ctx: ctx}, rw: true}
+	if err := tx.Preread(ranges); err != nil {
+		tx.drop()
+		s.inflight.Done()
+		return nil, err
+	}
+	tx.o.reached()
+	return &started{tx: tx}, nil
+}
+
+// started is a kv.Started: a transaction StartUpdate began, holding the
+// store's inflight count until it ends.
+type started struct {
+	tx   *txn
+	once sync.Once
+}
+
+func (st *started) Reader() kv.Reader { return st.tx }
+
+func (st *started) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
+	err := kv.ErrClosed // the transaction already ended
+	st.once.Do(func() {
+		tx := st.tx
+		s := tx.s
+		defer s.inflight.Done()
+		// The attempt runs under the caller's context and outage
+		// wait, not the starter's.
+		tx.o = &op{s: s, ctx: ctx}
+		err = s.update(tx.o, tx, fn)
+	})
+	return err
+}
+
+func (st *started) Abandon() {
+	st.once.Do(func() {
+		st.tx.drop()
+		st.tx.s.inflight.Done()
+	})
 }
 
 var _ kv.Exclusive = (*Store)(nil)
@@ -468,12 +535,8 @@ func (s *Store) UpdateExclusive(ctx context.Context, keys [][]byte, fn func(tx k
 	})
 }
 
-// updateOnce runs fn once and commits.
-func (s *Store) updateOnce(o *op, fn func(tx kv.Txn) error) error {
-	if err := o.ctx.Err(); err != nil {
-		return err
-	}
-	tx := &txn{s: s, o: o, rw: true}
+// attempt runs fn once in tx and commits.
+func (s *Store) attempt(tx *txn, fn func(tx kv.Txn) error) error {
 	defer tx.drop() // also if fn panics
 	ferr := fn(tx)
 	if tx.err != nil {

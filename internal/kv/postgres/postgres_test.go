@@ -532,6 +532,118 @@ func TestPreread(t *testing.T) {
 	}
 }
 
+// TestStartUpdate: a started transaction's reads (a range read with a
+// Follow also answers the same range without one) cost no statement, its
+// Update commits in the snapshot the start took, a conflict with a commit
+// made meanwhile runs fn again in a new transaction, and an abandoned one
+// neither commits nor keeps Close waiting.
+func TestStartUpdate(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pgtest.NewDatabase(t), postgres.Options{})
+	put(t, s, "a1", "x", "d1", "b1", "ib1", "z", "n", "0")
+	follow := &kv.Follow{Offset: 0, Length: 2, Prefix: []byte("i"), EndSuffix: []byte{0}}
+	ranges := []kv.Range{
+		{Start: []byte("a"), End: []byte("b")},
+		{Start: []byte("d1"), End: []byte("d2"), Follow: follow},
+		{Start: []byte("d1"), End: []byte("d2")}, // the same, plain
+		{Start: []byte("n"), End: []byte("n\x00")},
+	}
+	before := postgres.Reads(s)
+	st, err := s.StartUpdate(ctx, ranges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := postgres.Reads(s) - before; n != 1 {
+		t.Errorf("StartUpdate sent %d reading statements, want 1", n)
+	}
+	// A commit after the start: the started transaction does not see it.
+	put(t, s, "a2", "later")
+	before = postgres.Reads(s)
+	ps, err := kv.Firsts(st.Reader(), ranges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := postgres.Reads(s) - before; n != 0 {
+		t.Errorf("reading the started ranges sent %d statements", n)
+	}
+	if string(ps[0].Key) != "a1" || string(ps[1].Followed.Value) != "z" || string(ps[2].Value) != "b1" || string(ps[3].Value) != "0" {
+		t.Errorf("started reads: %q %q %q %q", ps[0].Key, ps[1].Followed.Value, ps[2].Value, ps[3].Value)
+	}
+	runs := 0
+	err = st.Update(ctx, func(tx kv.Txn) error {
+		runs++
+		v, err := tx.Get([]byte("a2"))
+		if err != nil {
+			return err
+		}
+		if runs == 1 && v != nil {
+			t.Errorf("the first attempt sees %q, committed after the start", v)
+		}
+		tx.Set([]byte("c"), []byte(fmt.Sprint(runs)))
+		return nil
+	})
+	if err != nil || runs != 1 {
+		t.Fatalf("Update: %v after %d runs", err, runs)
+	}
+	if got := lookup(t, s, "c"); got != "1" {
+		t.Errorf("c = %q", got)
+	}
+	if err := st.Update(ctx, func(kv.Txn) error { return nil }); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("a second Update of a started transaction: %v, want kv.ErrClosed", err)
+	}
+
+	// A key the started transaction read and writes, changed meanwhile:
+	// the first attempt conflicts, the second sees the change.
+	st, err = s.StartUpdate(ctx, ranges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Firsts(st.Reader(), ranges); err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, "n", "1")
+	runs = 0
+	err = st.Update(ctx, func(tx kv.Txn) error {
+		runs++
+		v, err := tx.Get([]byte("n"))
+		if err != nil {
+			return err
+		}
+		tx.Set([]byte("n"), append(v, '+'))
+		return nil
+	})
+	if err != nil || runs != 2 {
+		t.Fatalf("Update after a conflicting commit: %v after %d runs, want 2", err, runs)
+	}
+	if got := lookup(t, s, "n"); got != "1+" {
+		t.Errorf("n = %q, want 1+", got)
+	}
+
+	// Abandoned: its connection is freed, so Close does not wait.
+	st, err = s.StartUpdate(ctx, ranges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Abandon()
+	st.Abandon() // once is enough; twice is harmless
+	if err := st.Update(ctx, func(kv.Txn) error { return nil }); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("Update after Abandon: %v, want kv.ErrClosed", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waits after every started transaction ended")
+	}
+	if _, err := s.StartUpdate(ctx, ranges); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("StartUpdate after Close: %v, want kv.ErrClosed", err)
+	}
+}
+
 // TestDurableAcrossCrash commits, crashes the server (immediate shutdown),
 // and finds every commit after the restart.
 func TestDurableAcrossCrash(t *testing.T) {

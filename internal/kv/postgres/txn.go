@@ -589,6 +589,13 @@ func (tx *txn) Preread(ranges []kv.Range) error {
 	var todo []kv.Range
 	var keys []string
 	seen := make(map[string]bool)
+	// A range asked for both with and without a Follow is read once: the
+	// followed read answers both.
+	for _, r := range ranges {
+		if r.Follow != nil {
+			seen[kv.RangeKey(kv.Range{Start: r.Start, End: r.End})] = true
+		}
+	}
 	tx.mu.Lock()
 	for _, r := range ranges {
 		if r.End == nil || bytes.Compare(r.Start, r.End) >= 0 {
@@ -620,6 +627,12 @@ func (tx *txn) Preread(ranges []kv.Range) error {
 	}
 	for i, k := range keys {
 		tx.pre[k] = ps[i]
+		if todo[i].Follow != nil {
+			plain := kv.RangeKey(kv.Range{Start: todo[i].Start, End: todo[i].End})
+			if _, ok := tx.pre[plain]; !ok {
+				tx.pre[plain] = kv.Pair{Key: ps[i].Key, Value: ps[i].Value}
+			}
+		}
 	}
 	return nil
 }

@@ -1,0 +1,267 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// Creates started by their lookup (design/0002-shared-mode.md, "A lookup
+// that starts the create").
+//
+// Before it creates a name, the kernel looks it up. On a database server
+// the lookup is one round trip and the create two: the transaction's
+// reads (with BEGIN), then its writes with COMMIT. The create reads again
+// what the lookup has just read (the parent and the entry), plus the
+// epoch records and a usage shard. Where most lookups that reach the
+// server end in a create, a lookup begins the create's transaction
+// instead (kv.Starter): BEGIN, and one statement reading everything the
+// lookup and the create read; the lookup answers from it. If the name is
+// absent, the transaction waits, parked, for a create of that name, which
+// then needs only its commit. A parked transaction no create takes within
+// aheadWait is rolled back, and so is one whose lookup found the name.
+//
+// The create then runs in a snapshot taken at the lookup, a little older
+// than its own would be: a concurrent change of what it writes (the
+// parent's attributes) makes it conflict and run again in a new
+// transaction, as it would have anyway had the change come between its
+// BEGIN and its COMMIT.
+
+// aheadWait is how long a parked transaction waits for its create. The
+// kernel sends the create as soon as the lookup's answer arrives.
+const aheadWait = 20 * time.Millisecond
+
+// aheadMax bounds the parked transactions (each holds a connection).
+const aheadMax = 16
+
+// Score of the lookups that reach the store: the share of them followed
+// by a create of the name, with a weight of 1/16 for the latest, in units
+// of aheadScale. Lookups start transactions while it is above half.
+const (
+	aheadScale = 1 << 16
+	aheadStep  = aheadScale / 16
+)
+
+type aheadKey struct {
+	parent base.Ino
+	name   string
+}
+
+type parked struct {
+	st    kv.Started
+	shard byte // the usage shard whose record the transaction read
+}
+
+type aheadState struct {
+	starter kv.Starter
+	mu      sync.Mutex
+	score   int
+	waiting map[aheadKey]*parked
+	// absent are names that loose lookups found missing lately, so that
+	// a create of one counts for the score while nothing is started.
+	absent map[aheadKey]bool
+	off    bool // the store refused (errors.ErrUnsupported)
+
+	started, used, abandoned, retried atomic.Int64
+}
+
+// AheadStats counts the transactions lookups started for creates.
+type AheadStats struct {
+	Started   int64 `json:"started"`   // transactions lookups began
+	Used      int64 `json:"used"`      // taken by the create that followed
+	Abandoned int64 `json:"abandoned"` // rolled back: the name existed, or no create came
+	Retried   int64 `json:"retried"`   // used, but the create conflicted and ran again
+	Score     int   `json:"score"`     // percent of recent server lookups followed by a create
+}
+
+// AheadStats returns the counters; ok is false when lookups never start
+// transactions (Options.NoLookupAhead, or a store without kv.Starter).
+func (m *Meta) AheadStats() (s AheadStats, ok bool) {
+	a := m.ahead
+	if a == nil {
+		return s, false
+	}
+	a.mu.Lock()
+	score := a.score
+	a.mu.Unlock()
+	return AheadStats{Started: a.started.Load(), Used: a.used.Load(), Abandoned: a.abandoned.Load(),
+		Retried: a.retried.Load(), Score: score * 100 / aheadScale}, true
+}
+
+// wantStart counts a lookup that reaches the store and reports whether it
+// should start a transaction.
+func (a *aheadState) wantStart() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.score -= a.score / 16
+	return !a.off && a.score > aheadScale/2 && len(a.waiting) < aheadMax
+}
+
+// noteAbsent records that a loose lookup found name missing.
+func (a *aheadState) noteAbsent(k aheadKey) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.absent) >= 256 {
+		clear(a.absent)
+	}
+	a.absent[k] = true
+}
+
+// park keeps st for a create of k, for aheadWait.
+func (a *aheadState) park(k aheadKey, p *parked) {
+	a.mu.Lock()
+	if a.off { // closed meanwhile
+		a.mu.Unlock()
+		a.abandon(p)
+		return
+	}
+	old := a.waiting[k]
+	a.waiting[k] = p
+	a.mu.Unlock()
+	if old != nil {
+		a.abandon(old)
+	}
+	time.AfterFunc(aheadWait, func() {
+		a.mu.Lock()
+		mine := a.waiting[k] == p
+		if mine {
+			delete(a.waiting, k)
+		}
+		a.mu.Unlock()
+		if mine {
+			a.abandon(p)
+		}
+	})
+}
+
+// take returns the transaction parked for a create of k, if any, and
+// counts the create for the score.
+func (a *aheadState) take(k aheadKey) *parked {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.waiting[k]
+	if p != nil || a.absent[k] {
+		a.score = min(a.score+aheadStep, aheadScale)
+	}
+	delete(a.waiting, k)
+	delete(a.absent, k)
+	return p
+}
+
+// conflicted lowers the score after a create in a started transaction had
+// to run again: in a directory many processes of this client create in,
+// the lookup's snapshot is often too old.
+func (a *aheadState) conflicted() {
+	a.retried.Add(1)
+	a.mu.Lock()
+	a.score = max(a.score-2*aheadStep, 0)
+	a.mu.Unlock()
+}
+
+func (a *aheadState) abandon(p *parked) {
+	a.abandoned.Add(1)
+	p.st.Abandon()
+}
+
+// close rolls back every parked transaction.
+func (a *aheadState) close() {
+	a.mu.Lock()
+	ps := make([]*parked, 0, len(a.waiting))
+	for k, p := range a.waiting {
+		ps = append(ps, p)
+		delete(a.waiting, k)
+	}
+	a.off = true
+	a.mu.Unlock()
+	for _, p := range ps {
+		a.abandon(p)
+	}
+}
+
+// createReads are the ranges the first read of a create of name in parent
+// asks for (mknod's createRead), with usage shard shard.
+func (m *Meta) createReads(parent base.Ino, name string, shard byte) []kv.Range {
+	return m.firstReads(func(o *op) error { return o.createRead(parent, name) }, shard)
+}
+
+// createRead is the first read of a create: the parent and the entry, the
+// epoch records and the usage shard.
+func (o *op) createRead(parent base.Ino, name string) error {
+	return o.prefetchOp(attrKey(parent), dentryKey(parent, name))
+}
+
+// lookupAhead is LookupDir's read of the store in a transaction it starts
+// for a create of name; done is false if none could be started (the
+// caller looks up as usual).
+func (m *Meta) lookupAhead(ctx context.Context, c *Caller, parent base.Ino, name string) (ino base.Ino, a, p base.Attr, done bool, err error) {
+	ah := m.ahead
+	shard := byte(rand.IntN(usageShards))
+	probe := &probeTxn{}
+	_ = (&wtx{Txn: probe}).prefetchEntry(parent, name)
+	ranges := append(probe.ranges, m.createReads(parent, name, shard)...)
+	st, err := ah.starter.StartUpdate(ctx, ranges)
+	if err != nil {
+		if errors.Is(err, errors.ErrUnsupported) {
+			ah.mu.Lock()
+			ah.off = true
+			ah.mu.Unlock()
+		}
+		return 0, a, p, false, nil
+	}
+	ah.started.Add(1)
+	r := &wtx{Txn: readTxn{st.Reader()}}
+	if err = r.prefetchEntry(parent, name); err == nil {
+		ino, a, err = lookupAt(r, c, parent, name, latestEpoch)
+	}
+	if err == nil {
+		p, err = getAttr(r, parent)
+	}
+	if errors.Is(err, base.ErrNotFound) && !m.isClosed() {
+		// Park it only if it is the entry that is missing.
+		if pa, perr := getAttr(r, parent); perr == nil && pa.Type == base.TypeDir && pa.Nlink > 0 {
+			ah.park(aheadKey{parent, name}, &parked{st: st, shard: shard})
+			return 0, a, p, true, err
+		}
+	}
+	ah.abandon(&parked{st: st})
+	return ino, a, p, true, err
+}
+
+// mutateAhead runs a create's fn in the transaction its lookup parked, if
+// there is one; else as mutateGrouped.
+func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, fn func(o *op) error) error {
+	ah := m.ahead
+	if ah == nil {
+		return m.mutateGrouped(ctx, fn)
+	}
+	p := ah.take(aheadKey{parent, name})
+	if p == nil {
+		return m.mutateGrouped(ctx, fn)
+	}
+	if m.isClosed() {
+		ah.abandon(p)
+		return kv.ErrClosed
+	}
+	ah.used.Add(1)
+	attempts := 0
+	err := m.updateIn(ctx, p.st, func(t *wtx) error {
+		if attempts++; attempts == 1 {
+			t.shard = p.shard
+		}
+		o := m.newOp(t)
+		if err := fn(o); err != nil {
+			return err
+		}
+		return o.flush()
+	})
+	if attempts > 1 {
+		ah.conflicted()
+	}
+	return err
+}
