@@ -382,6 +382,31 @@ func TestTransientFaults(t *testing.T) {
 		}
 	})
 
+	t.Run("DamagedPayload", func(t *testing.T) {
+		// One byte of a PUT's body flipped on the way: the server checks
+		// the CRC-32C Put sends, refuses it, and Put sends it again.
+		data := bytes.Repeat([]byte("0123456789abcdef"), 1<<14)
+		inject(1, func(r *http.Request) bool { return r.Method == http.MethodPut },
+			func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+				body, err := io.ReadAll(r.Body)
+				if err != nil {
+					return nil, err
+				}
+				body[len(body)/2] ^= 1
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				return next.RoundTrip(r)
+			})
+		if err := s.Put(ctx, "damaged", data); err != nil {
+			t.Fatalf("Put through a damaged payload: %v", err)
+		}
+		if ft.injected() != 1 {
+			t.Fatalf("%d faults injected, want 1", ft.injected())
+		}
+		if got, err := s.Get(ctx, "damaged", 0, -1); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Get after a damaged PUT: %d bytes, equal %v, %v", len(got), bytes.Equal(got, data), err)
+		}
+	})
+
 	t.Run("BrokenBody", func(t *testing.T) {
 		data := bytes.Repeat([]byte("0123456789abcdef"), 1<<14)
 		if err := s.Put(ctx, "body", data); err != nil {

@@ -109,6 +109,11 @@ func transient(err error) bool {
 		case "RequestTimeout", "InternalError", "ServiceUnavailable", "SlowDown", "SlowDownRead",
 			"SlowDownWrite", "Throttling", "ThrottlingException", "RequestLimitExceeded", "RequestThrottled":
 			return true
+		case "BadDigest":
+			// The payload did not match its checksum (Put sends one):
+			// damaged on the way. The caller's copy is whole; send it
+			// again.
+			return true
 		}
 		return false
 	}
