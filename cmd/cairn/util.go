@@ -101,7 +101,7 @@ type memFlags struct {
 func (m *memFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&m.cacheMem, "cache-mem", "256M", "memory block cache size")
 	f.StringVar(&m.bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
-	f.IntVar(&m.readAhead, "read-ahead", -1, fmt.Sprintf("blocks fetched ahead of a sequential reader, into the memory cache (0: none; default %d)", chunk.DefaultReadAhead))
+	f.IntVar(&m.readAhead, "read-ahead", -1, fmt.Sprintf("blocks fetched ahead of a sequential reader, into the memory cache (0: none; default %d on a local directory, %d on S3)", chunk.DefaultReadAhead, daemon.RemoteReadAhead))
 }
 
 // maxReadAheadBlocks bounds --read-ahead: 64 blocks of 4 MiB is a whole

@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/chunk"
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/object/faulty"
 )
 
 // TestObjectLatency opens a volume with VolumeOptions.ObjectLatency: every
 // data store request waits that long and the wait shows in the object
-// request latency of Stats; without it the store is not wrapped, and a
-// negative latency is refused.
+// request latency of Stats, and it is read ahead as a remote store;
+// without it the store is not wrapped, and a negative latency is refused.
 func TestObjectLatency(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -32,6 +33,9 @@ func TestObjectLatency(t *testing.T) {
 	if _, ok := plain.objStats.Unwrap().(*faulty.Store); ok {
 		t.Error("a volume without ObjectLatency has its store wrapped")
 	}
+	if ra := plain.Chunks.Options().ReadAhead; ra != chunk.DefaultReadAhead {
+		t.Errorf("read-ahead on a local directory: %d blocks, want %d", ra, chunk.DefaultReadAhead)
+	}
 	plain.Close()
 
 	const lat = 30 * time.Millisecond
@@ -40,6 +44,10 @@ func TestObjectLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer vol.Close()
+	// A slowed store is read ahead as a remote one.
+	if ra := vol.Chunks.Options().ReadAhead; ra != RemoteReadAhead {
+		t.Errorf("read-ahead on a slowed store: %d blocks, want %d", ra, RemoteReadAhead)
+	}
 	start := time.Now()
 	if err := vol.Objects.Put(ctx, "x/y", []byte("data")); err != nil {
 		t.Fatal(err)

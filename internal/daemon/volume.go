@@ -267,6 +267,13 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 	return s, store.Sync(ctx)
 }
 
+// RemoteReadAhead is the default read-ahead, in blocks, on a data store
+// reached over the network (or slowed by ObjectLatency): a GET of a whole
+// block takes tens of milliseconds there, and 8 blocks in flight kept a
+// sequential reader waiting for them (docs/design/0005-caches.md,
+// "Read-ahead across chunks, and its depth").
+const RemoteReadAhead = 16
+
 // VolumeOptions configures OpenVolume.
 type VolumeOptions struct {
 	MetaURL  string
@@ -287,7 +294,8 @@ type VolumeOptions struct {
 	// CacheWrites also puts uploaded blocks into the disk cache.
 	CacheWrites bool
 	// ReadAhead is the number of blocks fetched ahead of a sequential
-	// reader: 0 for chunk.DefaultReadAhead, negative for none.
+	// reader: 0 for the data store's default (RemoteReadAhead, or
+	// chunk.DefaultReadAhead on a local directory), negative for none.
 	ReadAhead int
 	// CacheOnStoreFS keeps the cache directories that are on the file
 	// system of a local (file://) data store. By default they are not
@@ -383,6 +391,9 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	cacheDirs := o.CacheDirs
 	ls, isLocal := objs.(*local.Store)
 	isLocal = isLocal && o.ObjectLatency == 0
+	if !isLocal && o.ReadAhead == 0 {
+		o.ReadAhead = RemoteReadAhead
+	}
 	if isLocal && !o.CacheOnStoreFS && len(cacheDirs) > 0 {
 		cacheDirs = v.dropStoreFSDirs(cacheDirs, ls.Dir())
 	}
