@@ -43,7 +43,7 @@ func (m *Meta) PutBlob(ctx context.Context, key string, data []byte) error {
 // base.ErrNotFound. The returned slice belongs to the caller.
 func (m *Meta) GetBlob(ctx context.Context, key string) ([]byte, error) {
 	var data []byte
-	err := m.blobView(ctx, func(r kv.Reader) error {
+	err := m.singleView(ctx, func(r kv.Reader) error {
 		v, err := r.Get(blobKey(key))
 		data = v
 		return err
@@ -113,9 +113,12 @@ func (m *Meta) ListBlobs(ctx context.Context, prefix string, fn func(key string,
 	}
 }
 
-// blobView runs a single read: without a snapshot where the engine has
-// a cheaper way (kv.LooseViewer).
-func (m *Meta) blobView(ctx context.Context, fn func(r kv.Reader) error) error {
+// singleView runs fn, which reads one record (or a second only to explain
+// the first's absence), without a snapshot where the engine has a cheaper
+// way (kv.LooseViewer): on PostgreSQL one statement instead of BEGIN, the
+// read and a ROLLBACK. It bypasses the latest-version cache, which holds
+// no blobs or chunk maps.
+func (m *Meta) singleView(ctx context.Context, fn func(r kv.Reader) error) error {
 	if m.isClosed() {
 		return kv.ErrClosed
 	}

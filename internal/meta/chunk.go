@@ -17,7 +17,7 @@ import (
 // epoch (nil for a hole). Later slices win where they overlap.
 func (m *Meta) ReadChunk(ctx context.Context, ino base.Ino, index uint32) ([]base.Slice, error) {
 	var out []base.Slice
-	err := m.view(ctx, func(r kv.Reader) (err error) {
+	err := m.singleView(ctx, func(r kv.Reader) (err error) {
 		out, err = readChunkAt(r, ino, index, latestEpoch)
 		return err
 	})

@@ -543,6 +543,15 @@ func (m *Meta) lockIno(ino base.Ino) func() {
 // clients' unlinks do not destroy it while it is open. ErrNotFound (and
 // nothing recorded) if the inode is gone.
 func (m *Meta) OpenFile(ctx context.Context, ino base.Ino) (base.Attr, error) {
+	a, _, _, err := m.OpenFileChunk(ctx, ino)
+	return a, err
+}
+
+// OpenFileChunk is OpenFile that also returns, where it read them in the
+// same round trip (stores without the latest-version cache: a database
+// server), the slices of the file's first chunk: ok reports whether it
+// did. A small file's first read then needs no read of its own.
+func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, first []base.Slice, ok bool, err error) {
 	unlock := m.lockIno(ino)
 	defer unlock()
 	m.mu.Lock()
@@ -556,17 +565,28 @@ func (m *Meta) OpenFile(ctx context.Context, ino base.Ino) (base.Attr, error) {
 		n = -1
 	}
 	m.mu.Unlock()
-	var a base.Attr
-	var err error
 	if n != 0 || sid == 0 || m.opts.ReadOnly {
 		a, err = m.GetAttr(ctx, ino)
 	} else {
 		err = m.rawUpdate(ctx, func(t *wtx) error {
+			first, ok = nil, false
+			withChunk := m.lc == nil
+			if withChunk {
+				if err := t.prefetch([][]byte{attrKey(ino), chunkKey(ino, 0)}, nil); err != nil {
+					return err
+				}
+			}
 			var err error
 			if a, err = getAttr(t, ino); err != nil {
 				return err
 			}
 			if a.Type == base.TypeFile {
+				if withChunk && a.Length > 0 {
+					if first, err = readChunkAt(t, ino, 0, latestEpoch); err != nil {
+						return err
+					}
+					ok = true
+				}
 				t.Set(holdKey(ino, sid), nil)
 				if a.Nlink == 0 {
 					// An unlinked file still open elsewhere: a concurrent
@@ -593,10 +613,10 @@ func (m *Meta) OpenFile(ctx context.Context, ino base.Ino) (base.Attr, error) {
 		}
 		m.mu.Unlock()
 		if err != nil {
-			return base.Attr{}, err
+			return base.Attr{}, nil, false, err
 		}
 	}
-	return a, nil
+	return a, first, ok, nil
 }
 
 // CloseFile releases one handle of ino. At the last handle the hold is

@@ -448,3 +448,42 @@ func TestSharedLookupAhead(t *testing.T) {
 		t.Fatal("create after Close succeeded")
 	}
 }
+
+// TestSharedOpenReadsFirstChunk: on PostgreSQL an open returns, from the
+// round trip that reads the attributes, the slices of the file's first
+// chunk as another client committed them; nothing for an empty file, nil
+// for a first chunk that is a hole.
+func TestSharedOpenReadsFirstChunk(t *testing.T) {
+	ms := pgClients(t, 2)
+	w, r := ms[0], ms[1]
+	f := create(t, w, root, base.RootIno, "f")
+	_, first, ok2, err := r.OpenFileChunk(ctx, f)
+	ok(t, err)
+	if ok2 || first != nil {
+		t.Fatalf("open of an empty file returned a first chunk: %v %v", first, ok2)
+	}
+	ok(t, r.CloseFile(ctx, f))
+	s1, s2 := newSlice(t, w, 0, 100), newSlice(t, w, 50, 100)
+	_, err = w.WriteSlice(ctx, f, 0, s1, 1)
+	ok(t, err)
+	_, err = w.WriteSlice(ctx, f, 0, s2, 2)
+	ok(t, err)
+	a, first, ok2, err := r.OpenFileChunk(ctx, f)
+	ok(t, err)
+	want := must[[]base.Slice](t)(r.ReadChunk(ctx, f, 0))
+	if !ok2 || a.Length != 150 || fmt.Sprint(first) != fmt.Sprint(want) || len(first) != 2 {
+		t.Fatalf("open returned %v (%v), length %d; the chunk holds %v", first, ok2, a.Length, want)
+	}
+	ok(t, r.CloseFile(ctx, f))
+
+	// A file whose first chunk is a hole.
+	g := create(t, w, root, base.RootIno, "g")
+	_, err = w.WriteSlice(ctx, g, 1, newSlice(t, w, 0, 10), 3)
+	ok(t, err)
+	a, first, ok2, err = r.OpenFileChunk(ctx, g)
+	ok(t, err)
+	if !ok2 || first != nil || a.Length != base.ChunkSize+10 {
+		t.Fatalf("open of a file with a hole first: %v %v, length %d", first, ok2, a.Length)
+	}
+	ok(t, r.CloseFile(ctx, g))
+}

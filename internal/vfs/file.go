@@ -318,6 +318,15 @@ func (f *file) setLength(gen uint64, n int64) {
 	f.mu.Unlock()
 }
 
+// setSlices caches the slice list of chunk index read at generation gen.
+func (f *file) setSlices(gen uint64, index uint32, s []base.Slice) {
+	f.mu.Lock()
+	if f.gen == gen {
+		f.chunks[index] = s
+	}
+	f.mu.Unlock()
+}
+
 // slices returns the slice list of a chunk, cached until the file's
 // content changes through this process. A list read while a change
 // committed is used once but not cached, so the cache never keeps a list
@@ -334,11 +343,7 @@ func (f *file) slices(ctx context.Context, index uint32) ([]base.Slice, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	if f.gen == gen {
-		f.chunks[index] = s
-	}
-	f.mu.Unlock()
+	f.setSlices(gen, index, s)
 	return s, nil
 }
 

@@ -31,6 +31,8 @@ func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int)
 		return 0, e
 	}
 	var a base.Attr
+	var first []base.Slice
+	var firstOK bool
 	var err error
 	if t.ro {
 		// A snapshot's data cannot change or be freed while the
@@ -39,7 +41,7 @@ func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int)
 	} else {
 		// One transaction reads the attributes and, for a file, records
 		// the open (a hold other clients' unlinks respect).
-		a, err = v.m.OpenFile(ctx, ino)
+		a, first, firstOK, err = v.m.OpenFileChunk(ctx, ino)
 	}
 	if err != nil {
 		return 0, v.errno("open", err)
@@ -50,8 +52,12 @@ func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int)
 		h.f, created = v.openFileNew(t, ino, real)
 		if created {
 			// Fresh state, no other handle of this process: the length
-			// the open just read is the file's.
+			// (and first chunk's slices) the open just read are the
+			// file's.
 			h.f.setLength(0, int64(a.Length))
+			if firstOK {
+				h.f.setSlices(0, 0, first)
+			}
 		} else if !t.ro {
 			// Close-to-open: another client may have changed the file
 			// since this process cached its chunk maps.
