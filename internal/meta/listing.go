@@ -95,6 +95,13 @@ type listingCache struct {
 	byIno   map[base.Ino]dirName // listed inode -> where it is listed (no hard links: one name)
 	state   map[base.Ino]*dirState
 	loading map[base.Ino]*listingLoad
+	// opened are the attributes opens of files read in their transaction,
+	// for the GETATTR that follows (the front end drops the kernel's
+	// cached attributes at every open): each answers one getattr within
+	// the TTL. attrGen moves with every commit of this client that writes
+	// attributes, so an attribute read before one is not kept.
+	opened  map[base.Ino]ownAttr
+	attrGen uint64
 
 	hits, loads, discarded atomic.Int64
 }
@@ -107,7 +114,50 @@ func newListingCache(ttl time.Duration) *listingCache {
 		byIno:   make(map[base.Ino]dirName),
 		state:   make(map[base.Ino]*dirState),
 		loading: make(map[base.Ino]*listingLoad),
+		opened:  make(map[base.Ino]ownAttr),
 	}
+}
+
+// forgetOpened drops the attribute an earlier open of ino kept, and
+// returns the generation to pass to openedAt for attributes read from now
+// on.
+func (c *listingCache) forgetOpened(ino base.Ino) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.opened, ino)
+	return c.attrGen
+}
+
+// openedAt keeps a, the attribute of file ino an open read after openGen
+// returned gen, for the next getattr of ino, unless this client committed
+// attributes meanwhile.
+func (c *listingCache) openedAt(ino base.Ino, a base.Attr, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.attrGen != gen {
+		return
+	}
+	if len(c.opened) >= 4096 {
+		clear(c.opened)
+	}
+	c.opened[ino] = ownAttr{attr: a, at: c.now()}
+}
+
+// openedAttr returns, once, the attribute an open of ino read less than a
+// TTL ago.
+func (c *listingCache) openedAttr(ino base.Ino) (base.Attr, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o, ok := c.opened[ino]
+	if !ok {
+		return base.Attr{}, false
+	}
+	delete(c.opened, ino)
+	if c.now().Sub(o.at) >= c.ttl {
+		return base.Attr{}, false
+	}
+	c.hits.Add(1)
+	return o.attr, true
 }
 
 // ListingStats counts the listing cache's work.
@@ -368,6 +418,12 @@ func (c *listingCache) committed(inos []base.Ino, written map[base.Ino]base.Attr
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(inos) > 0 {
+		c.attrGen++
+		for _, ino := range inos {
+			delete(c.opened, ino)
+		}
+	}
 	for _, ino := range inos {
 		a, ok := written[ino]
 		if err != nil || !ok {

@@ -108,10 +108,15 @@ func lookupAt(r kv.Reader, c *Caller, parent base.Ino, name string, epoch uint64
 // GetAttr returns the attributes of ino (base.ErrNotFound if it does not
 // exist). It performs no permission check. With the listing cache (shared
 // engines), a directory this client changed less than a TTL ago is
-// answered with the attribute its commit wrote (listing.go).
+// answered with the attribute its commit wrote, and the first getattr of
+// a file after its open with the attribute the open read, if less than a
+// TTL ago (listing.go).
 func (m *Meta) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, error) {
 	if m.listings != nil {
 		if a, ok := m.listings.dirAttr(ino); ok {
+			return a, nil
+		}
+		if a, ok := m.listings.openedAttr(ino); ok {
 			return a, nil
 		}
 	}

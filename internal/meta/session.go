@@ -565,7 +565,14 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 		n = -1
 	}
 	m.mu.Unlock()
-	if n != 0 || sid == 0 || m.opts.ReadOnly {
+	var gen uint64
+	inTxn := !(n != 0 || sid == 0 || m.opts.ReadOnly)
+	if m.listings != nil {
+		// An open reads the file's attributes anew (close-to-open): not
+		// those an earlier open kept for its getattr.
+		gen = m.listings.forgetOpened(ino)
+	}
+	if !inTxn {
 		a, err = m.GetAttr(ctx, ino)
 	} else {
 		err = m.rawUpdate(ctx, func(t *wtx) error {
@@ -615,6 +622,9 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 		if err != nil {
 			return base.Attr{}, nil, false, err
 		}
+	}
+	if m.listings != nil && inTxn && a.Type == base.TypeFile {
+		m.listings.openedAt(ino, a, gen)
 	}
 	return a, first, ok, nil
 }

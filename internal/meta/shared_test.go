@@ -487,3 +487,44 @@ func TestSharedOpenReadsFirstChunk(t *testing.T) {
 	}
 	ok(t, r.CloseFile(ctx, g))
 }
+
+// TestSharedOpenedAttr: with the listing cache, the first getattr of a
+// file after its open is answered with the attributes the open read (the
+// front end drops the kernel's at every open); once, and not after this
+// client changed them, nor across a later open.
+func TestSharedOpenedAttr(t *testing.T) {
+	ms := pgClientsWith(t, 2, Options{ListingTTL: time.Minute})
+	w, r := ms[0], ms[1]
+	f := create(t, w, root, base.RootIno, "f")
+	hits := func() int64 { s, _ := r.ListingStats(); return s.Hits }
+	mode := func(m *Meta) uint32 { return attr(t, m, f).Mode & 0o7777 }
+	chmod := func(m *Meta, mode uint32) {
+		_, err := m.SetAttr(ctx, root, f, SetAttrRequest{Valid: SetMode, Mode: mode})
+		ok(t, err)
+	}
+
+	must[base.Attr](t)(r.OpenFile(ctx, f))
+	chmod(w, 0o600) // another client, after the open
+	h := hits()
+	if got := mode(r); got != 0o644 || hits() != h+1 {
+		t.Fatalf("first getattr after the open: mode %o, %d hits (want the open's 644, one hit)", got, hits()-h)
+	}
+	if got := mode(r); got != 0o600 {
+		t.Fatalf("second getattr: mode %o, want the server's 600", got)
+	}
+	ok(t, r.CloseFile(ctx, f))
+
+	// A later open reads anew.
+	must[base.Attr](t)(r.OpenFile(ctx, f))
+	chmod(r, 0o640) // this client's own change drops what the open kept
+	if got := mode(r); got != 0o640 {
+		t.Fatalf("getattr after this client's chmod: mode %o, want 640", got)
+	}
+	ok(t, r.CloseFile(ctx, f))
+	chmod(w, 0o604)
+	must[base.Attr](t)(r.OpenFile(ctx, f))
+	if got := mode(r); got != 0o604 {
+		t.Fatalf("getattr after a new open: mode %o, want 604", got)
+	}
+	ok(t, r.CloseFile(ctx, f))
+}
