@@ -119,18 +119,6 @@ func (m *Meta) mutateGrouped(ctx context.Context, fn func(o *op) error) error {
 	return r.err
 }
 
-// tryRun takes a slot for a mutation that runs in its own transaction
-// (ahead.go), if one is free; the caller then calls release.
-func (g *committer) tryRun() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.running >= groupSlots {
-		return false
-	}
-	g.running++
-	return true
-}
-
 // release ends a slot's run: the first queued request leads the next
 // group in it.
 func (g *committer) release() {
