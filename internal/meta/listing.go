@@ -128,9 +128,9 @@ func (c *listingCache) forgetOpened(ino base.Ino) uint64 {
 	return c.attrGen
 }
 
-// openedAt keeps a, the attribute of file ino an open read after openGen
-// returned gen, for the next getattr of ino, unless this client committed
-// attributes meanwhile.
+// openedAt keeps a, the attribute of file ino an open read after
+// forgetOpened returned gen, for the next getattr of ino, unless this
+// client committed attributes meanwhile.
 func (c *listingCache) openedAt(ino base.Ino, a base.Attr, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
