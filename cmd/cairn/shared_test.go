@@ -24,6 +24,10 @@ import (
 
 func TestMain(m *testing.M) {
 	pgtest.Wrap(func() { s3test.Main(m) })
+	if binPath != "" {
+		// The binary the end-to-end tests built (cairnBinary).
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
 }
 
 // Session timing of the test mounts: short, so expiry is quick to observe.
