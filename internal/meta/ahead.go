@@ -81,7 +81,8 @@ type AheadStats struct {
 }
 
 // AheadStats returns the counters; ok is false when lookups never start
-// transactions (Options.NoLookupAhead, or a store without kv.Starter).
+// transactions (a store without kv.Starter, or with the latest-version
+// cache).
 func (m *Meta) AheadStats() (s AheadStats, ok bool) {
 	a := m.ahead
 	if a == nil {
@@ -118,14 +119,14 @@ func (a *aheadState) park(k aheadKey, p *parked) {
 	a.mu.Lock()
 	if a.off { // closed meanwhile
 		a.mu.Unlock()
-		a.abandon(p)
+		a.abandon(p.st)
 		return
 	}
 	old := a.waiting[k]
 	a.waiting[k] = p
 	a.mu.Unlock()
 	if old != nil {
-		a.abandon(old)
+		a.abandon(old.st)
 	}
 	time.AfterFunc(aheadWait, func() {
 		a.mu.Lock()
@@ -135,7 +136,7 @@ func (a *aheadState) park(k aheadKey, p *parked) {
 		}
 		a.mu.Unlock()
 		if mine {
-			a.abandon(p)
+			a.abandon(p.st)
 		}
 	})
 }
@@ -164,9 +165,9 @@ func (a *aheadState) conflicted() {
 	a.mu.Unlock()
 }
 
-func (a *aheadState) abandon(p *parked) {
+func (a *aheadState) abandon(st kv.Started) {
 	a.abandoned.Add(1)
-	p.st.Abandon()
+	st.Abandon()
 }
 
 // close rolls back every parked transaction.
@@ -180,7 +181,7 @@ func (a *aheadState) close() {
 	a.off = true
 	a.mu.Unlock()
 	for _, p := range ps {
-		a.abandon(p)
+		a.abandon(p.st)
 	}
 }
 
@@ -202,9 +203,8 @@ func (o *op) createRead(parent base.Ino, name string) error {
 func (m *Meta) lookupAhead(ctx context.Context, c *Caller, parent base.Ino, name string) (ino base.Ino, a, p base.Attr, done bool, err error) {
 	ah := m.ahead
 	shard := byte(rand.IntN(usageShards))
-	probe := &probeTxn{}
-	_ = (&wtx{Txn: probe}).prefetchEntry(parent, name)
-	ranges := append(probe.ranges, m.createReads(parent, name, shard)...)
+	ranges := append(m.firstReads(func(o *op) error { return o.prefetchEntry(parent, name) }, shard),
+		m.createReads(parent, name, shard)...)
 	st, err := ah.starter.StartUpdate(ctx, ranges)
 	if err != nil {
 		if errors.Is(err, errors.ErrUnsupported) {
@@ -229,7 +229,7 @@ func (m *Meta) lookupAhead(ctx context.Context, c *Caller, parent base.Ino, name
 			return 0, a, p, true, err
 		}
 	}
-	ah.abandon(&parked{st: st})
+	ah.abandon(st)
 	return ino, a, p, true, err
 }
 
@@ -245,7 +245,7 @@ func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, fn
 		return m.mutateGrouped(ctx, fn)
 	}
 	if m.isClosed() {
-		ah.abandon(p)
+		ah.abandon(p.st)
 		return kv.ErrClosed
 	}
 	ah.used.Add(1)

@@ -46,10 +46,6 @@ type Options struct {
 	// stores without the latest-version cache, which other processes
 	// write: database servers, where a commit costs most.
 	NoGroupCommit bool
-	// NoLookupAhead keeps lookups from starting the transaction of the
-	// create that usually follows them (ahead.go). They may on stores
-	// with kv.Starter and without the latest-version cache.
-	NoLookupAhead bool
 }
 
 // Validate checks the options (after defaults are applied).
@@ -166,7 +162,9 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 	if m.lc == nil && !opts.NoGroupCommit {
 		m.group = &committer{}
 	}
-	if st, ok := store.(kv.Starter); ok && m.lc == nil && !opts.NoLookupAhead && !opts.ReadOnly {
+	if st, ok := store.(kv.Starter); ok && m.lc == nil && !opts.ReadOnly {
+		// Lookups may start the transaction of the create that usually
+		// follows them (ahead.go).
 		m.ahead = &aheadState{starter: st, waiting: make(map[aheadKey]*parked), absent: make(map[aheadKey]bool)}
 	}
 	if !opts.ReadOnly {
@@ -249,12 +247,11 @@ func (m *Meta) updateIn(ctx context.Context, st kv.Started, fn func(t *wtx) erro
 		queued = t.deletesQueued
 		return err
 	}
-	var err error
+	update := m.store.Update
 	if st != nil {
-		err = st.Update(ctx, run)
-	} else {
-		err = m.store.Update(ctx, run)
+		update = st.Update
 	}
+	err := update(ctx, run)
 	var written map[base.Ino]base.Attr
 	if last != nil {
 		written = last.dirAttrs

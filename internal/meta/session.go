@@ -566,7 +566,7 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 	}
 	m.mu.Unlock()
 	var gen uint64
-	inTxn := !(n != 0 || sid == 0 || m.opts.ReadOnly)
+	inTxn := n == 0 && sid != 0 && !m.opts.ReadOnly // else no hold to record
 	if m.listings != nil {
 		// An open reads the file's attributes anew (close-to-open): not
 		// those an earlier open kept for its getattr.
