@@ -3,7 +3,6 @@ package meta
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,11 +54,12 @@ type aheadKey struct {
 
 type parked struct {
 	st    kv.Started
-	shard byte // the usage shard whose record the transaction read
+	shard byte // the usage shard whose record the transaction read (held)
 }
 
 type aheadState struct {
 	starter kv.Starter
+	shards  *shardPool
 	mu      sync.Mutex
 	score   int
 	waiting map[aheadKey]*parked
@@ -119,14 +119,14 @@ func (a *aheadState) park(k aheadKey, p *parked) {
 	a.mu.Lock()
 	if a.off { // closed meanwhile
 		a.mu.Unlock()
-		a.abandon(p.st)
+		a.abandon(p)
 		return
 	}
 	old := a.waiting[k]
 	a.waiting[k] = p
 	a.mu.Unlock()
 	if old != nil {
-		a.abandon(old.st)
+		a.abandon(old)
 	}
 	time.AfterFunc(aheadWait, func() {
 		a.mu.Lock()
@@ -136,7 +136,7 @@ func (a *aheadState) park(k aheadKey, p *parked) {
 		}
 		a.mu.Unlock()
 		if mine {
-			a.abandon(p.st)
+			a.abandon(p)
 		}
 	})
 }
@@ -165,9 +165,11 @@ func (a *aheadState) conflicted() {
 	a.mu.Unlock()
 }
 
-func (a *aheadState) abandon(st kv.Started) {
+// abandon rolls p's transaction back and gives its shard back.
+func (a *aheadState) abandon(p *parked) {
 	a.abandoned.Add(1)
-	st.Abandon()
+	p.st.Abandon()
+	a.shards.put(p.shard)
 }
 
 // close rolls back every parked transaction.
@@ -181,7 +183,7 @@ func (a *aheadState) close() {
 	a.off = true
 	a.mu.Unlock()
 	for _, p := range ps {
-		a.abandon(p.st)
+		a.abandon(p)
 	}
 }
 
@@ -202,11 +204,12 @@ func (o *op) createRead(parent base.Ino, name string) error {
 // caller looks up as usual).
 func (m *Meta) lookupAhead(ctx context.Context, c *Caller, parent base.Ino, name string) (ino base.Ino, a, p base.Attr, done bool, err error) {
 	ah := m.ahead
-	shard := byte(rand.IntN(usageShards))
+	shard := ah.shards.get()
 	ranges := append(m.firstReads(func(o *op) error { return o.prefetchEntry(parent, name) }, shard),
 		m.createReads(parent, name, shard)...)
 	st, err := ah.starter.StartUpdate(ctx, ranges)
 	if err != nil {
+		ah.shards.put(shard)
 		if errors.Is(err, errors.ErrUnsupported) {
 			ah.mu.Lock()
 			ah.off = true
@@ -229,7 +232,7 @@ func (m *Meta) lookupAhead(ctx context.Context, c *Caller, parent base.Ino, name
 			return 0, a, p, true, err
 		}
 	}
-	ah.abandon(st)
+	ah.abandon(&parked{st: st, shard: shard})
 	return ino, a, p, true, err
 }
 
@@ -245,15 +248,14 @@ func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, fn
 		return m.mutateGrouped(ctx, fn)
 	}
 	if m.isClosed() {
-		ah.abandon(p.st)
+		ah.abandon(p)
 		return kv.ErrClosed
 	}
+	defer ah.shards.put(p.shard)
 	ah.used.Add(1)
 	attempts := 0
-	err := m.updateIn(ctx, p.st, func(t *wtx) error {
-		if attempts++; attempts == 1 {
-			t.shard = p.shard
-		}
+	err := m.updateIn(ctx, p.st, p.shard, func(t *wtx) error {
+		attempts++
 		o := m.newOp(t)
 		if err := fn(o); err != nil {
 			return err

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"sync"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -145,9 +144,13 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 	errs := make([]error, len(batch))
 	var queued bool
 	var dirAttrs map[base.Ino]base.Attr
+	shard, held := byte(0), false
 	err := m.store.Update(ctx, func(tx kv.Txn) error {
 		queued, dirAttrs = false, nil
-		shard := byte(rand.IntN(usageShards))
+		if held {
+			m.shards.put(shard)
+		}
+		shard, held = m.shards.get(), true
 		if pr, ok := tx.(kv.Prereader); ok {
 			// The members' first reads in one round trip, not one each.
 			var ranges []kv.Range
@@ -189,6 +192,9 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 		}
 		return nil
 	})
+	if held {
+		m.shards.put(shard)
+	}
 	m.updated(touched, dirAttrs, queued, err)
 	for i, r := range batch {
 		r.err = errs[i]

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,6 +124,7 @@ type Meta struct {
 	lastEpoch  atomic.Uint64 // the live epoch the last update read
 	group      *committer    // nil: group commit off
 	ahead      *aheadState   // nil: lookups start no transactions
+	shards     shardPool     // usage shards of the transactions in flight
 	stopLatest func()
 }
 
@@ -165,7 +165,7 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 	if st, ok := store.(kv.Starter); ok && m.lc == nil && !opts.ReadOnly {
 		// Lookups may start the transaction of the create that usually
 		// follows them (ahead.go).
-		m.ahead = &aheadState{starter: st, waiting: make(map[aheadKey]*parked), absent: make(map[aheadKey]bool)}
+		m.ahead = &aheadState{starter: st, shards: &m.shards, waiting: make(map[aheadKey]*parked), absent: make(map[aheadKey]bool)}
 	}
 	if !opts.ReadOnly {
 		if err := m.releaseDeadSessions(ctx); err != nil {
@@ -231,17 +231,30 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 	if m.isClosed() {
 		return kv.ErrClosed
 	}
-	return m.updateIn(ctx, nil, fn)
+	return m.updateIn(ctx, nil, 0, fn)
 }
 
 // updateIn is rawUpdate, whose first attempt runs in st if that is not
-// nil (a transaction a lookup started: ahead.go).
-func (m *Meta) updateIn(ctx context.Context, st kv.Started, fn func(t *wtx) error) error {
+// nil (a transaction a lookup started: ahead.go), with usage shard shard,
+// which the caller holds. Other attempts take a shard from m.shards.
+func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(t *wtx) error) error {
 	queued := false
 	touched := m.newTouchLog()
 	var last *wtx
+	held := false // shard is from m.shards
+	defer func() {
+		if held {
+			m.shards.put(shard)
+		}
+	}()
 	run := func(tx kv.Txn) error {
-		t := m.newWtx(tx, byte(rand.IntN(usageShards)), m.lc, touched)
+		if st == nil || last != nil {
+			if held {
+				m.shards.put(shard)
+			}
+			shard, held = m.shards.get(), true
+		}
+		t := m.newWtx(tx, shard, m.lc, touched)
 		last = t
 		err := fn(t)
 		queued = t.deletesQueued

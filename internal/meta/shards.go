@@ -1,0 +1,42 @@
+package meta
+
+import (
+	"math/rand/v2"
+	"sync"
+)
+
+// shardPool hands out usage shards, and with them epoch fence shards
+// (versioned.go), to this client's transactions. Two transactions in flight
+// at once that write one shard's records conflict on them, and one runs
+// again: with shards drawn at random, four processes creating files in
+// their own directories re-ran 3% of their creates. The pool gives each
+// transaction a shard no other of this client's holds, starting the search
+// at random so that clients spread over the shards as before. With every
+// shard taken, a transaction shares one.
+type shardPool struct {
+	mu    sync.Mutex
+	users [usageShards]uint16
+}
+
+// get returns a shard for a transaction; put gives it back once the
+// transaction has ended.
+func (p *shardPool) get() byte {
+	start := rand.IntN(usageShards)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := start
+	for i := range usageShards {
+		if c := (start + i) % usageShards; p.users[c] == 0 {
+			s = c
+			break
+		}
+	}
+	p.users[s]++
+	return byte(s)
+}
+
+func (p *shardPool) put(s byte) {
+	p.mu.Lock()
+	p.users[s]--
+	p.mu.Unlock()
+}
