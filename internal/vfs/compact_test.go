@@ -6,8 +6,8 @@ import (
 	"github.com/cairnfs/cairn/internal/base"
 )
 
-// TestPickWindow: a window is rewritten when its slices are a large enough
-// share of the range they span; sparse windows wait until the chunk holds
+// TestPickWindow: a window is rewritten when its rewrite writes few enough
+// bytes per slice it removes; sparse windows wait until the chunk holds
 // too many slices, and then the fullest goes first.
 func TestPickWindow(t *testing.T) {
 	const win = 1 << 20
@@ -36,6 +36,28 @@ func TestPickWindow(t *testing.T) {
 	drop, lo, hi, _ = pickWindow(ss, win, true)
 	if drop == nil || !drop[0] || !drop[1] || !drop[2] || drop[3] || lo != 0 || hi != win {
 		t.Fatalf("forced: the fullest window not picked: drop=%v [%d,%d)", drop, lo, hi)
+	}
+	// Window 2 holds what an earlier rewrite made (all of it) and two new
+	// 8 KiB writes: rewriting 1 MiB to remove two slices waits, though
+	// the slices' bytes are more than the range they span.
+	add(2*win, win)
+	add(2*win+8192, 8192)
+	add(2*win+500_000, 8192)
+	drop, lo, hi, _ = pickWindow(ss, win, false)
+	if drop == nil || drop[5] || lo != win+4096 || hi != win+40960 {
+		t.Fatalf("window 2 picked, or window 1 not: drop=%v [%d,%d)", drop, lo, hi)
+	}
+	drop, _, _, _ = pickWindow(ss[5:], win, false)
+	if drop != nil {
+		t.Fatalf("a rewritten window with two new slices picked: drop=%v", drop)
+	}
+	// More new writes there: 16 slices over 1 MiB, 64 KiB a removed slice.
+	for i := uint32(2); i < 16; i++ {
+		add(2*win+i*60_000, 8192)
+	}
+	drop, lo, hi, _ = pickWindow(ss[5:], win, false)
+	if drop == nil || !drop[0] || lo != 2*win || hi != 3*win {
+		t.Fatalf("a rewritten window with 15 new slices not picked: drop=%v [%d,%d)", drop, lo, hi)
 	}
 	// Slices crossing window boundaries: none to pick.
 	drop, _, _, some = pickWindow([]base.Slice{{Pos: win - 10, ID: 9, Size: 20, Len: 20}, {Pos: 2*win - 10, ID: 10, Size: 20, Len: 20}}, win, true)

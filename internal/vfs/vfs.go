@@ -333,15 +333,14 @@ const compactWindows = 16
 // window as one slice spanning them, so the cost follows the fragmented
 // range, not the chunk's 64 MiB.
 //
-// Which window: the one where those slices' bytes are the largest share of
-// the range rewritten, and only if that share is at least
-// 1/compactAmplification. Random writes spread over a chunk fill its
-// windows evenly; rewriting a 4 MiB window for each few 8 KiB writes in it
-// made compaction a third of the daemon's CPU under the 8K random mix. The
-// chunk's slices may then grow past the threshold, up to compactForce
-// times it: beyond that the window holding the most slices is rewritten
-// whatever its share, which bounds the list (the metadata record and a
-// read's resolve). Writes that fill a window densely (appends, rewrites of
+// Which window: the one whose rewrite writes the fewest bytes per slice it
+// takes off the list, and only if that is at most compactSliceCost.
+// Random writes spread over a chunk fill its windows evenly; rewriting a
+// 4 MiB window for each few 8 KiB writes in it made compaction a third of
+// the daemon's CPU under the 8K random mix. The chunk's slices may then
+// grow past the threshold, up to compactForce times it: beyond that the
+// window holding the most slices is rewritten whatever its cost, which
+// bounds the list (the metadata record and a read's resolve). Writes that fill a window densely (appends, rewrites of
 // one region) qualify at once. A job stops once the chunk is down to half
 // the threshold or no window qualifies. Only when no window holds two
 // slices (slices crossing window boundaries) is the whole covered range
@@ -405,28 +404,34 @@ func (v *VFS) compact(ctx context.Context, j compactJob) error {
 	return nil
 }
 
-// compactAmplification bounds the bytes a window rewrite writes per byte
-// of the slices it merges, while the chunk holds at most compactForce
-// times the compaction threshold slices.
+// compactSliceCost bounds, while the chunk holds at most compactForce
+// times the compaction threshold slices, the bytes a window rewrite may
+// write per slice it takes off the chunk's list.
 const (
-	compactAmplification = 16
-	compactForce         = 8
+	compactSliceCost = 96 << 10
+	compactForce     = 8
 )
 
 // pickWindow finds the block-sized window of the chunk to rewrite among
 // those holding at least two slices that lie entirely inside it: with
-// force the one holding the most, else the one whose slices' bytes are the
-// largest share of the range they span, if at least
-// 1/compactAmplification. It returns which slices those are and the range
-// [lo, hi) they span, or nil; some reports whether some window held two
-// slices.
+// force the one holding the most, else the one whose rewrite writes the
+// fewest bytes per slice it removes (the range the slices span over their
+// number less one, as they become one), if at most compactSliceCost. It
+// returns which slices those are and the range [lo, hi) they span, or nil;
+// some reports whether some window held two slices.
+//
+// The cost counts every byte the rewrite writes, the bytes of a slice an
+// earlier rewrite made included: a window holding such a slice and a few
+// new writes waits for more of them. Counting the slices' bytes as new
+// data instead (their share of the range) rewrote such windows, 4 MiB, for
+// two or three 8 KiB writes (design/0005-caches.md, "Compaction by the
+// cost per slice").
 func pickWindow(slices []base.Slice, window uint32, force bool) (drop []bool, lo, hi uint32, some bool) {
 	if window == 0 {
 		return nil, 0, 0, false
 	}
 	type win struct {
 		n      int
-		bytes  uint64
 		lo, hi uint32
 	}
 	wins := map[uint32]*win{}
@@ -444,7 +449,6 @@ func pickWindow(slices []base.Slice, window uint32, force bool) (drop []bool, lo
 			wins[w] = x
 		}
 		x.n++
-		x.bytes += uint64(s.Len)
 		x.lo, x.hi = min(x.lo, s.Pos), max(x.hi, s.Pos+s.Len)
 	}
 	best, found := uint32(0), false
@@ -456,16 +460,16 @@ func pickWindow(slices []base.Slice, window uint32, force bool) (drop []bool, lo
 		if force {
 			return x.n > b.n || x.n == b.n && w < best
 		}
-		// x.bytes/span(x) > b.bytes/span(b), without division
-		l, r := x.bytes*uint64(b.hi-b.lo), b.bytes*uint64(x.hi-x.lo)
-		return l > r || l == r && w < best
+		// span(x)/(x.n-1) < span(b)/(b.n-1), without division
+		l, r := uint64(x.hi-x.lo)*uint64(b.n-1), uint64(b.hi-b.lo)*uint64(x.n-1)
+		return l < r || l == r && w < best
 	}
 	for w, x := range wins {
 		if x.n < 2 {
 			continue
 		}
 		some = true
-		if !force && x.bytes*compactAmplification < uint64(x.hi-x.lo) {
+		if !force && uint64(x.hi-x.lo) > uint64(x.n-1)*compactSliceCost {
 			continue
 		}
 		if better(w, x) {
