@@ -64,6 +64,8 @@ type Store struct {
 	unnamed bool
 	// direct writes cold objects (writeObject).
 	direct directio.Writer
+	// files are the objects read last, kept open (files.go).
+	files *openFiles
 }
 
 // Open opens (creating it if needed) the directory store at dir. It fails if
@@ -91,14 +93,18 @@ func Open(dir string) (*Store, error) {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
-	s := &Store{dir: abs, unsynced: make(map[string]struct{}), fsync: fsyncPath, unnamed: canLinkUnnamed(abs)}
+	s := &Store{dir: abs, unsynced: make(map[string]struct{}), fsync: fsyncPath, unnamed: canLinkUnnamed(abs),
+		files: newOpenFiles(maxOpenFiles)}
 	s.sync.fn = s.syncPut
 	return s, nil
 }
 
 // Close releases the store. It does not sync; call Sync first if the
 // objects must be durable. Other methods must not be called after Close.
-func (s *Store) Close() error { return nil }
+func (s *Store) Close() error {
+	s.files.close()
+	return nil
+}
 
 // Dir returns the store's absolute directory.
 func (s *Store) Dir() string { return s.dir }
@@ -132,11 +138,13 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	target := s.path(key)
 	cold := object.Cold(ctx)
 	var err error
+	s.files.forget(key)
 	if s.unnamed {
 		err = s.putUnnamed(target, data, cold)
 	} else {
 		err = s.putRenamed(target, data, cold)
 	}
+	s.files.forget(key)
 	if err == nil {
 		s.mu.Lock()
 		s.unsynced[target] = struct{}{}
@@ -321,7 +329,8 @@ func notFound(err error) bool {
 }
 
 // Get implements object.Store with pread(2); the file is immutable once
-// renamed into place, so a concurrent Put cannot tear the read.
+// renamed into place, so a concurrent Put cannot tear the read. The files
+// of the objects read last stay open (files.go).
 func (s *Store) Get(ctx context.Context, key string, off, length int64) ([]byte, error) {
 	if err := object.ValidKey(key); err != nil {
 		return nil, err
@@ -332,31 +341,43 @@ func (s *Store) Get(ctx context.Context, key string, off, length int64) ([]byte,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(s.path(key))
+	o, err := s.files.get(key, func() (*os.File, int64, error) { return openObject(s.path(key)) })
 	if err != nil {
-		if notFound(err) {
+		if notFound(err) || errors.Is(err, errNotRegular) {
 			return nil, fmt.Errorf("get %q: %w", key, object.ErrNotFound)
 		}
 		return nil, fmt.Errorf("object/local: get %q: %w", key, err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("object/local: get %q: %w", key, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("get %q: %w", key, object.ErrNotFound)
-	}
-	n := max(fi.Size()-off, 0)
+	defer s.files.put(o)
+	n := max(o.size-off, 0)
 	if length >= 0 {
 		n = min(n, length)
 	}
 	buf := make([]byte, n)
-	got, err := f.ReadAt(buf, off)
+	got, err := o.f.ReadAt(buf, off)
 	if err != nil && !(errors.Is(err, io.EOF) && int64(got) == n) {
 		return nil, fmt.Errorf("object/local: get %q: %w", key, err)
 	}
 	return buf, nil
+}
+
+var errNotRegular = errors.New("not a regular file")
+
+// openObject opens the object file at path for reading and returns its size.
+func openObject(path string) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errNotRegular
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
 }
 
 // Head implements object.Store.
@@ -388,6 +409,8 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	p := s.path(key)
+	s.files.forget(key)
+	defer s.files.forget(key)
 	// unlink(2), not os.Remove: that would also remove an empty directory.
 	if err := syscall.Unlink(p); err != nil {
 		if notFound(err) || errors.Is(err, syscall.EPERM) && isDir(p) {
