@@ -69,6 +69,12 @@ type Options struct {
 	// otherwise fetch their segments from the object store (milliseconds
 	// each) before the disk tier has them. Default false.
 	CacheRandomWrites bool
+	// LocalStore says the object store answers in microseconds (a local
+	// directory): the two ranges a block read that misses the caches needs,
+	// its segments and their checksums, are read one after the other
+	// instead of at once, which on a remote store saves a round trip and
+	// here would only cost a goroutine and a wake-up. Default false.
+	LocalStore bool
 	// InlineMax: a slice of at most this many bytes that lies within the
 	// first InlineMax bytes of a file (a small file, or the start of one)
 	// gets base.InlineBit in its id, and its block goes to the object

@@ -10,13 +10,21 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 )
 
-// Small reads of uncached large blocks read only the covering segments.
+// Small reads of uncached large blocks read only the covering segments,
+// whether their checksums are read at the same time (a remote store) or
+// after them (Options.LocalStore).
 func TestPartialBlockReads(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(map[bool]string{false: "remote", true: "local"}[local], func(t *testing.T) { testPartialBlockReads(t, local) })
+	}
+}
+
+func testPartialBlockReads(t *testing.T, local bool) {
 	ctx := context.Background()
 	const bs = 1 << 20
 	obj := memStore()
 	cache := newMapCache()
-	s := newTestStore(t, obj, cache, Options{BlockSize: bs, ReadAhead: -1})
+	s := newTestStore(t, obj, cache, Options{BlockSize: bs, ReadAhead: -1, LocalStore: local})
 	c := newCommitter()
 	w := s.NewWriter(c)
 	defer w.Close()

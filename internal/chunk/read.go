@@ -309,22 +309,32 @@ func (s *Store) fetchSegments(ctx context.Context, key string, length, segA int,
 	end := min((segA+len(segs))*SegmentSize, length)
 	s.st.objectGets.Add(2)
 	// The two requests are independent: sent together, a miss costs one
-	// round trip to a remote store instead of two.
+	// round trip to a remote store instead of two (Options.LocalStore).
 	var crcs []byte
 	var crcErr error
-	crcDone := make(chan struct{})
-	go func() {
-		defer close(crcDone)
+	getCRCs := func() {
 		crcs, crcErr = s.obj.Get(ctx, key, int64(length+4*segA), int64(4*len(segs)))
 		if crcErr == nil && len(crcs) != 4*len(segs) {
 			crcErr = fmt.Errorf("chunk: block %s: short CRC table: %w", key, base.ErrChecksum)
 		}
-	}()
+	}
+	var crcDone chan struct{}
+	if s.opts.LocalStore {
+		getCRCs()
+	} else {
+		crcDone = make(chan struct{})
+		go func() {
+			defer close(crcDone)
+			getCRCs()
+		}()
+	}
 	data, err := s.obj.Get(ctx, key, int64(start), int64(end-start))
 	if err == nil && len(data) != end-start {
 		err = fmt.Errorf("chunk: block %s: short read of %d bytes at %d, want %d: %w", key, len(data), start, end-start, base.ErrChecksum)
 	}
-	<-crcDone
+	if crcDone != nil {
+		<-crcDone
+	}
 	if err == nil {
 		err = crcErr
 	}

@@ -452,6 +452,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 		// On a local store the disk tier only copies blocks (and is
 		// dropped when it shares the store's file system).
 		CacheRandomWrites: !isLocal,
+		LocalStore:        isLocal,
 	}
 	if len(cacheDirs) > 0 {
 		v.disk, err = cache.OpenDisk(cache.DiskOptions{
