@@ -318,23 +318,17 @@ func (s *Store) fetchSegments(ctx context.Context, key string, length, segA int,
 			crcErr = fmt.Errorf("chunk: block %s: short CRC table: %w", key, base.ErrChecksum)
 		}
 	}
-	var crcDone chan struct{}
+	var crcWait sync.WaitGroup
 	if s.opts.LocalStore {
 		getCRCs()
 	} else {
-		crcDone = make(chan struct{})
-		go func() {
-			defer close(crcDone)
-			getCRCs()
-		}()
+		crcWait.Go(getCRCs)
 	}
 	data, err := s.obj.Get(ctx, key, int64(start), int64(end-start))
 	if err == nil && len(data) != end-start {
 		err = fmt.Errorf("chunk: block %s: short read of %d bytes at %d, want %d: %w", key, len(data), start, end-start, base.ErrChecksum)
 	}
-	if crcDone != nil {
-		<-crcDone
-	}
+	crcWait.Wait()
 	if err == nil {
 		err = crcErr
 	}

@@ -144,13 +144,10 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 	errs := make([]error, len(batch))
 	var queued bool
 	var dirAttrs map[base.Ino]base.Attr
-	shard, held := byte(0), false
+	lease := shardLease{p: &m.shards}
 	err := m.store.Update(ctx, func(tx kv.Txn) error {
 		queued, dirAttrs = false, nil
-		if held {
-			m.shards.put(shard)
-		}
-		shard, held = m.shards.get(), true
+		shard := lease.next()
 		if pr, ok := tx.(kv.Prereader); ok {
 			// The members' first reads in one round trip, not one each.
 			var ranges []kv.Range
@@ -192,9 +189,7 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 		}
 		return nil
 	})
-	if held {
-		m.shards.put(shard)
-	}
+	lease.done()
 	m.updated(touched, dirAttrs, queued, err)
 	for i, r := range batch {
 		r.err = errs[i]

@@ -241,18 +241,11 @@ func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(
 	queued := false
 	touched := m.newTouchLog()
 	var last *wtx
-	held := false // shard is from m.shards
-	defer func() {
-		if held {
-			m.shards.put(shard)
-		}
-	}()
+	lease := shardLease{p: &m.shards}
+	defer lease.done()
 	run := func(tx kv.Txn) error {
 		if st == nil || last != nil {
-			if held {
-				m.shards.put(shard)
-			}
-			shard, held = m.shards.get(), true
+			shard = lease.next()
 		}
 		t := m.newWtx(tx, shard, m.lc, touched)
 		last = t

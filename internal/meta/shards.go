@@ -40,3 +40,26 @@ func (p *shardPool) put(s byte) {
 	p.users[s]--
 	p.mu.Unlock()
 }
+
+// shardLease is the shard of one transaction across its attempts.
+type shardLease struct {
+	p    *shardPool
+	s    byte
+	held bool
+}
+
+// next gives back the shard of the previous attempt, if any, and takes
+// one for the next.
+func (l *shardLease) next() byte {
+	l.done()
+	l.s, l.held = l.p.get(), true
+	return l.s
+}
+
+// done gives back the shard held, if any.
+func (l *shardLease) done() {
+	if l.held {
+		l.p.put(l.s)
+		l.held = false
+	}
+}

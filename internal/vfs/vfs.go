@@ -340,8 +340,8 @@ const compactWindows = 16
 // the daemon's CPU under the 8K random mix. The chunk's slices may then
 // grow past the threshold, up to compactForce times it: beyond that the
 // window holding the most slices is rewritten whatever its cost, which
-// bounds the list (the metadata record and a read's resolve). Writes that fill a window densely (appends, rewrites of
-// one region) qualify at once. A job stops once the chunk is down to half
+// bounds the list (the metadata record and a read's resolve). Writes that
+// fill a window densely (appends, rewrites of one region) qualify at once. A job stops once the chunk is down to half
 // the threshold or no window qualifies. Only when no window holds two
 // slices (slices crossing window boundaries) is the whole covered range
 // rewritten. If the chunk changed in a way that invalidates a rewrite,
