@@ -137,6 +137,11 @@ func (m *sharedMount) kill(t *testing.T) {
 	if err := syscall.Unmount(m.mnt, syscall.MNT_DETACH); err != nil {
 		t.Fatalf("detaching the dead mount: %v", err)
 	}
+	// A killed process leaves its control socket; the test's mount point
+	// is never mounted again, so nothing would replace it.
+	if err := os.Remove(daemon.MountSocketPath(m.mnt)); err != nil && !os.IsNotExist(err) {
+		t.Errorf("removing the dead mount's control socket: %v", err)
+	}
 }
 
 func (m *sharedMount) path(name string) string { return filepath.Join(m.mnt, name) }
