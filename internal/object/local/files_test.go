@@ -112,3 +112,38 @@ func TestGetAfterReplaceAndDelete(t *testing.T) {
 		t.Fatalf("get after delete: %v", err)
 	}
 }
+
+// TestDeleteKeepsDirsOfPuts: a Delete does not remove an emptied directory
+// that a Put in flight needs (holdDirs), and removes it once none does.
+func TestDeleteKeepsDirsOfPuts(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pending := s.path("d/e/b")
+	s.holdDirs(pending, 1) // a Put of d/e/b has begun
+	if err := s.Put(ctx, "d/e/a", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "d/e/a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(pending)); err != nil {
+		t.Fatalf("the directory of a Put in flight was removed: %v", err)
+	}
+	s.holdDirs(pending, -1)
+	if len(s.putting) != 0 {
+		t.Errorf("holds left after every Put ended: %v", s.putting)
+	}
+	if err := s.Put(ctx, "d/e/a", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "d/e/a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "d")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("emptied directories kept once no Put needs them: %v", err)
+	}
+}

@@ -66,6 +66,13 @@ type Store struct {
 	direct directio.Writer
 	// files are the objects read last, kept open (files.go).
 	files *openFiles
+	// dirsMu guards putting: for each directory below dir, the Puts in
+	// flight that need it. Delete removes a directory it left empty only
+	// when none does, under dirsMu: otherwise a Put whose directory a
+	// concurrent Delete kept removing (between the Put's mkdir and its
+	// open or link) could retry until it gave up.
+	dirsMu  sync.Mutex
+	putting map[string]int
 }
 
 // Open opens (creating it if needed) the directory store at dir. It fails if
@@ -94,7 +101,7 @@ func Open(dir string) (*Store, error) {
 	probe.Close()
 	os.Remove(probe.Name())
 	s := &Store{dir: abs, unsynced: make(map[string]struct{}), fsync: fsyncPath, unnamed: canLinkUnnamed(abs),
-		files: newOpenFiles(maxOpenFiles)}
+		files: newOpenFiles(maxOpenFiles), putting: make(map[string]int)}
 	s.sync.fn = s.syncPut
 	return s, nil
 }
@@ -139,6 +146,8 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	cold := object.Cold(ctx)
 	var err error
 	s.files.forget(key)
+	s.holdDirs(target, 1)
+	defer s.holdDirs(target, -1)
 	if s.unnamed {
 		err = s.putUnnamed(target, data, cold)
 	} else {
@@ -262,10 +271,11 @@ func pathErr(op, path string, err error) error {
 }
 
 // inParent runs op, which makes a file in target's directory, and makes
-// that directory (and its parents) when op finds it missing. A concurrent
-// Delete removes the directories it leaves empty, so the directory can
-// vanish again before op runs (and, for an unnamed file, before it is
-// linked): op is retried. It returns object.ErrConflict when a parent of
+// that directory (and its parents) when op finds it missing. A Delete
+// removes the directories it leaves empty, unless a Put in flight holds
+// them (holdDirs): one that ran just before this Put's hold can remove
+// the directory before op runs (and, for an unnamed file, before it is
+// linked), so op is retried. It returns object.ErrConflict when a parent of
 // target is an object.
 func (s *Store) inParent(target string, op func() error) error {
 	var err error
@@ -418,12 +428,26 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		}
 		return fmt.Errorf("object/local: delete %q: %w", key, &fs.PathError{Op: "unlink", Path: p, Err: err})
 	}
+	s.dirsMu.Lock()
+	defer s.dirsMu.Unlock()
 	for dir := filepath.Dir(p); dir != s.dir && strings.HasPrefix(dir, s.dir); dir = filepath.Dir(dir) {
-		if syscall.Rmdir(dir) != nil {
-			break // not empty (or already gone): stop
+		if s.putting[dir] > 0 || syscall.Rmdir(dir) != nil {
+			break // a Put needs it, or not empty (or already gone): stop
 		}
 	}
 	return nil
+}
+
+// holdDirs adds n to the Puts in flight that need each directory above
+// path, up to the store's.
+func (s *Store) holdDirs(path string, n int) {
+	s.dirsMu.Lock()
+	defer s.dirsMu.Unlock()
+	for dir := filepath.Dir(path); dir != s.dir && strings.HasPrefix(dir, s.dir); dir = filepath.Dir(dir) {
+		if s.putting[dir] += n; s.putting[dir] == 0 {
+			delete(s.putting, dir)
+		}
+	}
 }
 
 func isDir(p string) bool {
