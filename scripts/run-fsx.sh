@@ -118,9 +118,11 @@ for s in "${seeds[@]}"; do
 		grep -E 'miscompare|panicked|short|error|ERROR' "$out" | head -n 5 | sed 's/^/    /' || true
 	fi
 done
-[[ -n ${FSX_CONFIG:-} ]] || cp "$cfg" "$ART/fsx.toml"
 if ((fail)); then
-	echo "reproduce: $FSX -f $ART/fsx.toml -N $OPS -S <seed> -P $ART <file>; failed seeds: ${failed[*]}"
+	[[ -n ${FSX_CONFIG:-} ]] || cp "$cfg" "$ART/fsx.toml"
+	echo "reproduce: $FSX -f ${FSX_CONFIG:-$ART/fsx.toml} -N $OPS -S <seed> -P $ART <file>; failed seeds: ${failed[*]}"
+else
+	rmdir "$ART" 2>/dev/null || true # nothing to keep: leave no empty directory
 fi
 echo "fsx: $pass passed, $fail failed"
 ((fail == 0))
