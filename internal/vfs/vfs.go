@@ -341,10 +341,10 @@ const compactWindows = 16
 // grow past the threshold, up to compactForce times it: beyond that the
 // window holding the most slices is rewritten whatever its cost, which
 // bounds the list (the metadata record and a read's resolve). Writes that
-// fill a window densely (appends, rewrites of one region) qualify at once. A job stops once the chunk is down to half
-// the threshold or no window qualifies. Only when no window holds two
-// slices (slices crossing window boundaries) is the whole covered range
-// rewritten. If the chunk changed in a way that invalidates a rewrite,
+// fill a window densely (appends, rewrites of one region) qualify at once.
+// A job stops once the chunk is down to half the threshold or no window
+// qualifies. Only when no window holds two slices (slices crossing window
+// boundaries) is the whole covered range rewritten. If the chunk changed in a way that invalidates a rewrite,
 // the new slice is dropped; the next write that finds the chunk
 // fragmented schedules another attempt. See docs/design/0005.
 func (v *VFS) compact(ctx context.Context, j compactJob) error {

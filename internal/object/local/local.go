@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -324,7 +325,7 @@ func linkFD(fd int, path string) error {
 // fileAbove reports whether a proper parent of path below the store
 // directory exists and is not a directory.
 func (s *Store) fileAbove(path string) bool {
-	for dir := filepath.Dir(path); dir != s.dir && strings.HasPrefix(dir, s.dir); dir = filepath.Dir(dir) {
+	for dir := range s.dirsAbove(path) {
 		if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() {
 			return true
 		}
@@ -430,7 +431,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	}
 	s.dirsMu.Lock()
 	defer s.dirsMu.Unlock()
-	for dir := filepath.Dir(p); dir != s.dir && strings.HasPrefix(dir, s.dir); dir = filepath.Dir(dir) {
+	for dir := range s.dirsAbove(p) {
 		if s.putting[dir] > 0 || syscall.Rmdir(dir) != nil {
 			break // a Put needs it, or not empty (or already gone): stop
 		}
@@ -438,12 +439,24 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// dirsAbove yields the directories above path below the store's, the
+// nearest first.
+func (s *Store) dirsAbove(path string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for dir := filepath.Dir(path); dir != s.dir && strings.HasPrefix(dir, s.dir); dir = filepath.Dir(dir) {
+			if !yield(dir) {
+				return
+			}
+		}
+	}
+}
+
 // holdDirs adds n to the Puts in flight that need each directory above
 // path, up to the store's.
 func (s *Store) holdDirs(path string, n int) {
 	s.dirsMu.Lock()
 	defer s.dirsMu.Unlock()
-	for dir := filepath.Dir(path); dir != s.dir && strings.HasPrefix(dir, s.dir); dir = filepath.Dir(dir) {
+	for dir := range s.dirsAbove(path) {
 		if s.putting[dir] += n; s.putting[dir] == 0 {
 			delete(s.putting, dir)
 		}
