@@ -10,9 +10,11 @@
 package kv
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -174,6 +176,55 @@ type Started interface {
 	Update(ctx context.Context, fn func(tx Txn) error) error
 	// Abandon ends the transaction without committing.
 	Abandon()
+}
+
+// BlindWriter is an optional ability of a Store on a server
+// (kv/postgres): FirstsAndWrite reads the first pairs of ranges (as
+// Firsts) and makes writes in one transaction, in one round trip. The
+// writes are blind: they cannot depend on what is read, and the reads see
+// the store as it was before them. Meta records a file's open this way:
+// it reads the attributes and writes the open-file hold at once.
+//
+// A conflict runs the transaction again, as Update would; so does a
+// connection lost once it was sent, since its outcome cannot be learned:
+// writes may therefore be made twice, and each must be one that can (set
+// a key to a given value, delete a key).
+type BlindWriter interface {
+	FirstsAndWrite(ctx context.Context, ranges []Range, writes []Write) ([]Pair, error)
+}
+
+// FirstsAndWrite runs ranges' reads and writes through s's BlindWriter
+// ability, or else as an Update that reads with Firsts, then writes.
+// Every range must be bounded and not empty.
+func FirstsAndWrite(ctx context.Context, s Store, ranges []Range, writes []Write) ([]Pair, error) {
+	for _, r := range ranges {
+		if r.End == nil || bytes.Compare(r.Start, r.End) >= 0 {
+			return nil, fmt.Errorf("kv: FirstsAndWrite of range [%x, %x): it must be bounded and not empty", r.Start, r.End)
+		}
+	}
+	if b, ok := s.(BlindWriter); ok {
+		return b.FirstsAndWrite(ctx, ranges, writes)
+	}
+	var out []Pair
+	err := s.Update(ctx, func(tx Txn) error {
+		ps, err := Firsts(tx, ranges)
+		if err != nil {
+			return err
+		}
+		for _, w := range writes {
+			if w.Delete {
+				tx.Delete(w.Key)
+			} else {
+				tx.Set(w.Key, w.Value)
+			}
+		}
+		out = ps
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // UpdateExclusive runs fn through s's Exclusive ability, or else as an

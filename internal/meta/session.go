@@ -572,37 +572,13 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 		// those an earlier open kept for its getattr.
 		gen = m.listings.forgetOpened(ino)
 	}
-	if !inTxn {
+	switch {
+	case !inTxn:
 		a, err = m.GetAttr(ctx, ino)
-	} else {
-		err = m.rawUpdate(ctx, func(t *wtx) error {
-			first, ok = nil, false
-			withChunk := m.lc == nil
-			if withChunk {
-				if err := t.prefetch([][]byte{attrKey(ino), chunkKey(ino, 0)}, nil); err != nil {
-					return err
-				}
-			}
-			var err error
-			if a, err = getAttr(t, ino); err != nil {
-				return err
-			}
-			if a.Type == base.TypeFile {
-				if withChunk && a.Length > 0 {
-					if first, err = readChunkAt(t, ino, 0, latestEpoch); err != nil {
-						return err
-					}
-					ok = true
-				}
-				t.Set(holdKey(ino, sid), nil)
-				if a.Nlink == 0 {
-					// An unlinked file still open elsewhere: a concurrent
-					// destroy deletes this record, so the two conflict.
-					t.Set(orphanKey(ino), nil)
-				}
-			}
-			return nil
-		})
+	case m.lc == nil:
+		a, first, ok, err = m.openBlind(ctx, ino, sid)
+	default:
+		a, first, ok, err = m.openTxn(ctx, ino, sid)
 	}
 	if err != nil || a.Type != base.TypeFile {
 		m.mu.Lock()
@@ -627,6 +603,86 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 		m.listings.openedAt(ino, a, gen)
 	}
 	return a, first, ok, nil
+}
+
+// openTxn is the transaction of a first open by session sid: it reads
+// the attributes of ino (and, without the latest-version cache, the
+// slices of its first chunk: ok) and, for a regular file, writes the hold.
+func (m *Meta) openTxn(ctx context.Context, ino base.Ino, sid uint64) (a base.Attr, first []base.Slice, ok bool, err error) {
+	err = m.rawUpdate(ctx, func(t *wtx) error {
+		first, ok = nil, false
+		withChunk := m.lc == nil
+		if withChunk {
+			if err := t.prefetch([][]byte{attrKey(ino), chunkKey(ino, 0)}, nil); err != nil {
+				return err
+			}
+		}
+		var err error
+		if a, err = getAttr(t, ino); err != nil {
+			return err
+		}
+		if a.Type == base.TypeFile {
+			if withChunk && a.Length > 0 {
+				if first, err = readChunkAt(t, ino, 0, latestEpoch); err != nil {
+					return err
+				}
+				ok = true
+			}
+			t.Set(holdKey(ino, sid), nil)
+			if a.Nlink == 0 {
+				// An unlinked file still open elsewhere: a concurrent
+				// destroy deletes this record, so the two conflict.
+				t.Set(orphanKey(ino), nil)
+			}
+		}
+		return nil
+	})
+	return a, first, ok, err
+}
+
+// openBlind is openTxn for a store without the latest-version cache (a
+// database server), in one round trip instead of two: kv.FirstsAndWrite
+// reads the attributes and the first chunk and writes the hold at once,
+// the write not waiting for the read. Almost every open is of a linked
+// regular file, for which that is the whole transaction. For the rest the
+// hold was written blind: an unlinked file runs openTxn, whose orphan
+// record makes it conflict with a concurrent destroy, and the hold is
+// taken back where the open finds no regular file or fails.
+func (m *Meta) openBlind(ctx context.Context, ino base.Ino, sid uint64) (a base.Attr, first []base.Slice, ok bool, err error) {
+	ak, ck, hold := attrKey(ino), chunkKey(ino, 0), holdKey(ino, sid)
+	ps, err := kv.FirstsAndWrite(ctx, m.store, []kv.Range{newestRange(ak), newestRange(ck)},
+		[]kv.Write{{Key: hold, Value: []byte{}}})
+	if err != nil {
+		return base.Attr{}, nil, false, err
+	}
+	v, found, err := newestOf(ak, ps[0])
+	a, err = inodeAttr(ino, v, found, err)
+	if err == nil && a.Type == base.TypeFile && a.Nlink > 0 {
+		if a.Length == 0 {
+			return a, nil, false, nil
+		}
+		v, found, err := newestOf(ck, ps[1])
+		if err == nil && found {
+			if first, err = decodeSlices(v); err != nil {
+				err = fmt.Errorf("chunk 0 of inode %d: %w", ino, err)
+			}
+		}
+		if err == nil {
+			return a, first, true, nil // !found: a hole
+		}
+	} else if err == nil && a.Type == base.TypeFile {
+		a, first, ok, err = m.openTxn(ctx, ino, sid)
+		if err == nil && a.Type == base.TypeFile {
+			return a, first, ok, nil
+		}
+	}
+	if derr := m.store.Update(ctx, func(tx kv.Txn) error {
+		tx.Delete(hold)
+		return nil
+	}); derr != nil && err == nil {
+		err = fmt.Errorf("inode %d: taking back the hold of an open of no regular file: %w", ino, derr)
+	}
+	return a, nil, false, err
 }
 
 // CloseFile releases one handle of ino. At the last handle the hold is

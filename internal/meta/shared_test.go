@@ -588,3 +588,60 @@ func TestSharedCreatesDoNotConflict(t *testing.T) {
 		t.Fatalf("usage counts %d inodes, want %d", u.Inodes, 1+workers+workers*files)
 	}
 }
+
+// TestSharedOpenBlind: on PostgreSQL an open reads the attributes and
+// writes the hold in one round trip, before it knows what it opens. The
+// hold must stay only for a regular file: an open of a directory or of a
+// missing inode takes it back, and an open of a file another client
+// unlinked while holding it keeps it alive past that client's close.
+func TestSharedOpenBlind(t *testing.T) {
+	ms := pgClients(t, 2)
+	a, b := ms[0], ms[1]
+	holds := func(ino base.Ino) int {
+		n := 0
+		ok(t, a.store.View(ctx, func(r kv.Reader) error {
+			return r.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(_, _ []byte) bool { n++; return true })
+		}))
+		return n
+	}
+	f := create(t, a, root, base.RootIno, "f")
+	if attr := must[base.Attr](t)(b.OpenFile(ctx, f)); attr.Type != base.TypeFile || holds(f) != 1 {
+		t.Fatalf("open of a file: type %v, %d holds; want a file and 1", attr.Type, holds(f))
+	}
+	ok(t, b.CloseFile(ctx, f))
+
+	d := mkdir(t, a, root, base.RootIno, "d")
+	if attr := must[base.Attr](t)(b.OpenFile(ctx, d)); attr.Type != base.TypeDir || holds(d) != 0 {
+		t.Fatalf("open of a directory: type %v, %d holds; want a directory and none", attr.Type, holds(d))
+	}
+	const missing = base.Ino(1 << 40)
+	if _, err := b.OpenFile(ctx, missing); !errors.Is(err, base.ErrNotFound) || holds(missing) != 0 {
+		t.Fatalf("open of a missing inode: %v, %d holds; want ErrNotFound and none", err, holds(missing))
+	}
+
+	// a holds f and unlinks it; b opens it by inode (as the NFS gateway
+	// would), then a closes: b's hold keeps f until b closes.
+	must[base.Attr](t)(a.OpenFile(ctx, f))
+	ok(t, a.Unlink(ctx, root, base.RootIno, "f"))
+	if attr := must[base.Attr](t)(b.OpenFile(ctx, f)); attr.Nlink != 0 || holds(f) != 2 {
+		t.Fatalf("open of an unlinked file: nlink %d, %d holds; want 0 and 2", attr.Nlink, holds(f))
+	}
+	ok(t, a.CloseFile(ctx, f))
+	if _, err := b.GetAttr(ctx, f); err != nil {
+		t.Fatalf("unlinked file held by b destroyed at a's close: %v", err)
+	}
+	ok(t, b.CloseFile(ctx, f))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := a.GetAttr(ctx, f); errors.Is(err, base.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("unlinked file not destroyed after its last close")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if holds(f) != 0 {
+		t.Fatalf("%d holds left on a destroyed file", holds(f))
+	}
+}

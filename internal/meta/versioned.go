@@ -237,6 +237,19 @@ func newestRange(logical []byte) kv.Range {
 	return kv.Range{Start: versionKey(logical, latestEpoch), End: kv.PrefixEnd(logical)}
 }
 
+// newestOf decodes p, the first pair of newestRange(logical), read
+// without a transaction's caches: the payload of logical's newest
+// version, or ok false if it has none or that is a tombstone.
+func newestOf(logical []byte, p kv.Pair) (payload []byte, ok bool, err error) {
+	if p.Key == nil {
+		return nil, false, nil
+	}
+	if len(p.Key) != len(logical)+epochLen {
+		return nil, false, fmt.Errorf("record %x: read %x as its newest version: %w", logical, p.Key, base.ErrIO)
+	}
+	return decodeVersion(logical, p.Value)
+}
+
 // keepVersion records p, the first pair of newestRange(logical), as what
 // this transaction knows of logical's newest version. A longer key under
 // the same prefix (a name that extends this one) is no version of

@@ -191,6 +191,17 @@ func (st *started) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 	return err
 }
 
+// FirstsAndWrite implements kv.BlindWriter through kv.FirstsAndWrite on
+// the wrapped store, and counts as an update (the wrapped store's
+// retries, if any, are not seen).
+func (s *Store) FirstsAndWrite(ctx context.Context, ranges []kv.Range, writes []kv.Write) ([]kv.Pair, error) {
+	start := time.Now()
+	a := attempts{n: 1}
+	ps, err := kv.FirstsAndWrite(ctx, s.inner, ranges, writes)
+	s.done(Update, start, &a, err)
+	return ps, err
+}
+
 // View implements kv.Store.
 func (s *Store) View(ctx context.Context, fn func(r kv.Reader) error) error {
 	start := time.Now()

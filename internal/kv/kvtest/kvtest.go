@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) kv.Store) {
 		{"ValuesAreCopies", testValuesAreCopies},
 		{"Notifier", testNotifier},
 		{"Firsts", testFirsts},
+		{"FirstsAndWrite", testFirstsAndWrite},
 		{"SetAfterConcurrentDelete", testSetAfterConcurrentDelete},
 		{"UpdateExclusive", testUpdateExclusive},
 		{"Observe", testObserve},
@@ -824,6 +825,121 @@ func testFirsts(t *testing.T, s kv.Store) {
 		}
 		return nil
 	})
+}
+
+// testFirstsAndWrite checks kv.FirstsAndWrite, through the store's
+// BlindWriter ability if it has one: the reads see the store before the
+// writes, the writes commit together, a bad range writes nothing, and
+// concurrent calls writing one key all commit.
+func testFirstsAndWrite(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	set(t, s, "a1", "1", "b1", "2", "e1", "#k1", "tk1", "found")
+	fol := &kv.Follow{Offset: 1, Length: 2, Prefix: []byte("t"), EndSuffix: []byte{0xff}}
+	ranges := []kv.Range{
+		{Start: []byte("a"), End: []byte("b")},
+		{Start: []byte("b"), End: []byte("c")},
+		{Start: []byte("e1"), End: []byte("e1\x00"), Follow: fol},
+		{Start: []byte("x"), End: []byte("y")},
+	}
+	writes := []kv.Write{
+		{Key: []byte("a1"), Value: []byte("9")},
+		{Key: []byte("c1"), Value: nil}, // an empty value
+		{Key: []byte("b1"), Delete: true},
+		{Key: []byte("tk1"), Value: []byte("changed")},
+	}
+	show := func(ps []kv.Pair) string {
+		var out []string
+		for _, p := range ps {
+			x := "-"
+			if p.Key != nil {
+				x = string(p.Key) + "=" + string(p.Value)
+			}
+			if p.Followed != nil {
+				if p.Followed.Key == nil {
+					x += ">-"
+				} else {
+					x += ">" + string(p.Followed.Key) + "=" + string(p.Followed.Value)
+				}
+			}
+			out = append(out, x)
+		}
+		return strings.Join(out, " ")
+	}
+	ps, err := kv.FirstsAndWrite(ctx, s, ranges, writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := show(ps), "a1=1 b1=2 e1=#k1>tk1=found -"; got != want {
+		t.Errorf("FirstsAndWrite read %q, want %q (the store before its writes)", got, want)
+	}
+	wantGet(t, s, "a1", "9", true)
+	wantGet(t, s, "b1", "", false)
+	wantGet(t, s, "c1", "", true)
+	wantGet(t, s, "tk1", "changed", true)
+	// The same writes again: harmless, and the reads see the first ones.
+	ps, err = kv.FirstsAndWrite(ctx, s, ranges, writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := show(ps), "a1=9 - e1=#k1>tk1=changed -"; got != want {
+		t.Errorf("FirstsAndWrite again read %q, want %q", got, want)
+	}
+
+	for _, bad := range []kv.Range{{Start: []byte("x")}, {Start: []byte("y"), End: []byte("x")}} {
+		_, err := kv.FirstsAndWrite(ctx, s, []kv.Range{bad}, []kv.Write{{Key: []byte("zz"), Value: []byte("1")}})
+		if err == nil {
+			t.Errorf("FirstsAndWrite of range [%q, %q): no error", bad.Start, bad.End)
+		}
+	}
+	wantGet(t, s, "zz", "", false)
+
+	// Blind writes of one key from many goroutines, beside updates that
+	// read and write it: every call commits (conflicts run again).
+	const workers, rounds = 6, 15
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*workers)
+	for w := range workers {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				key := fmt.Sprintf("w%d-%d", w, i)
+				_, err := kv.FirstsAndWrite(ctx, s, []kv.Range{{Start: []byte("w"), End: []byte("w\x00")}},
+					[]kv.Write{{Key: []byte("w"), Value: []byte(key)}, {Key: []byte(key), Value: []byte("1")}})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				err := s.Update(ctx, func(tx kv.Txn) error {
+					v, err := tx.Get([]byte("w"))
+					if err != nil {
+						return err
+					}
+					tx.Set([]byte("w"), append(v, '+'))
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for w := range workers {
+		for i := range rounds {
+			wantGet(t, s, fmt.Sprintf("w%d-%d", w, i), "1", true)
+		}
+	}
 }
 
 // discarded runs fn in an Update that is rolled back after it.

@@ -42,6 +42,10 @@
 // So an Update that reads r times costs r+1 round trips, and a View that
 // reads r times costs r (BenchmarkUpdate, BenchmarkView).
 //
+// FirstsAndWrite (kv.BlindWriter) is a transaction whose writes do not
+// depend on its reads: BEGIN, one statement of reads, the writes and
+// COMMIT go in one round trip.
+//
 // # Outages
 //
 // When the server cannot be reached or a connection breaks (a restart, the

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -508,6 +509,91 @@ func (st *started) Abandon() {
 		st.tx.drop()
 		st.tx.s.inflight.Done()
 	})
+}
+
+var _ kv.BlindWriter = (*Store)(nil)
+
+// FirstsAndWrite implements kv.BlindWriter: BEGIN, the statement of
+// Firsts, the writes and COMMIT go in one round trip. Like Update's, the
+// transaction runs again after a serialization failure, and after a
+// connection failure for as long as Options.OutageTimeout allows; unlike
+// Update's, also after a connection lost once the commit was sent (the
+// writes are ones that can be made twice).
+func (s *Store) FirstsAndWrite(ctx context.Context, ranges []kv.Range, writes []kv.Write) ([]kv.Pair, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.inflight.Done()
+	sql, args, follow := s.firstsStatement(ranges)
+	var w writeSet
+	for _, x := range writes {
+		w.add(bytes.Clone(x.Key), put{value: append([]byte{}, x.Value...), del: x.Delete}, false)
+	}
+	o := &op{s: s, ctx: ctx}
+	out := make([]kv.Pair, len(ranges))
+	for {
+		err := kv.RunWithRetry(ctx, func() error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return s.blind(o, sql, args, follow, ranges, &w, out)
+		})
+		var lost *lostError
+		if !errors.As(err, &lost) {
+			if err != nil {
+				return nil, err
+			}
+			o.reached()
+			return out, nil
+		}
+		if werr := o.wait(lost); werr != nil {
+			return nil, werr
+		}
+	}
+}
+
+// blind is one attempt of FirstsAndWrite.
+func (s *Store) blind(o *op, sql string, args []any, follow bool, ranges []kv.Range, w *writeSet, out []kv.Pair) error {
+	s.reads.Add(1)
+	tx := &txn{s: s, o: o, rw: true}
+	defer tx.drop()
+	c, err := s.pool.Acquire(o.ctx)
+	if err != nil {
+		return s.failure(o.ctx, err, nil)
+	}
+	tx.conn = c
+	// As for a commit: once sent, the answer is awaited whatever the
+	// caller's context does.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), s.opts.OutageTimeout)
+	defer cancel()
+	var b pgx.Batch
+	b.Queue(beginUpdate)
+	b.Queue(sql, args...)
+	n := w.queue(s, &b)
+	b.Queue(commitSQL)
+	br := c.SendBatch(ctx, &b)
+	_, err = br.Exec()
+	if err == nil {
+		rows, _ := br.Query()
+		err = readRows(rows, func(rows pgx.Rows) error { return s.scanFirsts(rows, ranges, follow, out) })
+	}
+	var tag pgconn.CommandTag
+	for i := 0; err == nil && i <= n; i++ {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return s.failure(ctx, err, c)
+	}
+	if tag.String() != "COMMIT" {
+		return fmt.Errorf("%s: COMMIT answered %q: the transaction was rolled back", s.name, tag)
+	}
+	return nil
 }
 
 var _ kv.Exclusive = (*Store)(nil)

@@ -198,29 +198,12 @@ func (tx *txn) commit() error {
 		if !tx.began {
 			b.Queue(beginUpdate)
 		}
-		var dels, keys, values, ukeys, uvalues [][]byte
+		var w writeSet
 		for k, p := range tx.writes {
 			_, seen := tx.seen[k]
-			switch {
-			case p.del:
-				dels = append(dels, []byte(k))
-			case seen:
-				ukeys = append(ukeys, []byte(k))
-				uvalues = append(uvalues, p.value)
-			default:
-				keys = append(keys, []byte(k))
-				values = append(values, p.value)
-			}
+			w.add([]byte(k), p, seen)
 		}
-		if len(dels) > 0 {
-			b.Queue(s.sql.del, dels)
-		}
-		if len(ukeys) > 0 {
-			b.Queue(s.sql.update, ukeys, uvalues)
-		}
-		if len(keys) > 0 {
-			b.Queue(s.sql.upsert, keys, values)
-		}
+		w.queue(s, &b)
 	}
 	b.Queue(commitSQL)
 	if tx.conn == nil {
@@ -249,6 +232,44 @@ func (tx *txn) commit() error {
 	}
 	s.log.Error("connection lost during a commit: its outcome is unknown", "server", s.where, "err", err)
 	return fmt.Errorf("%s: %w: %w", s.name, kv.ErrUnknownOutcome, err)
+}
+
+// writeSet sorts a commit's writes by the statement that makes them.
+type writeSet struct {
+	dels, keys, values, ukeys, uvalues [][]byte
+}
+
+// add adds a write of key; seen: the transaction read key from the
+// server, so a Set of it is an UPDATE (see txn.seen).
+func (w *writeSet) add(key []byte, p put, seen bool) {
+	switch {
+	case p.del:
+		w.dels = append(w.dels, key)
+	case seen:
+		w.ukeys = append(w.ukeys, key)
+		w.uvalues = append(w.uvalues, p.value)
+	default:
+		w.keys = append(w.keys, key)
+		w.values = append(w.values, p.value)
+	}
+}
+
+// queue queues the statements of the writes on b and returns how many.
+func (w *writeSet) queue(s *Store, b *pgx.Batch) int {
+	n := 0
+	if len(w.dels) > 0 {
+		b.Queue(s.sql.del, w.dels)
+		n++
+	}
+	if len(w.ukeys) > 0 {
+		b.Queue(s.sql.update, w.ukeys, w.uvalues)
+		n++
+	}
+	if len(w.keys) > 0 {
+		b.Queue(s.sql.upsert, w.keys, w.values)
+		n++
+	}
+	return n
 }
 
 // sendAll sends b on conn and reads every result. It returns the command
@@ -651,66 +672,11 @@ func clonePair(p kv.Pair) kv.Pair {
 // and of its Follow in one statement, and notes the keys seen.
 func (tx *txn) serverFirsts(ranges []kv.Range) ([]kv.Pair, error) {
 	out := make([]kv.Pair, len(ranges))
-	starts, ends := make([][]byte, len(ranges)), make([][]byte, len(ranges))
-	pfxs, sss, ess := make([][]byte, len(ranges)), make([][]byte, len(ranges)), make([][]byte, len(ranges))
-	offs, lens := make([]int32, len(ranges)), make([]int32, len(ranges))
-	follow := false
-	for i, r := range ranges {
-		starts[i], ends[i] = append([]byte{}, r.Start...), r.End
-		f := r.Follow
-		if f == nil {
-			f = &kv.Follow{}
-		} else {
-			follow = true
-		}
-		offs[i], lens[i] = int32(f.Offset), int32(f.Length)
-		pfxs[i] = append([]byte{}, f.Prefix...)
-		sss[i] = append([]byte{}, f.StartSuffix...)
-		ess[i] = append([]byte{}, f.EndSuffix...)
-	}
-	sql, args := tx.s.sql.firsts, []any{starts, ends}
-	if follow {
-		sql, args = tx.s.sql.firstsFollow, []any{starts, ends, offs, lens, pfxs, sss, ess}
-	}
+	sql, args, follow := tx.s.firstsStatement(ranges)
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	err := tx.query(sql, args, func(rows pgx.Rows) error {
-		clear(out) // read may be called again, on a new connection
-		for rows.Next() {
-			var n int64
-			var k, v, gk, gv []byte
-			dest := []any{&n, &k, &v}
-			if follow {
-				dest = append(dest, &gk, &gv)
-			}
-			if err := rows.Scan(dest...); err != nil {
-				return err
-			}
-			if n < 1 || int(n) > len(ranges) {
-				return fmt.Errorf("%s: range number %d out of %d", tx.s.name, n, len(ranges))
-			}
-			if v == nil {
-				v = []byte{}
-			}
-			i := n - 1
-			out[i] = kv.Pair{Key: k, Value: v}
-			if ranges[i].Follow != nil {
-				f := kv.Pair{}
-				if gk != nil {
-					if gv == nil {
-						gv = []byte{}
-					}
-					f = kv.Pair{Key: gk, Value: gv}
-				}
-				out[i].Followed = &f
-			}
-		}
-		for i := range ranges {
-			if ranges[i].Follow != nil && out[i].Followed == nil {
-				out[i].Followed = &kv.Pair{}
-			}
-		}
-		return nil
+		return tx.s.scanFirsts(rows, ranges, follow, out)
 	})
 	if err != nil {
 		return nil, err
@@ -724,6 +690,73 @@ func (tx *txn) serverFirsts(ranges []kv.Range) ([]kv.Pair, error) {
 		}
 	}
 	return out, nil
+}
+
+// firstsStatement returns the statement that reads the first row of every
+// range and of its Follow, its arguments, and whether it follows.
+func (s *Store) firstsStatement(ranges []kv.Range) (sql string, args []any, follow bool) {
+	starts, ends := make([][]byte, len(ranges)), make([][]byte, len(ranges))
+	pfxs, sss, ess := make([][]byte, len(ranges)), make([][]byte, len(ranges)), make([][]byte, len(ranges))
+	offs, lens := make([]int32, len(ranges)), make([]int32, len(ranges))
+	for i, r := range ranges {
+		starts[i], ends[i] = append([]byte{}, r.Start...), r.End
+		f := r.Follow
+		if f == nil {
+			f = &kv.Follow{}
+		} else {
+			follow = true
+		}
+		offs[i], lens[i] = int32(f.Offset), int32(f.Length)
+		pfxs[i] = append([]byte{}, f.Prefix...)
+		sss[i] = append([]byte{}, f.StartSuffix...)
+		ess[i] = append([]byte{}, f.EndSuffix...)
+	}
+	if follow {
+		return s.sql.firstsFollow, []any{starts, ends, offs, lens, pfxs, sss, ess}, true
+	}
+	return s.sql.firsts, []any{starts, ends}, false
+}
+
+// scanFirsts fills out, one pair per range, from the rows of
+// firstsStatement(ranges). It may be called again with new rows (a
+// retry on a new connection).
+func (s *Store) scanFirsts(rows pgx.Rows, ranges []kv.Range, follow bool, out []kv.Pair) error {
+	clear(out)
+	for rows.Next() {
+		var n int64
+		var k, v, gk, gv []byte
+		dest := []any{&n, &k, &v}
+		if follow {
+			dest = append(dest, &gk, &gv)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		if n < 1 || int(n) > len(ranges) {
+			return fmt.Errorf("%s: range number %d out of %d", s.name, n, len(ranges))
+		}
+		if v == nil {
+			v = []byte{}
+		}
+		i := n - 1
+		out[i] = kv.Pair{Key: k, Value: v}
+		if ranges[i].Follow != nil {
+			f := kv.Pair{}
+			if gk != nil {
+				if gv == nil {
+					gv = []byte{}
+				}
+				f = kv.Pair{Key: gk, Value: gv}
+			}
+			out[i].Followed = &f
+		}
+	}
+	for i := range ranges {
+		if ranges[i].Follow != nil && out[i].Followed == nil {
+			out[i].Followed = &kv.Pair{}
+		}
+	}
+	return nil
 }
 
 // scanOnly hides a txn's FirstReader ability, so kv.Firsts falls back to
