@@ -78,8 +78,8 @@ func (s *Store) CompactRange(ctx context.Context, slices []base.Slice, lo, hi ui
 		// that fill starts with reads from the object store, so there
 		// CacheRandomWrites sends it to the disk tier at once.
 		key := BlockKey(newID, i, blen)
-		if errs[i] = s.putBlock(ctx, key, buf, true); errs[i] == nil {
-			s.cacheRandomWrite(key, buf[:blen:blen])
+		if errs[i] = s.putBlock(ctx, key, buf, true, false); errs[i] == nil {
+			s.cacheRandomWrite(key, buf[:blen:blen], false)
 		}
 	})
 	for _, err := range errs {

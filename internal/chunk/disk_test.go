@@ -142,6 +142,40 @@ func TestCacheOnWrite(t *testing.T) {
 	}
 }
 
+// TestCacheSmallWrites: with CacheSmallWrites (and not CacheWrites) only
+// the uploaded blocks shorter than a full block land in the disk cache:
+// a file's short last block, not its full ones. Another Store then reads
+// that block without the object store.
+func TestCacheSmallWrites(t *testing.T) {
+	obj := memStore()
+	disk := openDiskCache(t, t.TempDir())
+	s := newTestStore(t, obj, nil, Options{BlockSize: testBS, DiskCache: disk, CacheSmallWrites: true})
+	c := newCommitter()
+	w := s.NewWriter(c)
+	defer w.Close()
+	data := fill(3*testBS + 100)
+	writeFlush(t, w, 0, data)
+	waitDisk(t, disk, 1)
+	time.Sleep(20 * time.Millisecond)
+	if n := disk.Stats().Items; n != 1 {
+		t.Fatalf("%d blocks cached on write, want 1 (the short last one)", n)
+	}
+	r := newTestStore(t, obj, nil, Options{BlockSize: testBS, DiskCache: disk})
+	obj.gets.Store(0)
+	if got := readFile(t, r, c, 3*testBS, 100); !bytes.Equal(got, data[3*testBS:]) {
+		t.Fatal("wrong data")
+	}
+	if g := obj.gets.Load(); g != 0 {
+		t.Fatalf("%d object gets for the short block cached on write", g)
+	}
+	if got := readFile(t, r, c, 0, testBS); !bytes.Equal(got, data[:testBS]) {
+		t.Fatal("wrong data")
+	}
+	if g := obj.gets.Load(); g == 0 {
+		t.Fatal("a full block came from the disk cache: cached on write without CacheWrites")
+	}
+}
+
 func TestWarm(t *testing.T) {
 	ctx := context.Background()
 	obj := memStore()

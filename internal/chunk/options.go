@@ -63,6 +63,12 @@ type Options struct {
 	// (cache-on-write), so that data written here is read back locally.
 	// Default false.
 	CacheWrites bool
+	// CacheSmallWrites puts the blocks this Store uploads that are
+	// shorter than a full block (small files, the ends of files, packs of
+	// small slices) into DiskCache, even without CacheWrites: they are
+	// likely read again, and cost the disk little. Default false here;
+	// cairn mount turns it on (--cache-small-writes).
+	CacheSmallWrites bool
 	// CacheRandomWrites puts the objects that random writes make, packs of
 	// small slices and compaction output, into DiskCache even without
 	// CacheWrites: on a remote store a read that misses memory would

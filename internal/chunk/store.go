@@ -276,7 +276,10 @@ func (s *Store) fetchObject(ctx context.Context, key string, length int) (data, 
 // then owns data (the caller must not modify it afterwards); without, it is
 // taken for a stream's block that will not be read back soon, and the
 // object store is told so (object.WithCold).
-func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory bool) error {
+//
+// written: the block is one a client wrote (not compaction's output), to
+// which Options.CacheSmallWrites applies.
+func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory, written bool) error {
 	select {
 	case s.upSem <- struct{}{}:
 	case <-ctx.Done():
@@ -298,10 +301,19 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory 
 	if toMemory && s.cache != nil {
 		s.cache.Put(key, data)
 	}
-	if s.opts.CacheWrites && s.disk != nil {
+	if s.cachesWrite(len(data), written) {
 		s.diskPut(key, data, sums, !toMemory)
 	}
 	return nil
+}
+
+// cachesWrite reports whether an uploaded block of n bytes goes to the
+// disk tier as it is written: under Options.CacheWrites every block, under
+// CacheSmallWrites a short one a client wrote. Compaction's short outputs
+// are left out: a range rewritten again before anyone reads it would cost
+// a disk write each time (see compact).
+func (s *Store) cachesWrite(n int, written bool) bool {
+	return s.disk != nil && (s.opts.CacheWrites || written && s.opts.CacheSmallWrites && n < s.opts.BlockSize)
 }
 
 // diskPut gives a block to the disk tier, as a cold one (written past the
@@ -321,10 +333,10 @@ type coldPutter interface {
 }
 
 // cacheRandomWrite puts an uploaded pack or compaction output into the
-// disk tier under Options.CacheRandomWrites (putBlock already did under
-// CacheWrites).
-func (s *Store) cacheRandomWrite(key string, data []byte) {
-	if s.opts.CacheRandomWrites && !s.opts.CacheWrites && s.disk != nil {
+// disk tier under Options.CacheRandomWrites (unless putBlock already did:
+// cachesWrite).
+func (s *Store) cacheRandomWrite(key string, data []byte, written bool) {
+	if s.opts.CacheRandomWrites && !s.cachesWrite(len(data), written) && s.disk != nil {
 		s.disk.Put(key, data)
 	}
 }

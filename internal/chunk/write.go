@@ -757,7 +757,7 @@ func (w *Writer) uploadPack(members []*wslice, offs []uint32, data []byte) error
 		}
 		return err
 	}
-	w.s.cacheRandomWrite(key, data[:len(data):len(data)])
+	w.s.cacheRandomWrite(key, data[:len(data):len(data)], true)
 	return nil
 }
 
@@ -839,7 +839,7 @@ func (w *Writer) put(key string, data []byte) error {
 		// Blocks shorter than a full block (small writes, the ends of
 		// slices) are likely read back soon; full blocks of streams are
 		// not kept, so a large write does not flush the memory tier.
-		err := w.s.putBlock(w.ctx, key, data, len(data) < w.s.opts.BlockSize)
+		err := w.s.putBlock(w.ctx, key, data, len(data) < w.s.opts.BlockSize, true)
 		if err == nil || attempt == 2 || w.ctx.Err() != nil {
 			return err
 		}
@@ -1031,7 +1031,7 @@ func (w *Writer) committedHeld(list []*wslice) {
 		if w.s.cache != nil {
 			w.s.cache.Put(key, data)
 		}
-		if w.s.opts.CacheWrites && w.s.disk != nil {
+		if w.s.cachesWrite(len(data), true) {
 			w.s.disk.Put(key, data)
 		}
 		b.state, b.buf = uploaded, nil

@@ -293,6 +293,10 @@ type VolumeOptions struct {
 	CacheFreeRatio float64
 	// CacheWrites also puts uploaded blocks into the disk cache.
 	CacheWrites bool
+	// NoCacheSmallWrites keeps the blocks shorter than a full block that
+	// this client writes out of the disk cache (by default they go in:
+	// chunk.Options.CacheSmallWrites).
+	NoCacheSmallWrites bool
 	// ReadAhead is the number of blocks fetched ahead of a sequential
 	// reader: 0 for the data store's default (RemoteReadAhead, or
 	// chunk.DefaultReadAhead on a local directory), negative for none.
@@ -443,12 +447,13 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	}
 	v.memCache = cache.NewMemory(o.CacheMem)
 	co := chunk.Options{
-		BlockSize:   v.Settings.BlockSize,
-		BufferLimit: o.BufferLimit,
-		Logger:      o.Logger,
-		CacheWrites: o.CacheWrites,
-		InlineMax:   v.Settings.InlineMax,
-		ReadAhead:   o.ReadAhead,
+		BlockSize:        v.Settings.BlockSize,
+		BufferLimit:      o.BufferLimit,
+		Logger:           o.Logger,
+		CacheWrites:      o.CacheWrites,
+		CacheSmallWrites: !o.NoCacheSmallWrites,
+		InlineMax:        v.Settings.InlineMax,
+		ReadAhead:        o.ReadAhead,
 		// On a local store the disk tier only copies blocks (and is
 		// dropped when it shares the store's file system).
 		CacheRandomWrites: !isLocal,
