@@ -289,9 +289,9 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory,
 	obj := EncodeBlock(data)
 	sums := blockSums(obj, len(data))
 	s.st.objectPuts.Add(1)
-	putCtx := ctx
+	putCtx := object.WithCRC32C(ctx, objectCRC(obj, len(data)))
 	if !toMemory {
-		putCtx = object.WithCold(ctx) // a stream's block: not read back soon
+		putCtx = object.WithCold(putCtx) // a stream's block: not read back soon
 	}
 	if err := s.obj.Put(putCtx, key, obj); err != nil {
 		return fmt.Errorf("chunk: put block %s: %w", key, err)

@@ -95,6 +95,23 @@ func Cold(ctx context.Context) bool {
 
 type coldKey struct{}
 
+// WithCRC32C passes sum, the CRC-32C (Castagnoli) of the object put with
+// the returned context, as its caller computed it, so that a store that
+// sends one with the upload (S3's x-amz-checksum-crc32c, which the server
+// checks) need not read the object again to compute it. A wrong sum makes
+// such a server refuse the upload; other stores ignore it.
+func WithCRC32C(ctx context.Context, sum uint32) context.Context {
+	return context.WithValue(ctx, crcKey{}, sum)
+}
+
+// CRC32C returns the sum WithCRC32C put in ctx, if any.
+func CRC32C(ctx context.Context) (uint32, bool) {
+	v, ok := ctx.Value(crcKey{}).(uint32)
+	return v, ok
+}
+
+type crcKey struct{}
+
 // Syncer is implemented by stores whose Put makes an object visible but not
 // yet durable. Sync makes every object whose Put returned before Sync was
 // called durable. It is safe to call concurrently with anything.

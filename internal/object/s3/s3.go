@@ -226,7 +226,12 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 		// checksum of every object (CRC64NVME by default) take this one
 		// instead, which costs them less: versitygw spent a sixth of its
 		// CPU on CRC64NVME during sequential writes.
-		sum := crc32.Checksum(data, castagnoli)
+		// The caller may have it already (chunk derives it from its
+		// segment checksums): then the object is not read again.
+		sum, ok := object.CRC32C(ctx)
+		if !ok {
+			sum = crc32.Checksum(data, castagnoli)
+		}
 		opts.UserMetadata = map[string]string{
 			"x-amz-checksum-crc32c": base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, sum)),
 		}

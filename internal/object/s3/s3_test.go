@@ -3,9 +3,11 @@ package s3_test
 import (
 	"bytes"
 	"errors"
+	"hash/crc32"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/object/objtest"
@@ -141,5 +143,30 @@ func TestOpenCreate(t *testing.T) {
 	s = open(t, b, b.URL, s3.Options{Create: true})
 	if got, err := s.Get(t.Context(), "k", 0, -1); err != nil || string(got) != "v" {
 		t.Fatalf("Get after second Open = %q, %v", got, err)
+	}
+}
+
+// TestGivenCRC32C: a CRC-32C passed with object.WithCRC32C is the one the
+// upload is checked against: the right one stores the object, a wrong one
+// makes the server refuse it, and nothing is stored.
+func TestGivenCRC32C(t *testing.T) {
+	b := s3test.NewBucket(t)
+	// BadDigest is retried (damage on the way); a wrong sum fails each
+	// time, so the retries are kept short.
+	s := open(t, b, b.URL, s3.Options{MaxRetries: 1, OutageTimeout: time.Second})
+	ctx := t.Context()
+	data := []byte("a block of some bytes")
+	sum := crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))
+	if err := s.Put(object.WithCRC32C(ctx, sum), "good", data); err != nil {
+		t.Fatalf("put with its CRC-32C: %v", err)
+	}
+	if got, err := s.Get(ctx, "good", 0, -1); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("get: %q, %v", got, err)
+	}
+	if err := s.Put(object.WithCRC32C(ctx, sum^1), "bad", data); err == nil {
+		t.Fatal("put with a wrong CRC-32C: no error")
+	}
+	if _, err := s.Get(ctx, "bad", 0, -1); !errors.Is(err, object.ErrNotFound) {
+		t.Fatalf("get of the refused object: %v, want ErrNotFound", err)
 	}
 }
