@@ -154,3 +154,14 @@ func newStore(t testing.TB, s Settings) kv.Store {
 	}
 	return store
 }
+
+// holdCount returns how many open-file holds ino has in m's store.
+func holdCount(t testing.TB, m *Meta, ino base.Ino) int {
+	t.Helper()
+	n := 0
+	ok(t, m.store.View(ctx, func(r kv.Reader) error {
+		return r.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(_, _ []byte) bool { n++; return true })
+	}))
+	return n
+}
+

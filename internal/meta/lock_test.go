@@ -279,13 +279,7 @@ func TestLazyHoldRelease(t *testing.T) {
 	m, _ := newTestMetaStore(t, Options{HoldReleaseDelay: 20 * time.Millisecond})
 	must[uint64](t)(m.NewSession(ctx, SessionInfo{}))
 	ino := create(t, m, root, base.RootIno, "f")
-	holds := func() int {
-		n := 0
-		ok(t, m.store.View(ctx, func(r kv.Reader) error {
-			return r.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(_, _ []byte) bool { n++; return true })
-		}))
-		return n
-	}
+	holds := func() int { return holdCount(t, m, ino) }
 	must[base.Attr](t)(m.OpenFile(ctx, ino))
 	ok(t, m.CloseFile(ctx, ino))
 	if holds() != 1 {

@@ -597,13 +597,7 @@ func TestSharedCreatesDoNotConflict(t *testing.T) {
 func TestSharedOpenBlind(t *testing.T) {
 	ms := pgClients(t, 2)
 	a, b := ms[0], ms[1]
-	holds := func(ino base.Ino) int {
-		n := 0
-		ok(t, a.store.View(ctx, func(r kv.Reader) error {
-			return r.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(_, _ []byte) bool { n++; return true })
-		}))
-		return n
-	}
+	holds := func(ino base.Ino) int { return holdCount(t, a, ino) }
 	f := create(t, a, root, base.RootIno, "f")
 	if attr := must[base.Attr](t)(b.OpenFile(ctx, f)); attr.Type != base.TypeFile || holds(f) != 1 {
 		t.Fatalf("open of a file: type %v, %d holds; want a file and 1", attr.Type, holds(f))

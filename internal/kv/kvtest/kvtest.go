@@ -415,35 +415,41 @@ func writeInt(tx kv.Txn, key string, n int) {
 	tx.Set([]byte(key), []byte(fmt.Sprint(n)))
 }
 
-func testConcurrentCounter(t *testing.T, s kv.Store) {
-	const workers, each = 8, 200
+// inParallel runs fn(0), …, fn(n-1) in goroutines, rounds times each,
+// and fails t with the first error (a goroutine stops at its own first).
+func inParallel(t *testing.T, n, rounds int, fn func(g, round int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range each {
-				err := s.Update(context.Background(), func(tx kv.Txn) error {
-					n, err := readInt(tx, "counter")
-					if err != nil {
-						return err
-					}
-					writeInt(tx, "counter", n+1)
-					return nil
-				})
-				if err != nil {
+	errs := make(chan error, n)
+	for g := range n {
+		wg.Go(func() {
+			for r := range rounds {
+				if err := fn(g, r); err != nil {
 					errs <- err
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Fatalf("Update: %v", err)
+		t.Fatal(err)
 	}
+}
+
+func testConcurrentCounter(t *testing.T, s kv.Store) {
+	const workers, each = 8, 200
+	inParallel(t, workers, each, func(_, _ int) error {
+		return s.Update(context.Background(), func(tx kv.Txn) error {
+			n, err := readInt(tx, "counter")
+			if err != nil {
+				return err
+			}
+			writeInt(tx, "counter", n+1)
+			return nil
+		})
+	})
 	if got, _ := get(t, s, "counter"); got != fmt.Sprint(workers*each) {
 		t.Errorf("counter = %s; want %d", got, workers*each)
 	}
@@ -896,45 +902,22 @@ func testFirstsAndWrite(t *testing.T, s kv.Store) {
 	// Blind writes of one key from many goroutines, beside updates that
 	// read and write it: every call commits (conflicts run again).
 	const workers, rounds = 6, 15
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*workers)
-	for w := range workers {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			for i := range rounds {
-				key := fmt.Sprintf("w%d-%d", w, i)
-				_, err := kv.FirstsAndWrite(ctx, s, []kv.Range{{Start: []byte("w"), End: []byte("w\x00")}},
-					[]kv.Write{{Key: []byte("w"), Value: []byte(key)}, {Key: []byte(key), Value: []byte("1")}})
-				if err != nil {
-					errs <- err
-					return
-				}
+	inParallel(t, 2*workers, rounds, func(g, i int) error {
+		if g%2 == 0 {
+			key := fmt.Sprintf("w%d-%d", g/2, i)
+			_, err := kv.FirstsAndWrite(ctx, s, []kv.Range{{Start: []byte("w"), End: []byte("w\x00")}},
+				[]kv.Write{{Key: []byte("w"), Value: []byte(key)}, {Key: []byte(key), Value: []byte("1")}})
+			return err
+		}
+		return s.Update(ctx, func(tx kv.Txn) error {
+			v, err := tx.Get([]byte("w"))
+			if err != nil {
+				return err
 			}
-		}()
-		go func() {
-			defer wg.Done()
-			for range rounds {
-				err := s.Update(ctx, func(tx kv.Txn) error {
-					v, err := tx.Get([]byte("w"))
-					if err != nil {
-						return err
-					}
-					tx.Set([]byte("w"), append(v, '+'))
-					return nil
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			tx.Set([]byte("w"), append(v, '+'))
+			return nil
+		})
+	})
 	for w := range workers {
 		for i := range rounds {
 			wantGet(t, s, fmt.Sprintf("w%d-%d", w, i), "1", true)
