@@ -661,7 +661,7 @@ func (m *Meta) openBlind(ctx context.Context, ino base.Ino, sid uint64) (a base.
 		if a.Length == 0 {
 			return a, nil, false, nil
 		}
-		v, found, err := newestOf(ck, ps[1])
+		v, found, err = newestOf(ck, ps[1])
 		if err == nil && found {
 			if first, err = decodeSlices(v); err != nil {
 				err = fmt.Errorf("chunk 0 of inode %d: %w", ino, err)
@@ -680,7 +680,7 @@ func (m *Meta) openBlind(ctx context.Context, ino base.Ino, sid uint64) (a base.
 		tx.Delete(hold)
 		return nil
 	}); derr != nil && err == nil {
-		err = fmt.Errorf("inode %d: taking back the hold of an open of no regular file: %w", ino, derr)
+		err = fmt.Errorf("inode %d: taking back the hold of an open that failed or found no regular file: %w", ino, derr)
 	}
 	return a, nil, false, err
 }

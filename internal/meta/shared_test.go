@@ -613,6 +613,18 @@ func TestSharedOpenBlind(t *testing.T) {
 		t.Fatalf("open of a missing inode: %v, %d holds; want ErrNotFound and none", err, holds(missing))
 	}
 
+	// A first chunk that does not decode: the open fails, and takes its
+	// hold back.
+	g := create(t, a, root, base.RootIno, "g")
+	_, err := a.WriteSlice(ctx, g, 0, newSlice(t, a, 0, 10), 1)
+	ok(t, err)
+	bad := versionKey(chunkKey(g, 0), 1<<62) // newer than every version written
+	ok(t, a.store.Update(ctx, func(tx kv.Txn) error { tx.Set(bad, []byte{tagLive, 0xff, 0xff}); return nil }))
+	if _, err := b.OpenFile(ctx, g); err == nil || holds(g) != 0 {
+		t.Fatalf("open of a file whose first chunk does not decode: %v, %d holds; want an error and none", err, holds(g))
+	}
+	ok(t, a.store.Update(ctx, func(tx kv.Txn) error { tx.Delete(bad); return nil }))
+
 	// a holds f and unlinks it; b opens it by inode (as the NFS gateway
 	// would), then a closes: b's hold keeps f until b closes.
 	must[base.Attr](t)(a.OpenFile(ctx, f))
