@@ -164,4 +164,3 @@ func holdCount(t testing.TB, m *Meta, ino base.Ino) int {
 	}))
 	return n
 }
-
