@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"encoding/binary"
 	"hash/crc32"
 	"sync"
 )
@@ -95,18 +96,17 @@ func crc32cCombine(crcA, crcB uint32, lenB int, m *gf2Matrix) uint32 {
 // not read again.
 func objectCRC(obj []byte, length int) uint32 {
 	sums := blockSums(obj, length)
+	full := segmentZeros()
 	var crc uint32
 	for i := 0; i*SegmentSize < length; i++ {
-		seg := min(SegmentSize, length-i*SegmentSize)
-		s := uint32(sums[4*i])<<24 | uint32(sums[4*i+1])<<16 | uint32(sums[4*i+2])<<8 | uint32(sums[4*i+3])
+		s := binary.BigEndian.Uint32(sums[4*i:])
 		if i == 0 {
 			crc = s
 			continue
 		}
-		var m *gf2Matrix
-		if seg == SegmentSize {
-			z := segmentZeros()
-			m = &z
+		seg, m := min(SegmentSize, length-i*SegmentSize), &full
+		if seg < SegmentSize {
+			m = nil // the last, shorter segment: its own matrix
 		}
 		crc = crc32cCombine(crc, s, seg, m)
 	}

@@ -344,9 +344,10 @@ const compactWindows = 16
 // fill a window densely (appends, rewrites of one region) qualify at once.
 // A job stops once the chunk is down to half the threshold or no window
 // qualifies. Only when no window holds two slices (slices crossing window
-// boundaries) is the whole covered range rewritten. If the chunk changed in a way that invalidates a rewrite,
-// the new slice is dropped; the next write that finds the chunk
-// fragmented schedules another attempt. See docs/design/0005.
+// boundaries) is the whole covered range rewritten. If the chunk changed
+// in a way that invalidates a rewrite, the new slice is dropped; the next
+// write that finds the chunk fragmented schedules another attempt. See
+// docs/design/0005.
 func (v *VFS) compact(ctx context.Context, j compactJob) error {
 	for round := 0; round < compactWindows; round++ {
 		slices, err := v.m.ReadChunk(ctx, j.ino, j.index)
