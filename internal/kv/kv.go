@@ -36,6 +36,11 @@ var ErrClosed = errors.New("kv: store closed")
 // state to find out; a file-system operation that gets it fails with EIO.
 var ErrUnknownOutcome = errors.New("kv: transaction outcome unknown (connection lost during commit)")
 
+// ErrGuard is returned by WriteIf when a guard found another pair than the
+// one it wants, or when a concurrent transaction changed a key the writes
+// touch; nothing was written. The caller reads again and decides anew.
+var ErrGuard = errors.New("kv: guarded write: the store changed since it was read")
+
 // ErrLocked is returned by Open functions when another process holds the
 // store exclusively (embedded engines).
 var ErrLocked = errors.New("kv: store is locked by another process")
@@ -225,6 +230,96 @@ func FirstsAndWrite(ctx context.Context, s Store, ranges []Range, writes []Write
 		return nil, err
 	}
 	return out, nil
+}
+
+// Guard is a condition of WriteIf: the first pair of Range, as Firsts reads
+// it, must be Want (Want.Key nil: the range must be empty). Keys and values
+// compare byte for byte, a nil value equal to an empty one; Want.Followed
+// is ignored. Range must be bounded and not empty, and Range.Follow nil.
+type Guard struct {
+	Range Range
+	Want  Pair
+}
+
+// holds reports whether p, the first pair of g.Range, is the one g wants.
+func (g Guard) holds(p Pair) bool {
+	if g.Want.Key == nil || p.Key == nil {
+		return g.Want.Key == nil && p.Key == nil
+	}
+	return bytes.Equal(g.Want.Key, p.Key) && bytes.Equal(g.Want.Value, p.Value)
+}
+
+// showPair describes p for an error message.
+func showPair(p Pair) string {
+	if p.Key == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%x=%x", p.Key, p.Value)
+}
+
+// GuardedWriter is an optional ability of a Store on a server
+// (kv/postgres): WriteIf checks that the first pairs of ranges are still
+// what the caller read earlier and makes writes, in one transaction and
+// one round trip. It is how a read-modify-write whose reads were made
+// outside the transaction (a cache, a loose view) commits: if a guard does
+// not hold, or the transaction conflicts with a concurrent one, nothing is
+// written and WriteIf fails with an error wrapping ErrGuard, without
+// trying again, since the writes were computed from reads that are now
+// stale.
+//
+// The guards are checked in the transaction's snapshot, as Update's reads
+// are, so the Txn contract applies: a concurrent change of a key that a
+// guard reads but no write touches is not seen once the snapshot is taken.
+// A guard whose wanted key is written, or a range the writes fill, is
+// safe; otherwise materialize the conflict. A connection lost once the
+// transaction was sent fails with an error wrapping ErrUnknownOutcome and
+// is not sent again. Writes of one key take the last one's effect. The
+// caller keeps ownership of guards and writes.
+type GuardedWriter interface {
+	WriteIf(ctx context.Context, guards []Guard, writes []Write) error
+}
+
+// WriteIf makes writes if every guard holds, through s's GuardedWriter
+// ability, or else as an Update that reads the guards' ranges with Firsts
+// and fails with ErrGuard, writing nothing, if one does not hold (Update
+// may run it again after a conflict; it then checks the guards again).
+// A guard whose range is unbounded, empty or has a Follow is refused with
+// an error that does not wrap ErrGuard, and nothing is written. No guards
+// make writes an atomic batch; no writes make WriteIf a check.
+func WriteIf(ctx context.Context, s Store, guards []Guard, writes []Write) error {
+	for _, g := range guards {
+		r := g.Range
+		if r.End == nil || bytes.Compare(r.Start, r.End) >= 0 || r.Follow != nil {
+			return fmt.Errorf("kv: WriteIf guard on range [%x, %x): it must be bounded, not empty and without Follow", r.Start, r.End)
+		}
+	}
+	if w, ok := s.(GuardedWriter); ok {
+		return w.WriteIf(ctx, guards, writes)
+	}
+	ranges := make([]Range, len(guards))
+	for i, g := range guards {
+		ranges[i] = g.Range
+	}
+	return s.Update(ctx, func(tx Txn) error {
+		ps, err := Firsts(tx, ranges)
+		if err != nil {
+			return err
+		}
+		for i, g := range guards {
+			if !g.holds(ps[i]) {
+				return fmt.Errorf("%w: the first pair of [%x, %x) is %s, not %s",
+					ErrGuard, g.Range.Start, g.Range.End, showPair(ps[i]), showPair(g.Want))
+			}
+		}
+		for _, w := range writes {
+			if w.Delete {
+				tx.Delete(w.Key)
+			} else {
+				tx.Set(w.Key, w.Value)
+			}
+		}
+		return nil
+	})
 }
 
 // UpdateExclusive runs fn through s's Exclusive ability, or else as an

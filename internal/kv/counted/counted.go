@@ -62,12 +62,13 @@ func (o Outcome) String() string { return outcomeNames[o] }
 func Outcomes() []Outcome { return []Outcome{OK, Aborted, Conflict, Failed} }
 
 // Store is a kv.Store that counts what goes through it. It forwards the
-// optional abilities of the store it wraps: kv.LooseViewer and
-// kv.Exclusive (through kv.UpdateExclusive, so a store without them runs
-// the same transactions it would unwrapped) and kv.Notifier (a store
-// without it gets an in-process kv.Hub, as memkv and pebble have). The
-// transactions handed to callers are the wrapped store's own, with their
-// abilities (kv.FirstReader). It is safe for concurrent use.
+// optional abilities of the store it wraps: kv.LooseViewer, kv.Exclusive,
+// kv.BlindWriter and kv.GuardedWriter (through kv.UpdateExclusive,
+// kv.FirstsAndWrite and kv.WriteIf, so a store without them runs the same
+// transactions it would unwrapped) and kv.Notifier (a store without it
+// gets an in-process kv.Hub, as memkv and pebble have). The transactions
+// handed to callers are the wrapped store's own, with their abilities
+// (kv.FirstReader). It is safe for concurrent use.
 type Store struct {
 	inner kv.Store
 	hub   kv.Hub // Notifier when inner has none
@@ -82,12 +83,14 @@ type kindStats struct {
 }
 
 var (
-	_ kv.Store       = (*Store)(nil)
-	_ kv.LooseViewer = (*Store)(nil)
-	_ kv.Exclusive   = (*Store)(nil)
-	_ kv.Starter     = (*Store)(nil)
-	_ kv.Notifier    = (*Store)(nil)
-	_ kv.Observable  = (*Store)(nil)
+	_ kv.Store         = (*Store)(nil)
+	_ kv.LooseViewer   = (*Store)(nil)
+	_ kv.Exclusive     = (*Store)(nil)
+	_ kv.Starter       = (*Store)(nil)
+	_ kv.BlindWriter   = (*Store)(nil)
+	_ kv.GuardedWriter = (*Store)(nil)
+	_ kv.Notifier      = (*Store)(nil)
+	_ kv.Observable    = (*Store)(nil)
 )
 
 // New wraps inner.
@@ -200,6 +203,18 @@ func (s *Store) FirstsAndWrite(ctx context.Context, ranges []kv.Range, writes []
 	ps, err := kv.FirstsAndWrite(ctx, s.inner, ranges, writes)
 	s.done(Update, start, &a, err)
 	return ps, err
+}
+
+// WriteIf implements kv.GuardedWriter through kv.WriteIf on the wrapped
+// store, and counts as an update (the wrapped store's retries, if any,
+// are not seen). A guard that does not hold is the caller's refusal: it
+// counts as aborted.
+func (s *Store) WriteIf(ctx context.Context, guards []kv.Guard, writes []kv.Write) error {
+	start := time.Now()
+	a := attempts{n: 1, lastErr: kv.ErrGuard}
+	err := kv.WriteIf(ctx, s.inner, guards, writes)
+	s.done(Update, start, &a, err)
+	return err
 }
 
 // View implements kv.Store.

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,8 @@ func Run(t *testing.T, newStore func(t *testing.T) kv.Store) {
 		{"Notifier", testNotifier},
 		{"Firsts", testFirsts},
 		{"FirstsAndWrite", testFirstsAndWrite},
+		{"WriteIf", testWriteIf},
+		{"WriteIfCounter", testWriteIfCounter},
 		{"SetAfterConcurrentDelete", testSetAfterConcurrentDelete},
 		{"UpdateExclusive", testUpdateExclusive},
 		{"Observe", testObserve},
@@ -922,6 +925,202 @@ func testFirstsAndWrite(t *testing.T, s kv.Store) {
 		for i := range rounds {
 			wantGet(t, s, fmt.Sprintf("w%d-%d", w, i), "1", true)
 		}
+	}
+}
+
+// testWriteIf checks kv.WriteIf, through the store's GuardedWriter
+// ability if it has one: guards that hold let the writes commit together;
+// one that does not (another value, another first key, a key where none
+// is wanted or none where one is) fails with kv.ErrGuard and writes
+// nothing; a nil value equals an empty one; no guards make an atomic
+// batch, no writes a check; a bad range is refused and writes nothing.
+func testWriteIf(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	set(t, s, "a1", "1", "b1", "2", "e", "")
+	if err := s.Update(ctx, func(tx kv.Txn) error { tx.Set([]byte("f"), nil); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	rg := func(start, end string) kv.Range { return kv.Range{Start: []byte(start), End: []byte(end)} }
+	one := func(k string) kv.Range { return rg(k, k+"\x00") }
+	pair := func(k, v string) kv.Pair { return kv.Pair{Key: []byte(k), Value: []byte(v)} }
+	holding := []kv.Guard{
+		{Range: rg("a", "b"), Want: pair("a1", "1")},
+		{Range: one("b1"), Want: pair("b1", "2")},
+		{Range: rg("c", "d")},                                               // empty
+		{Range: one("e"), Want: kv.Pair{Key: []byte("e")}},                  // nil wants empty
+		{Range: one("f"), Want: kv.Pair{Key: []byte("f"), Value: []byte{}}}, // empty wants nil
+	}
+	writes := []kv.Write{
+		{Key: []byte("a1"), Value: []byte("9")},
+		{Key: []byte("b1"), Delete: true},
+		{Key: []byte("w"), Value: []byte("x")},
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		for _, p := range [][2]string{{"a1", "1"}, {"b1", "2"}} {
+			if got, _ := get(t, s, p[0]); got != p[1] {
+				t.Errorf("%s: %s = %q, want %q (nothing written)", what, p[0], got, p[1])
+			}
+		}
+		if got, ok := get(t, s, "w"); ok {
+			t.Errorf("%s: w = %q, want none (nothing written)", what, got)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		guard kv.Guard
+	}{
+		{"another value", kv.Guard{Range: one("a1"), Want: pair("a1", "2")}},
+		{"a key where none is wanted", kv.Guard{Range: rg("a", "b")}},
+		{"none where a key is wanted", kv.Guard{Range: rg("c", "d"), Want: pair("c1", "")}},
+		{"another first key", kv.Guard{Range: rg("a", "c"), Want: pair("b1", "2")}},
+		{"a value where an empty one is wanted", kv.Guard{Range: one("b1"), Want: kv.Pair{Key: []byte("b1")}}},
+	} {
+		guards := append(slices.Clone(holding), tc.guard)
+		if err := kv.WriteIf(ctx, s, guards, writes); !errors.Is(err, kv.ErrGuard) {
+			t.Errorf("WriteIf with a guard on %s = %v, want kv.ErrGuard", tc.name, err)
+		}
+		unchanged(tc.name)
+		if err := kv.WriteIf(ctx, s, []kv.Guard{tc.guard}, nil); !errors.Is(err, kv.ErrGuard) {
+			t.Errorf("WriteIf of no writes with a guard on %s = %v, want kv.ErrGuard", tc.name, err)
+		}
+	}
+	for _, bad := range []kv.Range{
+		{Start: []byte("a")},                   // unbounded
+		{Start: []byte("b"), End: []byte("b")}, // empty
+		{Start: []byte("c"), End: []byte("a")},
+		{Start: []byte("e"), End: []byte("f"), Follow: &kv.Follow{Length: 1}},
+	} {
+		err := kv.WriteIf(ctx, s, append(slices.Clone(holding), kv.Guard{Range: bad}), writes)
+		if err == nil || errors.Is(err, kv.ErrGuard) {
+			t.Errorf("WriteIf with a guard on [%q, %q) (Follow %v) = %v, want a refusal", bad.Start, bad.End, bad.Follow != nil, err)
+		}
+		unchanged("a bad range")
+	}
+
+	if err := kv.WriteIf(ctx, s, holding, nil); err != nil {
+		t.Fatalf("WriteIf of no writes with guards that hold: %v", err)
+	}
+	if err := kv.WriteIf(ctx, s, holding, writes); err != nil {
+		t.Fatalf("WriteIf with guards that hold: %v", err)
+	}
+	wantGet(t, s, "a1", "9", true)
+	wantGet(t, s, "b1", "", false)
+	wantGet(t, s, "w", "x", true)
+	// The same again: the guards no longer hold.
+	if err := kv.WriteIf(ctx, s, holding, []kv.Write{{Key: []byte("w"), Value: []byte("y")}}); !errors.Is(err, kv.ErrGuard) {
+		t.Errorf("WriteIf with guards that held before = %v, want kv.ErrGuard", err)
+	}
+	wantGet(t, s, "w", "x", true)
+
+	// No guards: an atomic batch, whose last write of a key wins.
+	if err := kv.WriteIf(ctx, s, nil, nil); err != nil {
+		t.Errorf("WriteIf of nothing: %v", err)
+	}
+	err := kv.WriteIf(ctx, s, nil, []kv.Write{
+		{Key: []byte("n1"), Value: []byte("1")}, {Key: []byte("n1"), Delete: true},
+		{Key: []byte("n2"), Delete: true}, {Key: []byte("n2"), Value: []byte("2")},
+		{Key: []byte("w"), Value: nil},
+	})
+	if err != nil {
+		t.Fatalf("WriteIf without guards: %v", err)
+	}
+	wantGet(t, s, "n1", "", false)
+	wantGet(t, s, "n2", "2", true)
+	wantGet(t, s, "w", "", true)
+	// A guarded write of a key the guard wants, and one deleting it.
+	err = kv.WriteIf(ctx, s, []kv.Guard{{Range: one("w"), Want: pair("w", "")}}, []kv.Write{{Key: []byte("w"), Value: []byte("z")}})
+	if err != nil {
+		t.Fatalf("WriteIf of the wanted key: %v", err)
+	}
+	wantGet(t, s, "w", "z", true)
+	err = kv.WriteIf(ctx, s, []kv.Guard{{Range: one("w"), Want: pair("w", "z")}}, []kv.Write{{Key: []byte("w"), Delete: true}})
+	if err != nil {
+		t.Fatalf("WriteIf deleting the wanted key: %v", err)
+	}
+	wantGet(t, s, "w", "", false)
+}
+
+// testWriteIfCounter increments one counter from many goroutines, each
+// reading it in a View and writing it with kv.WriteIf guarded on what it
+// read, again after kv.ErrGuard, while another goroutine moves the
+// counter's value to a bank and deletes it now and then. No increment is
+// lost or undone: counter and bank add up to the increments.
+func testWriteIfCounter(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	const workers, rounds = 6, 15
+	key := []byte("counter")
+	var bg sync.WaitGroup
+	done := make(chan struct{})
+	errs := make(chan error, 1)
+	bg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			err := s.Update(ctx, func(tx kv.Txn) error {
+				n, err := readInt(tx, "counter")
+				if err != nil || n == 0 {
+					return err
+				}
+				b, err := readInt(tx, "bank")
+				if err != nil {
+					return err
+				}
+				writeInt(tx, "bank", b+n)
+				tx.Delete(key)
+				return nil
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			close(done)
+			bg.Wait()
+		}
+	}
+	defer stop() // also if inParallel fails t
+	inParallel(t, workers, rounds, func(_, _ int) error {
+		for {
+			var v []byte
+			if err := s.View(ctx, func(r kv.Reader) (err error) { v, err = r.Get(key); return err }); err != nil {
+				return err
+			}
+			n := 0
+			want := kv.Pair{}
+			if v != nil {
+				if _, err := fmt.Sscan(string(v), &n); err != nil {
+					return err
+				}
+				want = kv.Pair{Key: key, Value: v}
+			}
+			guard := kv.Guard{Range: kv.Range{Start: key, End: append(slices.Clone(key), 0)}, Want: want}
+			err := kv.WriteIf(ctx, s, []kv.Guard{guard}, []kv.Write{{Key: key, Value: []byte(fmt.Sprint(n + 1))}})
+			if !errors.Is(err, kv.ErrGuard) {
+				return err
+			}
+		}
+	})
+	stop()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n, _ := get(t, s, "counter")
+	b, _ := get(t, s, "bank")
+	var cn, bn int
+	fmt.Sscan(n, &cn)
+	fmt.Sscan(b, &bn)
+	if cn+bn != workers*rounds {
+		t.Errorf("counter %d + bank %d = %d, want %d increments", cn, bn, cn+bn, workers*rounds)
 	}
 }
 

@@ -99,6 +99,7 @@ type statements struct {
 	lock             string // UpdateExclusive: create and write-lock keys, in key order
 	firsts           string // the first row of each of several ranges
 	firstsFollow     string // the same, each with an optional dependent read
+	guard            string // WriteIf: fails unless each range's first row is the one wanted
 }
 
 func newStatements(table string) statements {
@@ -126,6 +127,13 @@ func newStatements(table string) statements {
 			"LEFT JOIN LATERAL (SELECT k, v FROM " + t + " WHERE r.len > 0 AND length(f.v) >= r.off + r.len " +
 			"AND k >= r.pfx || substring(f.v from r.off + 1 for r.len) || r.ss " +
 			"AND k < r.pfx || substring(f.v from r.off + 1 for r.len) || r.es ORDER BY k LIMIT 1) g ON true",
+		// Divides by zero (22012) unless the first row of every range
+		// [s, e) is (wk, wv), or there is none and wk is NULL. The
+		// divisor is an aggregate of the rows read, which the planner
+		// cannot fold into a constant; no guards divide by one.
+		guard: "SELECT 1 / CASE WHEN coalesce(bool_and(f.k IS NOT DISTINCT FROM g.wk AND (g.wk IS NULL OR f.v = g.wv)), true) " +
+			"THEN 1 ELSE 0 END FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::bytea[]) AS g(s, e, wk, wv) " +
+			"LEFT JOIN LATERAL (SELECT k, v FROM " + t + " WHERE k >= g.s AND k < g.e ORDER BY k LIMIT 1) f ON true",
 	}
 }
 
@@ -594,6 +602,126 @@ func (s *Store) blind(o *op, sql string, args []any, follow bool, ranges []kv.Ra
 		return fmt.Errorf("%s: COMMIT answered %q: the transaction was rolled back", s.name, tag)
 	}
 	return nil
+}
+
+var _ kv.GuardedWriter = (*Store)(nil)
+
+// WriteIf implements kv.GuardedWriter: BEGIN, the guard statement, the
+// writes and COMMIT go in one round trip. A guard that does not hold makes
+// the guard statement fail, and the server then skips the rest of the
+// batch, COMMIT included: the transaction is rolled back (in the
+// background, as an abandoned one is). A write of a key a guard wants is
+// an UPDATE, as Update's of a key it read is (see txn.seen), so that a
+// concurrent DELETE of it makes the transaction fail rather than be
+// undone. A serialization failure or deadlock fails with kv.ErrGuard and
+// is not retried. A connection that fails before the batch was sent is
+// replaced, as Update's is, for as long as Options.OutageTimeout allows;
+// one lost after it was sent fails with kv.ErrUnknownOutcome.
+func (s *Store) WriteIf(ctx context.Context, guards []kv.Guard, writes []kv.Write) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, g := range guards {
+		if r := g.Range; r.End == nil || bytes.Compare(r.Start, r.End) >= 0 || r.Follow != nil {
+			return fmt.Errorf("%s: WriteIf guard on range [%x, %x): it must be bounded, not empty and without Follow", s.name, r.Start, r.End)
+		}
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if len(guards) == 0 && len(writes) == 0 {
+		return nil
+	}
+	var guard []any
+	wanted := make(map[string]bool)
+	if len(guards) > 0 {
+		starts, ends := make([][]byte, len(guards)), make([][]byte, len(guards))
+		wkeys, wvalues := make([][]byte, len(guards)), make([][]byte, len(guards))
+		for i, g := range guards {
+			starts[i], ends[i] = append([]byte{}, g.Range.Start...), g.Range.End
+			if g.Want.Key != nil { // else NULL: the range must be empty
+				wkeys[i] = g.Want.Key
+				wanted[string(g.Want.Key)] = true
+			}
+			wvalues[i] = append([]byte{}, g.Want.Value...) // never NULL
+		}
+		guard = []any{starts, ends, wkeys, wvalues}
+	}
+	// The last write of a key wins, as in a transaction; a statement
+	// may not write a key twice.
+	last := make(map[string]int, len(writes))
+	for i, x := range writes {
+		last[string(x.Key)] = i
+	}
+	var w writeSet
+	for i, x := range writes {
+		if last[string(x.Key)] == i {
+			w.add(bytes.Clone(x.Key), put{value: append([]byte{}, x.Value...), del: x.Delete}, wanted[string(x.Key)])
+		}
+	}
+	o := &op{s: s, ctx: ctx}
+	for {
+		err := s.guarded(o, guard, &w)
+		var lost *lostError
+		if !errors.As(err, &lost) {
+			if err == nil {
+				o.reached()
+			}
+			return err
+		}
+		if werr := o.wait(lost); werr != nil {
+			return werr
+		}
+	}
+}
+
+// guarded is one attempt of WriteIf, with guard the arguments of the
+// guard statement (nil: no guards).
+func (s *Store) guarded(o *op, guard []any, w *writeSet) error {
+	if guard != nil {
+		s.reads.Add(1)
+	}
+	tx := &txn{s: s, o: o, rw: true}
+	defer tx.drop() // rolls back a transaction the guard made fail
+	c, err := s.pool.Acquire(o.ctx)
+	if err != nil {
+		return s.failure(o.ctx, err, nil)
+	}
+	tx.conn = c
+	// As for a commit: once sent, the answer is awaited whatever the
+	// caller's context does.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), s.opts.OutageTimeout)
+	defer cancel()
+	var b pgx.Batch
+	b.Queue(beginUpdate)
+	if guard != nil {
+		b.Queue(s.sql.guard, guard...)
+	}
+	w.queue(s, &b)
+	b.Queue(commitSQL)
+	tag, err := sendAll(ctx, c, &b)
+	if err == nil {
+		if tag.String() != "COMMIT" {
+			return fmt.Errorf("%s: COMMIT answered %q: the transaction was rolled back", s.name, tag)
+		}
+		return nil
+	}
+	var pe *pgconn.PgError
+	var prep pgx.ErrPreprocessingBatch
+	switch {
+	case errors.As(err, &pe) && pe.Code == "22012": // only the guard statement divides
+		return fmt.Errorf("%s: %w", s.name, kv.ErrGuard)
+	case errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01"):
+		return fmt.Errorf("%s: %w (%s)", s.name, kv.ErrGuard, pe.Message)
+	case errors.As(err, &pe) || pgconn.SafeToRetry(err) || errors.As(err, &prep):
+		// The server refused the transaction, or never saw it (nothing
+		// was sent, or only the preparation of statements new to the
+		// connection): the outcome is known.
+		return s.failure(ctx, err, c)
+	}
+	s.log.Error("connection lost during a guarded write: its outcome is unknown", "server", s.where, "err", err)
+	return fmt.Errorf("%s: %w: %w", s.name, kv.ErrUnknownOutcome, err)
 }
 
 var _ kv.Exclusive = (*Store)(nil)
