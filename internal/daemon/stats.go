@@ -48,6 +48,8 @@ type Stats struct {
 	Listed *meta.ListingStats           `json:"meta_listings,omitempty"`     // lookups answered from directory listings (shared engines)
 	Group  *meta.GroupStats             `json:"meta_group_commit,omitempty"` // creates and unlinks that shared a transaction (shared engines)
 	Ahead  *meta.AheadStats             `json:"meta_ahead,omitempty"`        // transactions lookups started for the create that followed (shared engines)
+	Leases *meta.LeaseStats             `json:"meta_leases,omitempty"`       // directory leases: lookups answered from memory (shared engines)
+	Spec   *meta.SpecStats              `json:"meta_spec,omitempty"`         // creates committed in one round trip under a lease (shared engines)
 	NFS    []NFSProcStats               `json:"nfs,omitempty"`               // procedures called, if an NFS gateway runs
 	FUSE   []FUSEOpStats                `json:"fuse,omitempty"`              // requests served, if mounted through FUSE
 }
@@ -134,6 +136,12 @@ func (v *Volume) Stats() Stats {
 		}
 		if as, ok := v.Meta.AheadStats(); ok {
 			st.Ahead = &as
+		}
+		if ls, ok := v.Meta.LeaseStats(); ok {
+			st.Leases = &ls
+		}
+		if ss, ok := v.Meta.SpecStats(); ok {
+			st.Spec = &ss
 		}
 	}
 	if v.disk != nil {
@@ -231,6 +239,17 @@ func WritePrometheus(w io.Writer, s Stats) error {
 		p.Counter("cairn_meta_ahead_started_total", "Transactions lookups started for the create that usually follows (shared engines).", float64(s.Ahead.Started))
 		p.Counter("cairn_meta_ahead_used_total", "Of those, the ones a create committed in.", float64(s.Ahead.Used))
 		p.Counter("cairn_meta_ahead_abandoned_total", "Of those, the ones rolled back: the name existed, or no create came.", float64(s.Ahead.Abandoned))
+	}
+	if s.Leases != nil {
+		p.Gauge("cairn_meta_leases_held", "Directory leases this client holds (shared engines).", float64(s.Leases.Held))
+		p.Counter("cairn_meta_leases_acquired_total", "Directory leases taken.", float64(s.Leases.Acquired))
+		p.Counter("cairn_meta_leases_released_total", "Directory leases given back.", float64(s.Leases.Released))
+		p.Counter("cairn_meta_lease_recalls_total", "Recalls sent to another client's directory lease.", float64(s.Leases.Recalls))
+		p.Counter("cairn_meta_lease_lookups_total", "Lookups answered from a directory lease's names.", float64(s.Leases.Answered))
+	}
+	if s.Spec != nil {
+		p.Counter("cairn_meta_spec_committed_total", "Creates committed in one round trip under a directory lease.", float64(s.Spec.Committed))
+		p.Counter("cairn_meta_spec_failed_total", "Of the speculative creates, those whose guard failed (run again as usual).", float64(s.Spec.Failed))
 	}
 	for _, c := range s.NFS {
 		p.Counter("cairn_nfs_calls_total", "Calls served by the NFS gateway, by program and procedure (those called at least once).", float64(c.Latency.Count), "prog", c.Prog, "proc", c.Proc)

@@ -240,11 +240,19 @@ func (m *Meta) lookupAhead(ctx context.Context, c *Caller, parent base.Ino, name
 // there is one; else as mutateGrouped.
 func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, fn func(o *op) error) error {
 	ah := m.ahead
-	if ah == nil {
-		return m.mutateGrouped(ctx, fn)
+	var p *parked
+	if ah != nil {
+		p = ah.take(aheadKey{parent, name})
 	}
-	p := ah.take(aheadKey{parent, name})
 	if p == nil {
+		// In a directory this client leases, the name is known absent:
+		// the create may run in one round trip (spec.go).
+		if m.leases != nil && m.leases.absent(parent, name) {
+			absent := []kv.Range{newestRange(dentryKey(parent, name))}
+			if done, err := m.speculate(ctx, fn, absent); done {
+				return err
+			}
+		}
 		return m.mutateGrouped(ctx, fn)
 	}
 	if m.isClosed() {
@@ -264,6 +272,10 @@ func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, fn
 	})
 	if attempts > 1 {
 		ah.conflicted()
+	}
+	if le := (*leasedError)(nil); errors.As(err, &le) {
+		// Another client leases the directory: wait for it as usual.
+		return m.mutateGrouped(ctx, fn)
 	}
 	return err
 }

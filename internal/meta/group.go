@@ -75,6 +75,12 @@ const groupSlots = 2
 // outside its op: firstReads runs it up to that read to learn what it
 // reads.
 func (m *Meta) mutateGrouped(ctx context.Context, fn func(o *op) error) error {
+	return m.retryLeased(ctx, func() error { return m.mutateGroupedOnce(ctx, fn) })
+}
+
+// mutateGroupedOnce is mutateGrouped without the wait for a leased
+// directory.
+func (m *Meta) mutateGroupedOnce(ctx context.Context, fn func(o *op) error) error {
 	g := m.group
 	if g == nil {
 		return m.mutate(ctx, fn)

@@ -85,6 +85,11 @@ func (o *op) flush() error {
 		if a == nil { // destroyed
 			continue
 		}
+		if a.Type == base.TypeDir {
+			if err := o.checkLease(ino); err != nil {
+				return err
+			}
+		}
 		if err := o.vset(attrKey(ino), encodeAttr(a)); err != nil {
 			return err
 		}
@@ -219,6 +224,11 @@ func (o *op) dropLink(ino base.Ino, a *base.Attr) error {
 // destroy deletes every record of an inode and queues its slices for
 // deletion.
 func (o *op) destroy(ino base.Ino, a *base.Attr) error {
+	if a.Type == base.TypeDir {
+		if err := o.checkLease(ino); err != nil {
+			return err
+		}
+	}
 	if err := o.vdel(attrKey(ino)); err != nil {
 		return err
 	}

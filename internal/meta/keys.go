@@ -49,6 +49,12 @@ package meta
 //	                            InlineMax, blob.go); the key is the object
 //	                            key, so blobs sort as the objects would;
 //	                            value: the block object's bytes
+//	"J" dir u64                 directory lease of a session (lease.go); value:
+//	                            sid u64. While it exists, only that session
+//	                            changes the directory's entries or attribute
+//	"U" sid u64 dir u64         recall of session sid's lease on dir, asked by
+//	                            another client that waits to change dir
+//	                            (empty value)
 //	"Z" shard u8                epoch fence: every transaction that writes a
 //	                            versioned record writes one shard (empty
 //	                            value); changing "E" or "F" writes them all,
@@ -98,6 +104,8 @@ const (
 	pFence    = 'Z'
 	pShared   = 'O'
 	pBlob     = 'B'
+	pLease    = 'J'
+	pRecall   = 'U'
 
 	pAttr    = 'A'
 	pDentry  = 'D'
@@ -172,6 +180,11 @@ func changeKey(epoch uint64, logical []byte) []byte {
 func snapJobKey(epoch uint64) []byte { return u64([]byte{pSnapJob}, epoch) }
 func fenceKey(shard byte) []byte     { return []byte{pFence, shard} }
 func sharedKey(id uint64) []byte     { return u64([]byte{pShared}, id) }
+func leaseKey(dir base.Ino) []byte   { return u64([]byte{pLease}, uint64(dir)) }
+func recallPrefix(sid uint64) []byte { return u64([]byte{pRecall}, sid) }
+func recallKey(sid uint64, dir base.Ino) []byte {
+	return u64(recallPrefix(sid), uint64(dir))
+}
 
 // --- versioned logical keys ---
 
@@ -209,12 +222,12 @@ func splitVersion(key []byte) (logical []byte, epoch uint64, err error) {
 
 // KeyInfo is a decoded key, for fsck, dumps and debugging.
 type KeyInfo struct {
-	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence", "shared"
+	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence", "shared", "lease", "recall"
 	Ino     base.Ino
 	Parent  base.Ino // dentry
 	Name    string   // dentry or xattr name
 	Index   uint32   // chunk index
-	ID      uint64   // session id (session, hold, reserved, lock, expired) or slice id (pending, shared)
+	ID      uint64   // session id (session, hold, reserved, lock, expired, recall) or slice id (pending, shared)
 	Counter byte     // counter kind; lock kind for locks
 	Shard   int      // counter delta shard plus one; 0 for the base counter
 	Start   uint64   // first slice id of a reservation
@@ -285,6 +298,16 @@ func DecodeKey(key []byte) (KeyInfo, error) {
 			kind = "shared"
 		}
 		return KeyInfo{Kind: kind, ID: binary.BigEndian.Uint64(rest)}, nil
+	case pLease:
+		if !fixed(8) {
+			return bad("lease length")
+		}
+		return KeyInfo{Kind: "lease", Ino: base.Ino(binary.BigEndian.Uint64(rest))}, nil
+	case pRecall:
+		if !fixed(16) {
+			return bad("recall length")
+		}
+		return KeyInfo{Kind: "recall", ID: binary.BigEndian.Uint64(rest), Ino: base.Ino(binary.BigEndian.Uint64(rest[8:]))}, nil
 	case pOrphan:
 		if !fixed(8) {
 			return bad("orphan length")

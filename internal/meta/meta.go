@@ -45,6 +45,12 @@ type Options struct {
 	// stores without the latest-version cache, which other processes
 	// write: database servers, where a commit costs most.
 	NoGroupCommit bool
+	// NoLeases turns directory leases and speculative creates off
+	// (lease.go, spec.go). They are on for stores other processes write
+	// that can make a guarded write (kv.GuardedWriter), for clients with
+	// a session. Every client of such a store respects the leases of
+	// others whatever this says.
+	NoLeases bool
 }
 
 // Validate checks the options (after defaults are applied).
@@ -124,6 +130,8 @@ type Meta struct {
 	lastEpoch  atomic.Uint64 // the live epoch the last update read
 	group      *committer    // nil: group commit off
 	ahead      *aheadState   // nil: lookups start no transactions
+	leases     *leaseState   // nil: this client takes no directory leases
+	spec       *specCache    // nil: no speculative mutations
 	shards     shardPool     // usage shards of the transactions in flight
 	stopLatest func()
 }
@@ -167,6 +175,10 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 		// follows them (ahead.go).
 		m.ahead = &aheadState{starter: st, shards: &m.shards, waiting: make(map[aheadKey]*parked), absent: make(map[aheadKey]bool)}
 	}
+	if _, ok := store.(kv.GuardedWriter); ok && m.lc == nil && !opts.ReadOnly && !opts.NoLeases {
+		m.leases = newLeaseState()
+		m.spec = newSpecCache()
+	}
 	if !opts.ReadOnly {
 		if err := m.releaseDeadSessions(ctx); err != nil {
 			m.closeLatestCache()
@@ -198,6 +210,7 @@ func (m *Meta) Close() error {
 	if m.ahead != nil {
 		m.ahead.close()
 	}
+	m.stopLeases()
 	m.closeLatestCache()
 	return err
 }
@@ -223,7 +236,7 @@ func (m *Meta) update(ctx context.Context, fn func(t *wtx) error) error {
 	if m.opts.ReadOnly {
 		return base.ErrReadOnly
 	}
-	return m.rawUpdate(ctx, fn)
+	return m.retryLeased(ctx, func() error { return m.rawUpdate(ctx, fn) })
 }
 
 // rawUpdate is update without the read-only check (session bookkeeping).
@@ -269,7 +282,7 @@ func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(
 // newTouchLog returns a log of the records an update writes, for the
 // listing cache; nil when it is off.
 func (m *Meta) newTouchLog() *touchLog {
-	if m.listings == nil {
+	if m.listings == nil && m.leases == nil {
 		return nil
 	}
 	return &touchLog{}
@@ -279,7 +292,8 @@ func (m *Meta) newTouchLog() *touchLog {
 // tx, writing usage shard shard.
 func (m *Meta) newWtx(tx kv.Txn, shard byte, lc *latestCache, touched *touchLog) *wtx {
 	return &wtx{Txn: tx, shard: shard, lc: lc, touched: touched,
-		epochSeen: &m.lastEpoch, epochGuess: m.lastEpoch.Load()}
+		epochSeen: &m.lastEpoch, epochGuess: m.lastEpoch.Load(),
+		leaseCheck: m.lc == nil, leaseSid: m.sessionID()}
 }
 
 // updated does what follows an update, whatever its outcome err: the
@@ -287,11 +301,16 @@ func (m *Meta) newWtx(tx kv.Txn, shard byte, lc *latestCache, touched *touchLog)
 // attributes of its last attempt), and the deleter wakes if it queued
 // slice deletes and committed.
 func (m *Meta) updated(touched *touchLog, written map[base.Ino]base.Attr, queued bool, err error) {
-	if touched != nil {
+	if touched != nil && m.listings != nil {
 		// Whatever the outcome (it may be unknown): an attempt may have
 		// committed.
 		m.listings.touched(touched.inos, touched.names)
 		m.listings.committed(touched.inos, written, err)
+	}
+	if touched != nil && m.leases != nil {
+		for _, dir := range m.leases.committed(touched.names, touched.inos, written, err) {
+			go m.releaseLease(context.Background(), dir, false)
+		}
 	}
 	if err == nil && queued {
 		m.signalDeletes()

@@ -27,6 +27,11 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 			return ino, a, p, nil
 		}
 	}
+	if m.leases != nil && name != "." && name != ".." {
+		if hit, err := m.leases.lookup(c, parent, name); hit {
+			return 0, base.Attr{}, base.Attr{}, err
+		}
+	}
 	var ino base.Ino
 	var a, p base.Attr
 	var err error
@@ -43,6 +48,9 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 		}
 	}
 	if err != nil {
+		if m.leases != nil && errors.Is(err, base.ErrNotFound) && name != "." && name != ".." && m.leases.missed(parent) {
+			go m.acquireLease(parent)
+		}
 		return 0, base.Attr{}, base.Attr{}, err
 	}
 	if m.listings != nil && name != "." && name != ".." && m.listings.found(parent) {

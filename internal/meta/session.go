@@ -113,6 +113,7 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 	m.mu.Lock()
 	m.sid, m.session = info.ID, info
 	m.mu.Unlock()
+	m.startLeases(info.Timeout, now)
 	return info.ID, nil
 }
 
@@ -140,8 +141,10 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 	m.reserved = keep
 	m.idMu.Unlock()
 	gone := false
+	start := time.Now()
+	var recalled []base.Ino
 	err := m.rawUpdate(ctx, func(t *wtx) error {
-		gone = false
+		gone, recalled = false, nil
 		v, err := t.Get(sessionKey(sid))
 		if err != nil {
 			return err
@@ -163,10 +166,22 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 		for _, r := range done {
 			t.Delete(reservedKey(sid, r[0]))
 		}
-		return nil
+		if m.leases != nil {
+			// Recalls whose notification was lost.
+			recalled, err = recalledLeases(t, sid)
+		}
+		return err
 	})
+	if err == nil && !gone && m.leases != nil {
+		m.leases.alive(start)
+		m.releaseLeases(ctx, recalled)
+	}
 	if err != nil || !gone {
 		return err
+	}
+	if m.leases != nil {
+		m.leases.forgetAll()
+		m.spec.invalidate()
 	}
 	m.mu.Lock()
 	info := m.session
@@ -210,6 +225,9 @@ func (m *Meta) CloseSession(ctx context.Context) error {
 	if sid == 0 {
 		return nil
 	}
+	if m.leases != nil {
+		m.leases.forgetAll()
+	}
 	err := m.mutateRaw(ctx, func(o *op) error {
 		o.Delete(sessionKey(sid))
 		return o.releaseSessions(map[uint64]bool{sid: true})
@@ -229,6 +247,9 @@ func (m *Meta) CloseSession(ctx context.Context) error {
 // locks, slice reservations and open-file holds.
 func (o *op) releaseSessions(dead map[uint64]bool) error {
 	if _, err := o.releaseSessionLocks(dead); err != nil {
+		return err
+	}
+	if err := o.releaseSessionLeases(dead); err != nil {
 		return err
 	}
 	for sid := range dead {
@@ -323,6 +344,19 @@ func (m *Meta) releaseDeadSessions(ctx context.Context) error {
 			return err
 		}
 		if err := collect(pReserved, 17, 1); err != nil {
+			return err
+		}
+		if err := collect(pRecall, 17, 1); err != nil {
+			return err
+		}
+		if err := o.Scan([]byte{pLease}, kv.PrefixEnd([]byte{pLease}), false, func(_, v []byte) bool {
+			if len(v) == 8 {
+				if sid := binary.BigEndian.Uint64(v); sid != 0 && !live[sid] {
+					dead[sid] = true
+				}
+			}
+			return true
+		}); err != nil {
 			return err
 		}
 		if len(dead) == 0 {

@@ -35,6 +35,21 @@ func (p *shardPool) get() byte {
 	return byte(s)
 }
 
+// getOf is get, preferring the first free shard of prefer (shards whose
+// records the caller has predictions of: spec.go).
+func (p *shardPool) getOf(prefer []byte) byte {
+	p.mu.Lock()
+	for _, s := range prefer {
+		if p.users[s] == 0 {
+			p.users[s]++
+			p.mu.Unlock()
+			return s
+		}
+	}
+	p.mu.Unlock()
+	return p.get()
+}
+
 func (p *shardPool) put(s byte) {
 	p.mu.Lock()
 	p.users[s]--

@@ -7,6 +7,7 @@ package meta
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -208,6 +209,11 @@ type wtx struct {
 	// older holds what prefetchUnlink read of versions older than the
 	// live epoch it guessed (newestBelow).
 	older map[string]olderVersion
+	// leaseCheck: changes of a directory check its lease (lease.go), as
+	// session leaseSid (0: none); leaseOK are the directories checked.
+	leaseCheck bool
+	leaseSid   uint64
+	leaseOK    map[base.Ino]bool
 }
 
 // olderVersion is the first pair of [versionKey(logical, bound),
@@ -368,7 +374,7 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 			kv.Range{Start: versionKey(dk, below), End: kv.PrefixEnd(dk)},
 			fol(pAttr, u64(nil, ^below), anyEpoch))
 	}
-	ps, err := t.prefetchWith([][]byte{attrKey(parent), dk}, t.opPlains(), extra)
+	ps, err := t.prefetchWith([][]byte{attrKey(parent), dk}, t.withLeases(t.opPlains(), [][]byte{attrKey(parent)}), extra)
 	if err != nil {
 		return err
 	}
@@ -566,7 +572,25 @@ type preVersion struct {
 // prefetchOp prefetches what nearly every mutation reads besides logicals:
 // the epoch records and this transaction's usage shards.
 func (t *wtx) prefetchOp(logicals ...[]byte) error {
-	return t.prefetch(logicals, t.opPlains())
+	return t.prefetch(logicals, t.withLeases(t.opPlains(), logicals))
+}
+
+// withLeases adds to plains the lease records (lease.go) of the inodes
+// whose attributes or entries logicals are: the directories a mutation
+// may change, whose leases it checks.
+func (t *wtx) withLeases(plains, logicals [][]byte) [][]byte {
+	if !t.leaseCheck {
+		return plains
+	}
+	for _, l := range logicals {
+		if (l[0] == pAttr || l[0] == pDentry) && len(l) >= 9 {
+			ino := base.Ino(binary.BigEndian.Uint64(l[1:9]))
+			if k := leaseKey(ino); !t.leaseOK[ino] && !slices.ContainsFunc(plains, func(p []byte) bool { return bytes.Equal(p, k) }) {
+				plains = append(plains, k)
+			}
+		}
+	}
+	return plains
 }
 
 // opPlains are the plain keys nearly every mutation reads.
@@ -925,6 +949,11 @@ func (t *wtx) newestTop(logical []byte) (version, bool, error) {
 func (t *wtx) vset(logical, payload []byte) error {
 	if err := t.loadEpochs(); err != nil {
 		return err
+	}
+	if logical[0] == pDentry && len(logical) > 9 {
+		if err := t.checkLease(base.Ino(binary.BigEndian.Uint64(logical[1:9]))); err != nil {
+			return err
+		}
 	}
 	// Versions older than the live epoch were pruned when the first version
 	// at the live epoch was written; only a record not yet written in this

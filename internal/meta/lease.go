@@ -1,0 +1,622 @@
+package meta
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// Directory leases (design/0002-shared-mode.md, "Directory leases").
+//
+// On a shared engine, the kernel's lookup of a name about to be created
+// costs a round trip: the client cannot know from memory that no other
+// client has just created the name. A directory lease lets it know. The
+// lease of directory D is a record ("J" D: the holder's session) that
+// every change of D's entries or attribute reads in its transaction
+// (wtx.checkLease): a transaction of another session that finds the
+// record fails with a leasedError, asks the holder to give the lease back
+// (a recall record, "U" holder D, and a notification), waits for the
+// release, and runs again. So while the record exists only the holder
+// changes D, and the holder, which read every entry of D when it took the
+// lease, answers lookups of names D does not hold from memory.
+//
+// The holder takes a lease when lookups in D keep finding nothing in the
+// store (leaseTrigger within leaseWindow: files being created). Its
+// transaction reads the record, D's attribute and every entry of D, and
+// writes the record and D's attribute (unchanged), so it conflicts with any
+// concurrent change of D (kv.Txn: materialized conflict). Its own commits
+// then add the names they write to the set: the set may hold names no
+// longer there (a lookup of one goes to the store), never miss one. It
+// also keeps D's attribute, from its own commits, for the search
+// permission check of the lookups it answers.
+//
+// The holder trusts its leases only while its session is surely alive:
+// until half the session timeout after the start of its last successful
+// heartbeat. A client that declares it dead (after the whole timeout)
+// deletes its leases with its locks and holds, so no lease is trusted by a
+// holder once another client may change the directory. A holder gives a
+// lease back when recalled (notification, or the recall record its next
+// heartbeat finds), when unused for leaseIdle, when its name set grows
+// past leaseMaxNames, and when its session ends; a recalled directory is
+// not leased again for a while (leaseBackoff, doubling).
+//
+// Creates in a leased directory run speculatively (spec.go): one round
+// trip instead of the lookup's and the create's.
+const (
+	leaseTrigger    = 2
+	leaseWindow     = time.Second
+	leaseMaxNames   = 1 << 16
+	leaseMaxDirs    = 256
+	leaseIdle       = 30 * time.Second
+	leaseBackoff    = time.Second
+	leaseMaxBackoff = time.Minute
+	// recallMaxWait bounds one wait of a recall before the waiter's
+	// transaction looks again (the holder may be dead, or the
+	// notification lost).
+	recallMaxWait = time.Second
+)
+
+// leaseChannel carries "recall SID DIR" (to the holder) and "released
+// DIR" (to the waiters).
+const leaseChannel = "cairn_leases"
+
+// leasedError is the failure of a transaction that would change a
+// directory another session holds the lease of.
+type leasedError struct {
+	dir    base.Ino
+	holder uint64
+}
+
+func (e *leasedError) Error() string {
+	return fmt.Sprintf("directory %d is leased by session %d", e.dir, e.holder)
+}
+
+type dirLease struct {
+	names map[string]struct{} // every entry of the directory, and maybe more
+	attr  base.Attr           // the directory's attribute
+	used  time.Time
+	// spoiled: an acquisition's own commits meanwhile left the
+	// attribute unknown.
+	spoiled bool
+}
+
+type missCount struct {
+	n     int
+	since time.Time
+}
+
+type leaseState struct {
+	mu    sync.Mutex
+	dirs  map[base.Ino]*dirLease
+	gen   map[base.Ino]uint64 // moves at every release: an acquisition begun before does not install
+	busy  map[base.Ino]bool   // acquisition running
+	noted map[base.Ino]*dirLease
+	miss  map[base.Ino]*missCount
+	back  map[base.Ino]backoff
+	// until is when the holder stops trusting its leases (session alive).
+	until   time.Time
+	timeout time.Duration // session timeout; 0: no leases
+	stopSub func()
+
+	acquired, released, recalls, answered atomic.Int64
+}
+
+type backoff struct {
+	until time.Time
+	next  time.Duration
+}
+
+// LeaseStats counts directory leases.
+type LeaseStats struct {
+	Held     int   `json:"held"`     // leases held now
+	Acquired int64 `json:"acquired"` // leases taken
+	Released int64 `json:"released"` // leases given back
+	Recalls  int64 `json:"recalls"`  // recalls this client sent (it waited for another's lease)
+	Answered int64 `json:"answered"` // lookups answered from a lease's name set
+}
+
+func newLeaseState() *leaseState {
+	return &leaseState{
+		dirs: make(map[base.Ino]*dirLease), gen: make(map[base.Ino]uint64),
+		busy: make(map[base.Ino]bool), noted: make(map[base.Ino]*dirLease),
+		miss: make(map[base.Ino]*missCount), back: make(map[base.Ino]backoff),
+	}
+}
+
+// LeaseStats returns the counters; ok is false when leases are off.
+func (m *Meta) LeaseStats() (s LeaseStats, ok bool) {
+	l := m.leases
+	if l == nil {
+		return s, false
+	}
+	l.mu.Lock()
+	held := len(l.dirs)
+	l.mu.Unlock()
+	return LeaseStats{Held: held, Acquired: l.acquired.Load(), Released: l.released.Load(),
+		Recalls: l.recalls.Load(), Answered: l.answered.Load()}, true
+}
+
+// trusted reports whether leases may answer now. Called with l.mu held.
+func (l *leaseState) trusted(now time.Time) bool {
+	return l.timeout > 0 && now.Before(l.until)
+}
+
+// alive records that the session was alive at at (a heartbeat or the
+// session's start that began then succeeded).
+func (l *leaseState) alive(at time.Time) {
+	l.mu.Lock()
+	if u := at.Add(l.timeout / 2); u.After(l.until) {
+		l.until = u
+	}
+	l.mu.Unlock()
+}
+
+// lookup answers a lookup of name in dir from dir's lease: hit false if it
+// cannot; else err is base.ErrNotFound, or the search permission's error.
+func (l *leaseState) lookup(c *Caller, dir base.Ino, name string) (hit bool, err error) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.dirs[dir]
+	if d == nil || !l.trusted(now) {
+		return false, nil
+	}
+	if _, ok := d.names[name]; ok {
+		return false, nil
+	}
+	d.used = now
+	l.answered.Add(1)
+	if err := c.access(&d.attr, MayExec); err != nil {
+		return true, fmt.Errorf("lookup %q in %d: %w", name, dir, err)
+	}
+	return true, fmt.Errorf("%q in %d: %w", name, dir, base.ErrNotFound)
+}
+
+// absent reports whether name is surely not in dir now (its lease).
+func (l *leaseState) absent(dir base.Ino, name string) bool {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.dirs[dir]
+	if d == nil || !l.trusted(now) {
+		return false
+	}
+	_, ok := d.names[name]
+	return !ok
+}
+
+// missed counts a lookup in dir that the store answered with no entry and
+// reports whether a lease of dir should be taken now.
+func (l *leaseState) missed(dir base.Ino) bool {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.timeout == 0 || l.dirs[dir] != nil || l.busy[dir] || len(l.dirs)+len(l.busy) >= leaseMaxDirs {
+		return false
+	}
+	if b, ok := l.back[dir]; ok && now.Before(b.until) {
+		return false
+	}
+	mc := l.miss[dir]
+	if mc == nil || now.Sub(mc.since) > leaseWindow {
+		if len(l.miss) >= 4*leaseMaxDirs {
+			clear(l.miss)
+		}
+		mc = &missCount{since: now}
+		l.miss[dir] = mc
+	}
+	mc.n++
+	if mc.n < leaseTrigger {
+		return false
+	}
+	delete(l.miss, dir)
+	l.busy[dir] = true
+	l.noted[dir] = &dirLease{names: make(map[string]struct{})}
+	return true
+}
+
+// committed updates the leases after a commit of this client (err: its
+// outcome, which may be unknown) that wrote entries names and attributes
+// of inos (written: the directory attributes it wrote). It returns the
+// leases to give back.
+func (l *leaseState) committed(names []dirName, inos []base.Ino, written map[base.Ino]base.Attr, err error) []base.Ino {
+	unknown := errors.Is(err, kv.ErrUnknownOutcome)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var drop []base.Ino
+	for _, n := range names {
+		for _, d := range []*dirLease{l.dirs[n.dir], l.noted[n.dir]} {
+			if d != nil {
+				d.names[n.name] = struct{}{}
+			}
+		}
+		if d := l.dirs[n.dir]; d != nil && len(d.names) > leaseMaxNames {
+			drop = append(drop, n.dir)
+		}
+	}
+	for _, ino := range inos {
+		d, n := l.dirs[ino], l.noted[ino]
+		if d == nil && n == nil {
+			continue
+		}
+		a, ok := written[ino]
+		switch {
+		case unknown || (err == nil && (!ok || a.Nlink == 0)):
+			// The attribute is not known (or the directory is gone).
+			if d != nil {
+				drop = append(drop, ino)
+			}
+			if n != nil {
+				n.spoiled = true
+			}
+		case err == nil:
+			for _, x := range []*dirLease{d, n} {
+				if x != nil && a.Ctime >= x.attr.Ctime {
+					x.attr = a
+				}
+			}
+		}
+	}
+	return drop
+}
+
+// forget stops trusting the lease of dir (it is being given back).
+func (l *leaseState) forget(dir base.Ino) {
+	l.mu.Lock()
+	delete(l.dirs, dir)
+	l.gen[dir]++
+	l.mu.Unlock()
+}
+
+// forgetAll stops trusting every lease (the session ended or was declared
+// dead: its leases are gone from the store).
+func (l *leaseState) forgetAll() {
+	l.mu.Lock()
+	for d := range l.dirs {
+		l.gen[d]++
+	}
+	for d := range l.busy {
+		l.gen[d]++
+	}
+	clear(l.dirs)
+	l.until = time.Time{}
+	l.mu.Unlock()
+}
+
+// idle returns the leases unused for leaseIdle.
+func (l *leaseState) idle(now time.Time) []base.Ino {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []base.Ino
+	for dir, d := range l.dirs {
+		if now.Sub(d.used) > leaseIdle {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+// startLeases turns leases on for session sid with the given timeout.
+func (m *Meta) startLeases(timeout time.Duration, at time.Time) {
+	l := m.leases
+	if l == nil || timeout <= 0 {
+		return
+	}
+	l.mu.Lock()
+	l.timeout = timeout
+	start := l.stopSub == nil
+	l.mu.Unlock()
+	l.alive(at)
+	if n, ok := m.store.(kv.Notifier); ok && start {
+		ch, stop := n.Subscribe(leaseChannel)
+		l.mu.Lock()
+		l.stopSub = stop
+		l.mu.Unlock()
+		go m.serveRecalls(ch)
+	}
+}
+
+// stopLeases ends the recall subscription.
+func (m *Meta) stopLeases() {
+	l := m.leases
+	if l == nil {
+		return
+	}
+	l.forgetAll()
+	l.mu.Lock()
+	stop := l.stopSub
+	l.stopSub = nil
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// serveRecalls gives back the leases other clients recall, until the
+// subscription ends.
+func (m *Meta) serveRecalls(ch <-chan string) {
+	for p := range ch {
+		f := strings.Fields(p)
+		if len(f) != 3 || f[0] != "recall" {
+			continue
+		}
+		sid, err1 := strconv.ParseUint(f[1], 10, 64)
+		dir, err2 := strconv.ParseUint(f[2], 10, 64)
+		if err1 != nil || err2 != nil || sid == 0 || sid != m.sessionID() {
+			continue
+		}
+		go m.releaseLease(context.Background(), base.Ino(dir), true)
+	}
+}
+
+// acquireLease takes the lease of dir (leaseState.missed said to).
+func (m *Meta) acquireLease(dir base.Ino) {
+	l := m.leases
+	l.mu.Lock()
+	gen := l.gen[dir]
+	l.mu.Unlock()
+	sid := m.sessionID()
+	var names map[string]struct{}
+	var attr base.Attr
+	err := errLeaseBusy
+	if sid != 0 && !m.isClosed() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = m.rawUpdate(ctx, func(t *wtx) error {
+			names = make(map[string]struct{})
+			if err := t.prefetch([][]byte{attrKey(dir)}, [][]byte{leaseKey(dir)}); err != nil {
+				return err
+			}
+			v, err := t.Get(leaseKey(dir))
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				return errLeaseBusy // another's (or a stale one of ours: released soon)
+			}
+			o := m.newOp(t)
+			a, err := o.dirAttr(dir)
+			if err != nil {
+				return err
+			}
+			n := 0
+			if err := vscan(t, dentryPrefix(dir), nil, latestEpoch, func(logical, _ []byte) bool {
+				names[string(logical[9:len(logical)-1])] = struct{}{}
+				n++
+				return n <= leaseMaxNames
+			}); err != nil {
+				return err
+			}
+			if n > leaseMaxNames {
+				return errLeaseBusy
+			}
+			// Rewrite the directory's newest attribute version as it is:
+			// a concurrent change of the directory conflicts with this.
+			p, ok := t.pre[string(attrKey(dir))]
+			if !ok || p.key == nil {
+				return errLeaseBusy
+			}
+			t.Set(p.key, p.value)
+			t.Set(leaseKey(dir), binary.BigEndian.AppendUint64(nil, sid))
+			attr = *a
+			return nil
+		})
+		cancel()
+	}
+	l.mu.Lock()
+	noted := l.noted[dir]
+	delete(l.noted, dir)
+	delete(l.busy, dir)
+	install := err == nil && l.gen[dir] == gen && m.sessionID() == sid && noted != nil && !noted.spoiled
+	if install {
+		for n := range noted.names {
+			names[n] = struct{}{}
+		}
+		if noted.attr.Ctime >= attr.Ctime && noted.attr.Ctime != 0 {
+			attr = noted.attr
+		}
+		l.dirs[dir] = &dirLease{names: names, attr: attr, used: time.Now()}
+		l.acquired.Add(1)
+	}
+	l.mu.Unlock()
+	if !install && !errors.Is(err, errLeaseBusy) && (err == nil || errors.Is(err, kv.ErrUnknownOutcome)) {
+		// The record may be written: give it back.
+		m.releaseLease(context.Background(), dir, false)
+	}
+}
+
+var errLeaseBusy = errors.New("meta: directory not leased")
+
+// releaseLease gives back this client's lease of dir (recalled: another
+// client asked for it).
+func (m *Meta) releaseLease(ctx context.Context, dir base.Ino, recalled bool) {
+	l := m.leases
+	l.mu.Lock()
+	_, held := l.dirs[dir]
+	delete(l.dirs, dir)
+	l.gen[dir]++
+	if recalled {
+		b := l.back[dir]
+		b.next = min(max(2*b.next, leaseBackoff), leaseMaxBackoff)
+		b.until = time.Now().Add(b.next)
+		if len(l.back) >= 4*leaseMaxDirs {
+			clear(l.back)
+		}
+		l.back[dir] = b
+	}
+	l.mu.Unlock()
+	if held {
+		l.released.Add(1)
+	}
+	sid := m.sessionID()
+	if sid == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := m.rawUpdate(ctx, func(t *wtx) error {
+		v, err := t.Get(leaseKey(dir))
+		if err != nil {
+			return err
+		}
+		if len(v) == 8 && binary.BigEndian.Uint64(v) == sid {
+			t.Delete(leaseKey(dir))
+		}
+		t.Delete(recallKey(sid, dir))
+		return nil
+	})
+	if err != nil {
+		m.log.Warn("giving back a directory lease", "dir", dir, "err", err)
+		return
+	}
+	if n, ok := m.store.(kv.Notifier); ok {
+		_ = n.Notify(ctx, leaseChannel, "released "+strconv.FormatUint(uint64(dir), 10))
+	}
+}
+
+// releaseLeases gives back the leases recalled by records (found by the
+// heartbeat) and the idle ones.
+func (m *Meta) releaseLeases(ctx context.Context, recalled []base.Ino) {
+	l := m.leases
+	if l == nil {
+		return
+	}
+	for _, d := range recalled {
+		m.releaseLease(ctx, d, true)
+	}
+	for _, d := range l.idle(time.Now()) {
+		m.releaseLease(ctx, d, false)
+	}
+}
+
+// recallLease asks the holder of dir's lease to give it back and waits
+// (for the release's notification, or a while: attempt n waits up to
+// 10 ms × 2ⁿ, at most recallMaxWait) before the caller's transaction looks
+// again.
+func (m *Meta) recallLease(ctx context.Context, e *leasedError, attempt int) error {
+	var sub <-chan string
+	n, ok := m.store.(kv.Notifier)
+	if ok {
+		ch, stop := n.Subscribe(leaseChannel)
+		defer stop()
+		sub = ch
+	}
+	if m.leases != nil {
+		m.leases.recalls.Add(1)
+	}
+	err := m.rawUpdate(ctx, func(t *wtx) error {
+		t.Set(recallKey(e.holder, e.dir), nil)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if ok {
+		_ = n.Notify(ctx, leaseChannel, fmt.Sprintf("recall %d %d", e.holder, e.dir))
+	}
+	wait := min(10*time.Millisecond<<min(attempt, 10), recallMaxWait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	want := "released " + strconv.FormatUint(uint64(e.dir), 10)
+	for {
+		select {
+		case p := <-sub:
+			if p == want {
+				return nil
+			}
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// retryLeased runs run again, after recalling the lease, while it fails
+// on a directory another session leases.
+func (m *Meta) retryLeased(ctx context.Context, run func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := run()
+		var le *leasedError
+		if !errors.As(err, &le) {
+			return err
+		}
+		if err := m.recallLease(ctx, le, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// checkLease fails with a leasedError if another session than this
+// transaction's holds the lease of dir.
+func (t *wtx) checkLease(dir base.Ino) error {
+	if !t.leaseCheck || t.leaseOK[dir] {
+		return nil
+	}
+	v, err := t.Get(leaseKey(dir))
+	if err != nil {
+		return err
+	}
+	if v != nil {
+		if len(v) != 8 {
+			return fmt.Errorf("lease of directory %d: %d bytes: %w", dir, len(v), base.ErrIO)
+		}
+		if holder := binary.BigEndian.Uint64(v); holder != t.leaseSid {
+			return &leasedError{dir: dir, holder: holder}
+		}
+	}
+	if t.leaseOK == nil {
+		t.leaseOK = make(map[base.Ino]bool)
+	}
+	t.leaseOK[dir] = true
+	return nil
+}
+
+// releaseSessionLeases deletes the leases and recalls of the given ended
+// sessions.
+func (o *op) releaseSessionLeases(dead map[uint64]bool) error {
+	var keys [][]byte
+	if err := o.Scan([]byte{pLease}, kv.PrefixEnd([]byte{pLease}), false, func(k, v []byte) bool {
+		if len(v) == 8 && dead[binary.BigEndian.Uint64(v)] {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	for sid := range dead {
+		p := recallPrefix(sid)
+		if err := o.Scan(p, kv.PrefixEnd(p), false, func(k, _ []byte) bool {
+			keys = append(keys, append([]byte(nil), k...))
+			return true
+		}); err != nil {
+			return err
+		}
+	}
+	for _, k := range keys {
+		o.Delete(k)
+	}
+	return nil
+}
+
+// recalledLeases returns the directories whose leases records ask sid to
+// give back.
+func recalledLeases(r kv.Reader, sid uint64) ([]base.Ino, error) {
+	var dirs []base.Ino
+	p := recallPrefix(sid)
+	err := r.Scan(p, kv.PrefixEnd(p), false, func(k, _ []byte) bool {
+		if len(k) == 17 {
+			dirs = append(dirs, base.Ino(binary.BigEndian.Uint64(k[9:])))
+		}
+		return true
+	})
+	return dirs, err
+}

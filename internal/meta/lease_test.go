@@ -1,0 +1,293 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+	"github.com/cairnfs/cairn/internal/kv/counted"
+	"github.com/cairnfs/cairn/internal/kv/postgres"
+	"github.com/cairnfs/cairn/internal/testenv/pgtest"
+)
+
+// leaseClients opens n clients of one new PostgreSQL volume, each with a
+// session of the given timeout (leases need one). The first one's store
+// is counted.
+func leaseClients(t *testing.T, n int, timeout time.Duration) ([]*Meta, *counted.Store) {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	var first *counted.Store
+	var out []*Meta
+	for i := range n {
+		s, err := postgres.Open(ctx, url, postgres.Options{})
+		ok(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		var st kv.Store = s
+		if i == 0 {
+			first = counted.New(s)
+			st = first
+			ok(t, Format(ctx, st, Settings{Name: "pg"}, false))
+		}
+		m, err := Open(ctx, st, Options{})
+		ok(t, err)
+		must[uint64](t)(m.NewSession(ctx, SessionInfo{Host: fmt.Sprint("c", i), Timeout: timeout}))
+		out = append(out, m)
+	}
+	t.Cleanup(func() {
+		for _, m := range out {
+			_ = m.Close()
+		}
+	})
+	checkOnCleanup(t, out[0])
+	return out, first
+}
+
+func specStats(t *testing.T, m *Meta) SpecStats {
+	t.Helper()
+	s, ok := m.SpecStats()
+	if !ok {
+		t.Fatal("speculative creates are off on PostgreSQL")
+	}
+	return s
+}
+
+func leaseStats(t *testing.T, m *Meta) LeaseStats {
+	t.Helper()
+	s, ok := m.LeaseStats()
+	if !ok {
+		t.Fatal("leases are off on PostgreSQL")
+	}
+	return s
+}
+
+// leaseOf looks names up in dir (not found) until m holds dir's lease
+// (at once: a recall's back-off is forgotten).
+func leaseOf(t *testing.T, m *Meta, dir base.Ino) {
+	t.Helper()
+	m.leases.mu.Lock()
+	delete(m.leases.back, dir)
+	m.leases.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		m.leases.mu.Lock()
+		held := m.leases.dirs[dir] != nil
+		m.leases.mu.Unlock()
+		if held {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no lease of directory %d after %d lookups: %+v", dir, i, leaseStats(t, m))
+		}
+		if _, _, err := m.Lookup(ctx, root, dir, fmt.Sprint("probe", i)); !errors.Is(err, base.ErrNotFound) {
+			t.Fatalf("lookup of a missing name: %v", err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// createLooked is a create as the kernel makes it: a lookup, then the
+// create.
+func createLooked(t *testing.T, m *Meta, dir base.Ino, name string) base.Ino {
+	t.Helper()
+	if _, _, err := m.Lookup(ctx, root, dir, name); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("lookup of %s before its create: %v", name, err)
+	}
+	ino, _, err := m.Create(ctx, root, dir, name, 0o640, 0)
+	ok(t, err)
+	ok(t, m.CloseFile(ctx, ino))
+	return ino
+}
+
+func TestSharedLeaseCreates(t *testing.T) {
+	ms, counter := leaseClients(t, 2, 30*time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+
+	// In a leased directory a create and its lookup cost one round trip.
+	createLooked(t, a, d, "warm") // learns what it reads
+	before, spec0 := counter.Stats().Total().Transactions, specStats(t, a)
+	kinds0 := counter.Stats().Kinds
+	inos := map[string]base.Ino{}
+	const files = 40
+	for i := range files {
+		name := fmt.Sprint("f", i)
+		inos[name] = createLooked(t, a, d, name)
+	}
+	spec := specStats(t, a)
+	if n := spec.Committed - spec0.Committed; n != files {
+		t.Fatalf("%d of %d creates ran speculatively: %+v", n, files, spec)
+	}
+	if spec.Missed != spec0.Missed || spec.Failed != spec0.Failed {
+		t.Fatalf("creates with known predictions missed or failed: %+v, before %+v", spec, spec0)
+	}
+	// Each create: the guarded write, and the close's hold release (a
+	// second transaction of its own).
+	n := counter.Stats().Total().Transactions - before
+	t.Logf("%d creates with their lookups and closes: %d transactions", files, n)
+	if n > 2*files {
+		for k, v := range counter.Stats().Kinds {
+			t.Logf("%s: %d", k, v.Transactions-kinds0[k].Transactions)
+		}
+		t.Fatalf("%d creates with their lookups and closes took %d round trips, want at most %d (%+v, %+v)", files, n, 2*files, specStats(t, a), leaseStats(t, a))
+	}
+
+	// The other client sees every file (close-to-open).
+	for name, ino := range inos {
+		got, attr, err := b.Lookup(ctx, root, d, name)
+		ok(t, err)
+		if got != ino || attr.Mode&0o7777 != 0o640 {
+			t.Fatalf("%s: inode %d %+v, want %d", name, got, attr, ino)
+		}
+	}
+	// Its create in d recalls the lease, then runs.
+	s0 := leaseStats(t, a)
+	x := createLooked(t, b, d, "from-b")
+	if s := leaseStats(t, a); s.Held != 0 || s.Released != s0.Released+1 {
+		t.Fatalf("after the other client's create: %+v (before %+v)", s, s0)
+	}
+	if s := leaseStats(t, b); s.Recalls == 0 {
+		t.Fatalf("the other client created in a leased directory without a recall: %+v", s)
+	}
+	// And the former holder sees it.
+	got, _, err := a.Lookup(ctx, root, d, "from-b")
+	ok(t, err)
+	if got != x {
+		t.Fatalf("the former holder finds from-b as %d, want %d", got, x)
+	}
+	u := must[Usage](t)(b.Usage(ctx))
+	if u.Inodes != 1+1+1+files+1 { // root, d, warm, the files, from-b
+		t.Fatalf("usage counts %d inodes, want %d", u.Inodes, 4+files)
+	}
+	// warm, the files, from-b, and the probes' names are not entries.
+	if n := len(names(t, b, d)); n != 1+files+1 {
+		t.Fatalf("%d entries, want %d", n, 2+files)
+	}
+}
+
+func TestSharedLeaseChangesRecall(t *testing.T) {
+	ms, _ := leaseClients(t, 2, 30*time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	f := create(t, a, root, d, "f")
+	for i, change := range []func() error{
+		func() error {
+			ino, _, err := b.Create(ctx, root, d, "new", 0o644, 0)
+			if err == nil {
+				err = b.CloseFile(ctx, ino)
+			}
+			return err
+		},
+		func() error { return b.Unlink(ctx, root, d, "new") },
+		func() error { _, _, err := b.Mknod(ctx, root, d, "sub", base.TypeDir, 0o755, 0, 0, ""); return err },
+		func() error { return b.Rename(ctx, root, d, "f", d, "g", 0) },
+		func() error { return b.Rename(ctx, root, d, "g", base.RootIno, "g", 0) },
+		func() error {
+			_, err := b.SetAttr(ctx, root, d, SetAttrRequest{Valid: SetMode, Mode: 0o700})
+			return err
+		},
+	} {
+		leaseOf(t, a, d)
+		if err := change(); err != nil {
+			t.Fatalf("change %d: %v", i, err)
+		}
+		if s := leaseStats(t, a); s.Held != 0 {
+			t.Fatalf("change %d: the lease is still held: %+v", i, s)
+		}
+	}
+	// What b did, a sees.
+	if _, _, err := a.Lookup(ctx, root, d, "sub"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := a.Lookup(ctx, root, base.RootIno, "g"); err != nil || got != f {
+		t.Fatalf("g: %d %v, want %d", got, err, f)
+	}
+	if attr := must[base.Attr](t)(a.GetAttr(ctx, d)); attr.Mode&0o7777 != 0o700 {
+		t.Fatalf("mode %o after the other client's chmod", attr.Mode&0o7777)
+	}
+}
+
+// A snapshot changes what a speculative create predicted: its guard
+// fails and it runs again as usual.
+func TestSharedLeaseSpecGuard(t *testing.T) {
+	ms, _ := leaseClients(t, 2, 30*time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	createLooked(t, a, d, "before")
+	createLooked(t, a, d, "before2")
+	must[Snapshot](t)(b.CreateSnapshot(ctx, "s"))
+	s0 := specStats(t, a)
+	ino := createLooked(t, a, d, "after")
+	s1 := specStats(t, a)
+	if s1.Failed != s0.Failed+1 {
+		t.Fatalf("create after a snapshot: %+v, before %+v", s1, s0)
+	}
+	createLooked(t, a, d, "after2")
+	if s2 := specStats(t, a); s2.Committed != s1.Committed+1 {
+		t.Fatalf("the next create did not run speculatively: %+v", s2)
+	}
+	got, _, err := b.Lookup(ctx, root, d, "after")
+	ok(t, err)
+	if got != ino {
+		t.Fatalf("after: %d, want %d", got, ino)
+	}
+	// The snapshot does not have it.
+	v := b.View(must[Snapshot](t)(b.SnapshotByName(ctx, "s")))
+	if _, _, err := v.Lookup(ctx, root, d, "after"); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("the snapshot sees a later file: %v", err)
+	}
+	if _, _, err := v.Lookup(ctx, root, d, "before2"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The leases of a client that stops answering are released when its
+// session is declared dead; a waiting change then runs.
+func TestSharedLeaseDeadHolder(t *testing.T) {
+	ms, _ := leaseClients(t, 2, time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	a.stopLeases() // no longer hears recalls (as if it were stopped)
+	a.leases.mu.Lock()
+	a.leases.timeout = time.Second // keep the state, as a hung client would
+	a.leases.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		ino, _, err := b.Create(ctx, root, d, "x", 0o644, 0)
+		if err == nil {
+			err = b.CloseFile(ctx, ino)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a create in a directory whose holder is alive did not wait: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	time.Sleep(time.Second)
+	expired := must[[]SessionInfo](t)(b.ExpireSessions(ctx, time.Second))
+	if len(expired) != 1 {
+		t.Fatalf("expired %d sessions, want 1", len(expired))
+	}
+	select {
+	case err := <-done:
+		ok(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the create still waits after the holder's session expired")
+	}
+	// The dead holder no longer trusts its lease: it sees x.
+	if _, _, err := a.Lookup(ctx, root, d, "x"); err != nil {
+		t.Fatalf("the expired holder: %v", err)
+	}
+	ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := a.Heartbeat(ctx2); !errors.Is(err, base.ErrStale) {
+		t.Fatalf("heartbeat of the expired session: %v", err)
+	}
+}
