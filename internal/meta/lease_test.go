@@ -291,3 +291,53 @@ func TestSharedLeaseDeadHolder(t *testing.T) {
 		t.Fatalf("heartbeat of the expired session: %v", err)
 	}
 }
+
+// Creates in several leased directories at once: their guarded writes
+// share transactions (specGroup) and every file is there after.
+func TestSharedLeaseConcurrentCreates(t *testing.T) {
+	ms, _ := leaseClients(t, 2, 30*time.Second)
+	a, b := ms[0], ms[1]
+	const workers, files = 4, 30
+	var dirs []base.Ino
+	for i := range workers {
+		d := mkdir(t, a, root, base.RootIno, fmt.Sprint("d", i))
+		leaseOf(t, a, d)
+		dirs = append(dirs, d)
+	}
+	s0 := specStats(t, a)
+	errs := make(chan error, workers)
+	for _, d := range dirs {
+		go func() {
+			for k := range files {
+				name := fmt.Sprint("f", k)
+				if _, _, err := a.Lookup(ctx, root, d, name); !errors.Is(err, base.ErrNotFound) {
+					errs <- fmt.Errorf("lookup of %s: %v", name, err)
+					return
+				}
+				ino, _, err := a.Create(ctx, root, d, name, 0o644, 0)
+				if err == nil {
+					err = a.CloseFile(ctx, ino)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		ok(t, <-errs)
+	}
+	if s := specStats(t, a); s.Committed-s0.Committed < workers*files/2 {
+		t.Fatalf("few creates ran speculatively: %+v, before %+v", s, s0)
+	}
+	for _, d := range dirs {
+		if n := len(names(t, b, d)); n != files {
+			t.Fatalf("directory %d has %d entries, want %d", d, n, files)
+		}
+	}
+	if u := must[Usage](t)(b.Usage(ctx)); u.Inodes != 1+workers+workers*files {
+		t.Fatalf("usage counts %d inodes, want %d", u.Inodes, 1+workers+workers*files)
+	}
+}

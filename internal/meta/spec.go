@@ -52,6 +52,7 @@ type specCache struct {
 	mu     sync.Mutex
 	m      map[string]specEntry
 	shards []byte // usage shards of committed speculations, latest last
+	group  specGroup
 
 	ok, missed, failed, fallback atomic.Int64
 }
@@ -132,6 +133,9 @@ func (c *specCache) learn(guards []kv.Guard, writes []kv.Write, skip map[string]
 				c.m[id] = e
 			}
 		}
+	}
+	for id := range skip {
+		delete(c.m, id)
 	}
 }
 
@@ -319,7 +323,11 @@ func (m *Meta) speculate(ctx context.Context, fn func(o *op) error, absent []kv.
 			c.fallback.Add(1)
 			return false, nil
 		}
-		err = gw.WriteIf(ctx, st.guards, st.writes)
+		if m.group != nil {
+			err = c.group.writeIf(ctx, gw, st.guards, st.writes)
+		} else {
+			err = gw.WriteIf(ctx, st.guards, st.writes)
+		}
 		m.updated(touched, t.dirAttrs, t.deletesQueued, err)
 		if errors.Is(err, kv.ErrGuard) {
 			c.failed.Add(1)
@@ -333,4 +341,108 @@ func (m *Meta) speculate(ctx context.Context, fn func(o *op) error, absent []kv.
 		}
 		return true, err
 	}
+}
+
+// Group commit of speculative writes (as group.go's of transactions):
+// guarded writes that arrive while groupSlots are in flight wait for one
+// to end, then go together in one WriteIf, each one's guards and writes,
+// if none writes what another reads or writes (then they commute: one
+// transaction is the same as each alone). If a guard of the group fails,
+// each member is written alone, to learn whose failed.
+type specGroup struct {
+	mu      sync.Mutex
+	running int
+	queue   []*specReq
+}
+
+type specReq struct {
+	guards []kv.Guard
+	writes []kv.Write
+	err    error
+	lead   bool
+	done   chan struct{}
+}
+
+// touches reports whether one of a's writes lands in a range b reads or
+// on a key b writes.
+func (a *specReq) touches(b *specReq) bool {
+	for _, w := range a.writes {
+		for _, g := range b.guards {
+			if inRange(w.Key, g.Range) {
+				return true
+			}
+		}
+		for _, x := range b.writes {
+			if bytes.Equal(w.Key, x.Key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (g *specGroup) writeIf(ctx context.Context, gw kv.GuardedWriter, guards []kv.Guard, writes []kv.Write) error {
+	r := &specReq{guards: guards, writes: writes, done: make(chan struct{}, 1)}
+	g.mu.Lock()
+	if g.running >= groupSlots {
+		g.queue = append(g.queue, r)
+		g.mu.Unlock()
+		<-r.done
+		if !r.lead {
+			return r.err
+		}
+		g.mu.Lock()
+	} else {
+		g.running++
+	}
+	batch := []*specReq{r}
+	rest := g.queue[:0]
+	for _, q := range g.queue {
+		ok := len(batch) < maxGroup
+		for _, b := range batch {
+			if !ok {
+				break
+			}
+			ok = !q.touches(b) && !b.touches(q)
+		}
+		if ok {
+			batch = append(batch, q)
+		} else {
+			rest = append(rest, q)
+		}
+	}
+	g.queue = rest
+	g.mu.Unlock()
+
+	ctx = context.WithoutCancel(ctx) // the others wait for this
+	if len(batch) == 1 {
+		r.err = gw.WriteIf(ctx, guards, writes)
+	} else {
+		var gs []kv.Guard
+		var ws []kv.Write
+		for _, b := range batch {
+			gs, ws = append(gs, b.guards...), append(ws, b.writes...)
+		}
+		err := gw.WriteIf(ctx, gs, ws)
+		for _, b := range batch {
+			b.err = err
+			if errors.Is(err, kv.ErrGuard) {
+				b.err = gw.WriteIf(ctx, b.guards, b.writes)
+			}
+		}
+	}
+	for _, q := range batch[1:] {
+		q.done <- struct{}{}
+	}
+	g.mu.Lock()
+	if len(g.queue) > 0 {
+		next := g.queue[0]
+		g.queue = g.queue[1:]
+		next.lead = true
+		next.done <- struct{}{}
+	} else {
+		g.running--
+	}
+	g.mu.Unlock()
+	return r.err
 }
