@@ -24,7 +24,7 @@ func TestSpecCacheLearn(t *testing.T) {
 		[]kv.Pair{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("c"), Value: []byte("3")}, {}})
 	skip := map[string]bool{rangeID(keyRange("x")): true}
 	c.learn([]kv.Guard{{Range: keyRange("x")}}, []kv.Write{
-		{Key: []byte("a"), Value: []byte("2")}, // overwritten
+		{Key: []byte("a"), Value: []byte("2")},  // overwritten
 		{Key: []byte("bb"), Value: []byte("4")}, // now first in wide
 		{Key: []byte("x"), Value: []byte("5")},  // skipped range
 	}, skip)
