@@ -175,8 +175,12 @@ func (l *leaseState) lookup(c *Caller, dir base.Ino, name string) (hit bool, err
 	}
 	d.used = now
 	l.answered.Add(1)
+	// As lookupAt answers, in its order.
 	if err := c.access(&d.attr, MayExec); err != nil {
 		return true, fmt.Errorf("lookup %q in %d: %w", name, dir, err)
+	}
+	if err := validName(name); err != nil {
+		return true, err
 	}
 	return true, fmt.Errorf("%q in %d: %w", name, dir, base.ErrNotFound)
 }

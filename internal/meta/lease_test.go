@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -339,5 +340,27 @@ func TestSharedLeaseConcurrentCreates(t *testing.T) {
 	}
 	if u := must[Usage](t)(b.Usage(ctx)); u.Inodes != 1+workers+workers*files {
 		t.Fatalf("usage counts %d inodes, want %d", u.Inodes, 1+workers+workers*files)
+	}
+}
+
+// A lookup answered from a lease answers as the store would: search
+// permission first, then the name's validity.
+func TestSharedLeaseLookupErrors(t *testing.T) {
+	ms, _ := leaseClients(t, 1, 30*time.Second)
+	a := ms[0]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	long := string(bytes.Repeat([]byte("n"), MaxNameLen+1))
+	if _, _, err := a.Lookup(ctx, root, d, long); !errors.Is(err, base.ErrNameTooLong) {
+		t.Fatalf("lookup of a name of %d bytes: %v", len(long), err)
+	}
+	_, err := a.SetAttr(ctx, root, d, SetAttrRequest{Valid: SetMode, Mode: 0o700})
+	ok(t, err)
+	other := &Caller{Uid: 1000, Gid: 1000}
+	if _, _, err := a.Lookup(ctx, other, d, "x"); !errors.Is(err, base.ErrAccess) {
+		t.Fatalf("lookup without search permission: %v", err)
+	}
+	if s := leaseStats(t, a); s.Held != 1 || s.Answered < 2 {
+		t.Fatalf("the lookups were not answered from the lease: %+v", s)
 	}
 }
