@@ -41,7 +41,7 @@ func newMountCommand() *cobra.Command {
 		cacheSize                             string
 		cacheFreeRatio                        float64
 		cacheWrites, cacheOnStoreFS           bool
-		cacheSmallWrites                      bool
+		cacheSmallWrites, dirLeases           bool
 		metricsAddr                           string
 		objectLatency                         time.Duration
 		maxReadAhead                          string
@@ -178,6 +178,7 @@ answers like a remote object store (bench/cache-study.sh uses it).`,
 			mo.Volume.CacheDirs, mo.Volume.CacheSize = cacheDirs, int64(cs)
 			mo.Volume.CacheFreeRatio, mo.Volume.CacheWrites = cacheFreeRatio, cacheWrites
 			mo.Volume.NoCacheSmallWrites = !cacheSmallWrites
+			mo.Volume.NoDirLeases = !dirLeases
 			mo.Volume.CacheOnStoreFS = cacheOnStoreFS
 			// Lookups answered from a directory listing are no older than
 			// the kernel could have kept them itself.
@@ -213,6 +214,7 @@ answers like a remote object store (bench/cache-study.sh uses it).`,
 	f.Float64Var(&cacheFreeRatio, "cache-free-ratio", 0.1, "stop caching and evict when a cache directory's file system has less than this fraction free (0: no floor)")
 	f.BoolVar(&cacheWrites, "cache-writes", false, "also put the blocks this client writes into the disk cache")
 	f.BoolVar(&cacheSmallWrites, "cache-small-writes", true, "put the blocks shorter than a full block that this client writes (small files, file ends) into the disk cache")
+	f.BoolVar(&dirLeases, "dir-leases", true, "on shared volumes, take the lease of a directory this client creates files in, so that a create and its lookup cost one round trip instead of two (another client's change there recalls the lease first)")
 	f.BoolVar(&cacheOnStoreFS, "cache-on-store-fs", false, "use --cache-dir directories even on the file system of a file:// data store (by default skipped: there the cache only copies blocks)")
 	f.DurationVar(&objectLatency, "object-latency", 0, "FOR BENCHMARKS AND FAULT TESTS: delay every data store request by this much (e.g. 10ms), so a local store answers like a remote one")
 	metricsFlag(f, &metricsAddr)

@@ -312,6 +312,9 @@ type VolumeOptions struct {
 	// Mount sets it to the shorter of the kernel's attribute and entry
 	// timeouts. 0: off.
 	ListingTTL time.Duration
+	// NoDirLeases: this client takes no directory leases on shared
+	// volumes (meta.Options.NoLeases); it still respects other clients'.
+	NoDirLeases bool
 	// ObjectLatency, when positive, delays every request to the data
 	// store (get, range get, put, head, delete, list; not sync) by this
 	// much before it is sent, so that a local store answers like a remote
@@ -429,7 +432,8 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	// its commit: creating files through FUSE took two updates per file,
 	// one of them the release. An unlinked file that was open is destroyed
 	// up to 20 ms after its last close.
-	mo := meta.Options{Logger: o.Logger, ReadOnly: o.ReadOnly, HoldReleaseDelay: 20 * time.Millisecond, ListingTTL: o.ListingTTL}
+	mo := meta.Options{Logger: o.Logger, ReadOnly: o.ReadOnly, HoldReleaseDelay: 20 * time.Millisecond, ListingTTL: o.ListingTTL,
+		NoLeases: o.NoDirLeases}
 	v.Meta, err = meta.Open(ctx, store, mo)
 	if err != nil {
 		return nil, err

@@ -55,6 +55,7 @@ const (
 	leaseTrigger    = 2
 	leaseWindow     = time.Second
 	leaseMaxNames   = 1 << 16
+	leaseMaxTotal   = 1 << 20 // names in all the leases of a client
 	leaseMaxDirs    = 256
 	leaseIdle       = 30 * time.Second
 	leaseBackoff    = time.Second
@@ -102,6 +103,7 @@ type leaseState struct {
 	noted map[base.Ino]*dirLease
 	miss  map[base.Ino]*missCount
 	back  map[base.Ino]backoff
+	total int // names in the sets of dirs
 	// until is when the holder stops trusting its leases (session alive).
 	until   time.Time
 	timeout time.Duration // session timeout; 0: no leases
@@ -238,13 +240,17 @@ func (l *leaseState) committed(names []dirName, inos []base.Ino, written map[bas
 	defer l.mu.Unlock()
 	var drop []base.Ino
 	for _, n := range names {
-		for _, d := range []*dirLease{l.dirs[n.dir], l.noted[n.dir]} {
-			if d != nil {
-				d.names[n.name] = struct{}{}
-			}
+		if d := l.noted[n.dir]; d != nil {
+			d.names[n.name] = struct{}{}
 		}
-		if d := l.dirs[n.dir]; d != nil && len(d.names) > leaseMaxNames {
-			drop = append(drop, n.dir)
+		if d := l.dirs[n.dir]; d != nil {
+			if _, ok := d.names[n.name]; !ok {
+				d.names[n.name] = struct{}{}
+				l.total++
+			}
+			if len(d.names) > leaseMaxNames || l.total > leaseMaxTotal {
+				drop = append(drop, n.dir)
+			}
 		}
 	}
 	for _, ino := range inos {
@@ -273,12 +279,14 @@ func (l *leaseState) committed(names []dirName, inos []base.Ino, written map[bas
 	return drop
 }
 
-// forget stops trusting the lease of dir (it is being given back).
-func (l *leaseState) forget(dir base.Ino) {
-	l.mu.Lock()
-	delete(l.dirs, dir)
+// drop stops trusting the lease of dir (it is being given back). Called
+// with l.mu held.
+func (l *leaseState) drop(dir base.Ino) {
+	if d := l.dirs[dir]; d != nil {
+		l.total -= len(d.names)
+		delete(l.dirs, dir)
+	}
 	l.gen[dir]++
-	l.mu.Unlock()
 }
 
 // forgetAll stops trusting every lease (the session ended or was declared
@@ -286,12 +294,11 @@ func (l *leaseState) forget(dir base.Ino) {
 func (l *leaseState) forgetAll() {
 	l.mu.Lock()
 	for d := range l.dirs {
-		l.gen[d]++
+		l.drop(d)
 	}
 	for d := range l.busy {
 		l.gen[d]++
 	}
-	clear(l.dirs)
 	l.until = time.Time{}
 	l.mu.Unlock()
 }
@@ -322,10 +329,11 @@ func (m *Meta) startLeases(timeout time.Duration, at time.Time) {
 	l.alive(at)
 	if n, ok := m.store.(kv.Notifier); ok && start {
 		ch, stop := n.Subscribe(leaseChannel)
+		done := make(chan struct{})
 		l.mu.Lock()
-		l.stopSub = stop
+		l.stopSub = func() { stop(); close(done) }
 		l.mu.Unlock()
-		go m.serveRecalls(ch)
+		go m.serveRecalls(ch, done)
 	}
 }
 
@@ -345,10 +353,16 @@ func (m *Meta) stopLeases() {
 	}
 }
 
-// serveRecalls gives back the leases other clients recall, until the
-// subscription ends.
-func (m *Meta) serveRecalls(ch <-chan string) {
-	for p := range ch {
+// serveRecalls gives back the leases other clients recall, until done
+// is closed.
+func (m *Meta) serveRecalls(ch <-chan string, done <-chan struct{}) {
+	for {
+		var p string
+		select {
+		case p = <-ch:
+		case <-done:
+			return
+		}
 		f := strings.Fields(p)
 		if len(f) != 3 || f[0] != "recall" {
 			continue
@@ -424,6 +438,10 @@ func (m *Meta) acquireLease(dir base.Ino) {
 		for n := range noted.names {
 			names[n] = struct{}{}
 		}
+		install = l.total+len(names) <= leaseMaxTotal
+	}
+	if install {
+		l.total += len(names)
 		if noted.attr.Ctime >= attr.Ctime && noted.attr.Ctime != 0 {
 			attr = noted.attr
 		}
@@ -445,8 +463,7 @@ func (m *Meta) releaseLease(ctx context.Context, dir base.Ino, recalled bool) {
 	l := m.leases
 	l.mu.Lock()
 	_, held := l.dirs[dir]
-	delete(l.dirs, dir)
-	l.gen[dir]++
+	l.drop(dir)
 	if recalled {
 		b := l.back[dir]
 		b.next = min(max(2*b.next, leaseBackoff), leaseMaxBackoff)

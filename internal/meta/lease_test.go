@@ -20,6 +20,13 @@ import (
 // is counted.
 func leaseClients(t *testing.T, n int, timeout time.Duration) ([]*Meta, *counted.Store) {
 	t.Helper()
+	return leaseClientsWith(t, make([]Options, n), timeout)
+}
+
+// leaseClientsWith is leaseClients, client i opened with opts[i].
+func leaseClientsWith(t *testing.T, opts []Options, timeout time.Duration) ([]*Meta, *counted.Store) {
+	t.Helper()
+	n := len(opts)
 	url := pgtest.NewDatabase(t)
 	var first *counted.Store
 	var out []*Meta
@@ -33,7 +40,7 @@ func leaseClients(t *testing.T, n int, timeout time.Duration) ([]*Meta, *counted
 			st = first
 			ok(t, Format(ctx, st, Settings{Name: "pg"}, false))
 		}
-		m, err := Open(ctx, st, Options{})
+		m, err := Open(ctx, st, opts[i])
 		ok(t, err)
 		must[uint64](t)(m.NewSession(ctx, SessionInfo{Host: fmt.Sprint("c", i), Timeout: timeout}))
 		out = append(out, m)
@@ -254,10 +261,13 @@ func TestSharedLeaseDeadHolder(t *testing.T) {
 	a, b := ms[0], ms[1]
 	d := mkdir(t, a, root, base.RootIno, "d")
 	leaseOf(t, a, d)
-	a.stopLeases() // no longer hears recalls (as if it were stopped)
+	// It no longer hears recalls, as if it were stopped, but keeps its
+	// lease until it stops trusting it.
 	a.leases.mu.Lock()
-	a.leases.timeout = time.Second // keep the state, as a hung client would
+	stop := a.leases.stopSub
+	a.leases.stopSub = nil
 	a.leases.mu.Unlock()
+	stop()
 	done := make(chan error, 1)
 	go func() {
 		ino, _, err := b.Create(ctx, root, d, "x", 0o644, 0)
@@ -282,7 +292,14 @@ func TestSharedLeaseDeadHolder(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the create still waits after the holder's session expired")
 	}
-	// The dead holder no longer trusts its lease: it sees x.
+	// The dead holder no longer trusts its lease (half its session
+	// timeout after its last heartbeat): it sees x.
+	a.leases.mu.Lock()
+	held := a.leases.dirs[d] != nil
+	a.leases.mu.Unlock()
+	if !held {
+		t.Fatal("the stopped holder forgot its lease: the test shows nothing")
+	}
 	if _, _, err := a.Lookup(ctx, root, d, "x"); err != nil {
 		t.Fatalf("the expired holder: %v", err)
 	}
@@ -362,5 +379,34 @@ func TestSharedLeaseLookupErrors(t *testing.T) {
 	}
 	if s := leaseStats(t, a); s.Held != 1 || s.Answered < 2 {
 		t.Fatalf("the lookups were not answered from the lease: %+v", s)
+	}
+}
+
+// A client with leases off takes none, and still waits for others'.
+func TestSharedNoLeases(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{}, {NoLeases: true}}, 30*time.Second)
+	a, b := ms[0], ms[1]
+	if _, ok := b.LeaseStats(); ok {
+		t.Fatal("leases are on with NoLeases")
+	}
+	d := mkdir(t, a, root, base.RootIno, "d")
+	e := mkdir(t, b, root, base.RootIno, "e")
+	for i := range 20 {
+		createLooked(t, b, e, fmt.Sprint("f", i))
+	}
+	ok(t, b.store.View(ctx, func(r kv.Reader) error {
+		v, err := r.Get(leaseKey(e))
+		if v != nil || err != nil {
+			t.Fatalf("a client with leases off leased a directory: %x %v", v, err)
+		}
+		return nil
+	}))
+	leaseOf(t, a, d)
+	createLooked(t, b, d, "x")
+	if s := leaseStats(t, a); s.Held != 0 || s.Released == 0 {
+		t.Fatalf("the lease was not recalled: %+v", s)
+	}
+	if _, _, err := a.Lookup(ctx, root, d, "x"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -236,7 +236,7 @@ func (m *Meta) update(ctx context.Context, fn func(t *wtx) error) error {
 	if m.opts.ReadOnly {
 		return base.ErrReadOnly
 	}
-	return m.retryLeased(ctx, func() error { return m.rawUpdate(ctx, fn) })
+	return m.rawUpdate(ctx, fn)
 }
 
 // rawUpdate is update without the read-only check (session bookkeeping).
@@ -244,7 +244,8 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 	if m.isClosed() {
 		return kv.ErrClosed
 	}
-	return m.updateIn(ctx, nil, 0, fn)
+	// A change of a directory another client leases waits for it.
+	return m.retryLeased(ctx, func() error { return m.updateIn(ctx, nil, 0, fn) })
 }
 
 // updateIn is rawUpdate, whose first attempt runs in st if that is not

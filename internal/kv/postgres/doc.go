@@ -44,7 +44,10 @@
 //
 // FirstsAndWrite (kv.BlindWriter) is a transaction whose writes do not
 // depend on its reads: BEGIN, one statement of reads, the writes and
-// COMMIT go in one round trip.
+// COMMIT go in one round trip. WriteIf (kv.GuardedWriter) is one whose
+// writes depend on reads the caller predicted: BEGIN, a statement that
+// fails (division by zero) unless each predicted first pair is there,
+// the writes and COMMIT, also in one round trip.
 //
 // # Outages
 //
