@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/daemon"
+	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 	"github.com/cairnfs/cairn/internal/testenv/s3test"
 )
@@ -593,4 +595,62 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestSharedDirLeases: a mount creating files in a directory takes its
+// lease and answers the lookups of new names itself; the other mount sees
+// every file, and its own create there recalls the lease first, so the
+// first mount sees that file at once.
+func TestSharedDirLeases(t *testing.T) {
+	v := newSharedVolume(t)
+	a := v.mount(t, "a", "--entry-timeout", "0", "--attr-timeout", "0")
+	b := v.mount(t, "b", "--entry-timeout", "0", "--attr-timeout", "0")
+	if err := os.Mkdir(a.path("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const files = 200
+	for i := range files {
+		f, err := os.OpenFile(a.path(fmt.Sprintf("d/f%d", i)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write([]byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leases := func(m *sharedMount) meta.LeaseStats {
+		t.Helper()
+		out := cairn(t, "stats", "--count", "1", "--interval", "1ms", "--json", m.mnt)
+		var is IntervalStats
+		if err := json.Unmarshal([]byte(out), &is); err != nil || is.Totals.Leases == nil {
+			t.Fatalf("stats --json: %v\n%s", err, out)
+		}
+		return *is.Totals.Leases
+	}
+	if l := leases(a); l.Held != 1 || l.Answered < files/2 {
+		t.Fatalf("after %d creates in one directory, a's leases: %v", files, l)
+	}
+	ents, err := os.ReadDir(b.path("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != files {
+		t.Fatalf("b lists %d files, want %d", len(ents), files)
+	}
+	if got := readFile(t, b.path("d/f7")); len(got) != 1 || got[0] != 7 {
+		t.Fatalf("b reads %v from f7", got)
+	}
+	writeFile(t, b.path("d/from-b"), []byte("b"))
+	if got := readFile(t, a.path("d/from-b")); string(got) != "b" {
+		t.Fatalf("a reads %q from b's new file", got)
+	}
+	if l := leases(a); l.Held != 0 {
+		t.Fatalf("b's create did not recall a's lease: %v", l)
+	}
+	if l := leases(b); l.Recalls < 1 {
+		t.Fatalf("b created in a leased directory without a recall: %v", l)
+	}
 }

@@ -29,17 +29,69 @@ import (
 // maxGroup bounds how many mutations share one transaction.
 const maxGroup = 64
 
-type groupReq struct {
-	fn   func(o *op) error
+// member is what a request of a group commit waits on.
+type member struct {
 	err  error
 	lead bool          // set before done: this request runs the next group
 	done chan struct{} // receives once: the result is in, or lead
 }
 
-type committer struct {
+func newMember() member { return member{done: make(chan struct{}, 1)} }
+
+func (m *member) base() *member { return m }
+
+// slots hold the groups of requests R that run at once (at most
+// groupSlots) and the requests that wait for one to end.
+type slots[R interface{ base() *member }] struct {
 	mu      sync.Mutex
 	running int // groups running
-	queue   []*groupReq
+	queue   []R
+}
+
+// join returns true when r is to lead a group, with g.mu held (the
+// leader takes its members from g.queue, then unlocks); false when r ran
+// in another's group, whose leader set r's err.
+func (g *slots[R]) join(r R) bool {
+	g.mu.Lock()
+	if g.running < groupSlots {
+		g.running++
+		return true
+	}
+	g.queue = append(g.queue, r)
+	g.mu.Unlock()
+	<-r.base().done
+	if !r.base().lead {
+		return false
+	}
+	g.mu.Lock()
+	return true
+}
+
+// finish wakes the members of a group (batch; its leader first) and ends
+// the slot's run: the first queued request leads the next group in it.
+func (g *slots[R]) finish(batch []R) {
+	for _, q := range batch[1:] {
+		q.base().done <- struct{}{}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.queue) > 0 {
+		next := g.queue[0]
+		g.queue = g.queue[1:]
+		next.base().lead = true
+		next.base().done <- struct{}{}
+	} else {
+		g.running--
+	}
+}
+
+type groupReq struct {
+	member
+	fn func(o *op) error
+}
+
+type committer struct {
+	slots[*groupReq]
 	groups  int64 // transactions run for more than one mutation
 	members int64 // mutations that ran in those
 }
@@ -91,18 +143,9 @@ func (m *Meta) mutateGroupedOnce(ctx context.Context, fn func(o *op) error) erro
 	if m.isClosed() {
 		return kv.ErrClosed
 	}
-	r := &groupReq{fn: fn, done: make(chan struct{}, 1)}
-	g.mu.Lock()
-	if g.running >= groupSlots {
-		g.queue = append(g.queue, r)
-		g.mu.Unlock()
-		<-r.done
-		if !r.lead {
-			return r.err
-		}
-		g.mu.Lock()
-	} else {
-		g.running++
+	r := &groupReq{member: newMember(), fn: fn}
+	if !g.join(r) {
+		return r.err
 	}
 	n := min(len(g.queue), maxGroup-1)
 	batch := append([]*groupReq{r}, g.queue[:n]...)
@@ -116,27 +159,8 @@ func (m *Meta) mutateGroupedOnce(ctx context.Context, fn func(o *op) error) erro
 	// The group runs to its end for every member even if this caller
 	// gives up: the others wait for it.
 	m.runGroup(context.WithoutCancel(ctx), batch)
-	for _, q := range batch[1:] {
-		q.done <- struct{}{}
-	}
-
-	g.release()
+	g.finish(batch)
 	return r.err
-}
-
-// release ends a slot's run: the first queued request leads the next
-// group in it.
-func (g *committer) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.queue) > 0 {
-		next := g.queue[0]
-		g.queue = g.queue[1:]
-		next.lead = true
-		next.done <- struct{}{}
-	} else {
-		g.running--
-	}
 }
 
 // runGroup runs the mutations of batch in one transaction and sets each

@@ -613,17 +613,13 @@ func (o *op) releaseSessionLeases(dead map[uint64]bool) error {
 	}); err != nil {
 		return err
 	}
-	for sid := range dead {
-		p := recallPrefix(sid)
-		if err := o.Scan(p, kv.PrefixEnd(p), false, func(k, _ []byte) bool {
-			keys = append(keys, append([]byte(nil), k...))
-			return true
-		}); err != nil {
-			return err
-		}
-	}
 	for _, k := range keys {
 		o.Delete(k)
+	}
+	for sid := range dead {
+		if err := o.deletePrefix(recallPrefix(sid)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

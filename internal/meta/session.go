@@ -12,6 +12,7 @@ package meta
 // session gone.
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -253,19 +254,26 @@ func (o *op) releaseSessions(dead map[uint64]bool) error {
 		return err
 	}
 	for sid := range dead {
-		var keys [][]byte
-		p := reservedPrefix(sid)
-		if err := o.Scan(p, kv.PrefixEnd(p), false, func(k, _ []byte) bool {
-			keys = append(keys, append([]byte(nil), k...))
-			return true
-		}); err != nil {
+		if err := o.deletePrefix(reservedPrefix(sid)); err != nil {
 			return err
-		}
-		for _, k := range keys {
-			o.Delete(k)
 		}
 	}
 	return o.releaseSessionHolds(dead)
+}
+
+// deletePrefix deletes every key that starts with p.
+func (t *wtx) deletePrefix(p []byte) error {
+	var keys [][]byte
+	if err := t.Scan(p, kv.PrefixEnd(p), false, func(k, _ []byte) bool {
+		keys = append(keys, bytes.Clone(k))
+		return true
+	}); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		t.Delete(k)
+	}
+	return nil
 }
 
 // releaseSessionHolds deletes every hold of the given sessions and

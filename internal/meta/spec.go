@@ -350,17 +350,13 @@ func (m *Meta) speculate(ctx context.Context, fn func(o *op) error, absent []kv.
 // transaction is the same as each alone). If a guard of the group fails,
 // each member is written alone, to learn whose failed.
 type specGroup struct {
-	mu      sync.Mutex
-	running int
-	queue   []*specReq
+	slots[*specReq]
 }
 
 type specReq struct {
+	member
 	guards []kv.Guard
 	writes []kv.Write
-	err    error
-	lead   bool
-	done   chan struct{}
 }
 
 // touches reports whether one of a's writes lands in a range b reads or
@@ -382,18 +378,9 @@ func (a *specReq) touches(b *specReq) bool {
 }
 
 func (g *specGroup) writeIf(ctx context.Context, gw kv.GuardedWriter, guards []kv.Guard, writes []kv.Write) error {
-	r := &specReq{guards: guards, writes: writes, done: make(chan struct{}, 1)}
-	g.mu.Lock()
-	if g.running >= groupSlots {
-		g.queue = append(g.queue, r)
-		g.mu.Unlock()
-		<-r.done
-		if !r.lead {
-			return r.err
-		}
-		g.mu.Lock()
-	} else {
-		g.running++
+	r := &specReq{member: newMember(), guards: guards, writes: writes}
+	if !g.join(r) {
+		return r.err
 	}
 	batch := []*specReq{r}
 	rest := g.queue[:0]
@@ -431,18 +418,6 @@ func (g *specGroup) writeIf(ctx context.Context, gw kv.GuardedWriter, guards []k
 			}
 		}
 	}
-	for _, q := range batch[1:] {
-		q.done <- struct{}{}
-	}
-	g.mu.Lock()
-	if len(g.queue) > 0 {
-		next := g.queue[0]
-		g.queue = g.queue[1:]
-		next.lead = true
-		next.done <- struct{}{}
-	} else {
-		g.running--
-	}
-	g.mu.Unlock()
+	g.finish(batch)
 	return r.err
 }

@@ -6,9 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -217,13 +215,7 @@ func TestWriteIfConnectionLost(t *testing.T) {
 		t.Errorf("WriteIf whose answer was lost = %v, want kv.ErrUnknownOutcome", err)
 	}
 	t.Logf("error: %v", err)
-	deadline := time.Now().Add(10 * time.Second)
-	for lookup(t, direct, "n") != "3" {
-		if time.Now().After(deadline) {
-			t.Fatal("the guarded write whose answer was lost did not happen")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitValue(t, direct, "n", "3", "the guarded write whose answer was lost")
 	// The store recovers.
 	if err := incr("3", "4"); err != nil {
 		t.Fatal(err)
@@ -239,16 +231,7 @@ type tripCounter struct {
 }
 
 func newTripCounter(t *testing.T, srv *pgtest.Server) *tripCounter {
-	dir, err := os.MkdirTemp("", "cairn-pgtrips-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(srv.Port)
-	l, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL."+port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := filepath.Join(srv.SocketDir, ".s.PGSQL."+port)
+	dir, l, target := listenBeside(t, srv, "cairn-pgtrips-")
 	p := &tripCounter{dir: dir}
 	var mu sync.Mutex
 	var conns []net.Conn

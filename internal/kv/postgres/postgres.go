@@ -373,6 +373,25 @@ const (
 	outageMaxWait   = time.Second
 )
 
+// untilReached runs attempt again, after wait, while it fails because
+// the server could not be reached; once it reached the server, the
+// outage (if any) is over (reached).
+func (o *op) untilReached(attempt func() error) error {
+	for {
+		err := attempt()
+		var lost *lostError
+		if !errors.As(err, &lost) {
+			if err == nil {
+				o.reached()
+			}
+			return err
+		}
+		if werr := o.wait(lost); werr != nil {
+			return werr
+		}
+	}
+}
+
 // wait is called after a connection failure, lost: it waits before the
 // next try and returns nil, or returns the error to fail with once the
 // outage has lasted OutageTimeout (or ctx ended, or the store was closed).
@@ -542,25 +561,18 @@ func (s *Store) FirstsAndWrite(ctx context.Context, ranges []kv.Range, writes []
 	}
 	o := &op{s: s, ctx: ctx}
 	out := make([]kv.Pair, len(ranges))
-	for {
-		err := kv.RunWithRetry(ctx, func() error {
+	err := o.untilReached(func() error {
+		return kv.RunWithRetry(ctx, func() error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			return s.blind(o, sql, args, follow, ranges, &w, out)
 		})
-		var lost *lostError
-		if !errors.As(err, &lost) {
-			if err != nil {
-				return nil, err
-			}
-			o.reached()
-			return out, nil
-		}
-		if werr := o.wait(lost); werr != nil {
-			return nil, werr
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // blind is one attempt of FirstsAndWrite.
@@ -661,19 +673,7 @@ func (s *Store) WriteIf(ctx context.Context, guards []kv.Guard, writes []kv.Writ
 		}
 	}
 	o := &op{s: s, ctx: ctx}
-	for {
-		err := s.guarded(o, guard, &w)
-		var lost *lostError
-		if !errors.As(err, &lost) {
-			if err == nil {
-				o.reached()
-			}
-			return err
-		}
-		if werr := o.wait(lost); werr != nil {
-			return werr
-		}
-	}
+	return o.untilReached(func() error { return s.guarded(o, guard, &w) })
 }
 
 // guarded is one attempt of WriteIf, with guard the arguments of the
@@ -708,20 +708,13 @@ func (s *Store) guarded(o *op, guard []any, w *writeSet) error {
 		return nil
 	}
 	var pe *pgconn.PgError
-	var prep pgx.ErrPreprocessingBatch
 	switch {
 	case errors.As(err, &pe) && pe.Code == "22012": // only the guard statement divides
 		return fmt.Errorf("%s: %w", s.name, kv.ErrGuard)
 	case errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01"):
 		return fmt.Errorf("%s: %w (%s)", s.name, kv.ErrGuard, pe.Message)
-	case errors.As(err, &pe) || pgconn.SafeToRetry(err) || errors.As(err, &prep):
-		// The server refused the transaction, or never saw it (nothing
-		// was sent, or only the preparation of statements new to the
-		// connection): the outcome is known.
-		return s.failure(ctx, err, c)
 	}
-	s.log.Error("connection lost during a guarded write: its outcome is unknown", "server", s.where, "err", err)
-	return fmt.Errorf("%s: %w: %w", s.name, kv.ErrUnknownOutcome, err)
+	return s.sendFailure(ctx, err, c, false, "a guarded write")
 }
 
 var _ kv.Exclusive = (*Store)(nil)

@@ -89,6 +89,19 @@ func lookup(t testing.TB, s kv.Store, key string) string {
 	return string(v)
 }
 
+// waitValue waits up to 10 s for key to hold want in s, which what (a
+// write whose outcome the client could not learn) should have made.
+func waitValue(t testing.TB, s kv.Store, key, want, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for lookup(t, s, key) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	tests := []struct {
 		opts postgres.Options
@@ -941,13 +954,7 @@ func TestUnknownOutcome(t *testing.T) {
 		t.Errorf("fn ran %d times; want 1", runs)
 	}
 	t.Logf("error: %v", err)
-	deadline := time.Now().Add(10 * time.Second)
-	for lookup(t, direct, "k") != "created" {
-		if time.Now().After(deadline) {
-			t.Fatal("the commit whose answer was lost did not happen")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitValue(t, direct, "k", "created", "the commit whose answer was lost")
 	// The store recovers.
 	put(t, s, "k2", "v")
 	if got := lookup(t, s, "k2"); got != "v" {

@@ -36,19 +36,27 @@ func (c *proxyConn) close() {
 	c.server.Close()
 }
 
-// newProxy starts a proxy in front of srv, stopped when t ends.
-func newProxy(t *testing.T, srv *pgtest.Server) *proxy {
-	// The socket path must stay short: use a directory under /tmp.
-	dir, err := os.MkdirTemp("", "cairn-pgproxy-")
+// listenBeside listens on a PostgreSQL socket of srv's port in a new
+// directory under /tmp (socket paths must stay short), named from
+// prefix; target is srv's own socket.
+func listenBeside(t *testing.T, srv *pgtest.Server, prefix string) (dir string, l net.Listener, target string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := strconv.Itoa(srv.Port)
-	l, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL."+port))
+	l, err = net.Listen("unix", filepath.Join(dir, ".s.PGSQL."+port))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{dir: dir, target: filepath.Join(srv.SocketDir, ".s.PGSQL."+port)}
+	return dir, l, filepath.Join(srv.SocketDir, ".s.PGSQL."+port)
+}
+
+// newProxy starts a proxy in front of srv, stopped when t ends.
+func newProxy(t *testing.T, srv *pgtest.Server) *proxy {
+	dir, l, target := listenBeside(t, srv, "cairn-pgproxy-")
+	p := &proxy{dir: dir, target: target}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {

@@ -221,16 +221,22 @@ func (tx *txn) commit() error {
 		}
 		return nil
 	}
+	return s.sendFailure(ctx, err, tx.conn, len(tx.writes) == 0, "a commit")
+}
+
+// sendFailure is the error of a batch that ends a transaction (what:
+// "a commit"), which failed with err on conn once sent. If the server
+// refused the transaction, or never saw it (nothing was sent, or only the
+// preparation of statements new to the connection), or it wrote nothing
+// (nothing), the outcome is known: as failure. Otherwise the connection
+// was lost with the batch on its way: kv.ErrUnknownOutcome.
+func (s *Store) sendFailure(ctx context.Context, err error, conn *pgxpool.Conn, nothing bool, what string) error {
 	var pe *pgconn.PgError
 	var prep pgx.ErrPreprocessingBatch
-	if errors.As(err, &pe) || pgconn.SafeToRetry(err) || errors.As(err, &prep) || len(tx.writes) == 0 {
-		// The server refused the transaction, or never saw the commit
-		// (nothing was sent, or only the preparation of statements new
-		// to the connection), or there was nothing to commit: the
-		// outcome is known.
-		return s.failure(ctx, err, tx.conn)
+	if errors.As(err, &pe) || pgconn.SafeToRetry(err) || errors.As(err, &prep) || nothing {
+		return s.failure(ctx, err, conn)
 	}
-	s.log.Error("connection lost during a commit: its outcome is unknown", "server", s.where, "err", err)
+	s.log.Error("connection lost during "+what+": its outcome is unknown", "server", s.where, "err", err)
 	return fmt.Errorf("%s: %w: %w", s.name, kv.ErrUnknownOutcome, err)
 }
 
