@@ -15,7 +15,8 @@ import (
 	"github.com/cairnfs/cairn/internal/kv"
 )
 
-// Directory leases (design/0002-shared-mode.md, "Directory leases").
+// Directory leases (design/0002-shared-mode.md, "Directory leases: a
+// create in one round trip").
 //
 // On a shared engine, the kernel's lookup of a name about to be created
 // costs a round trip: the client cannot know from memory that no other

@@ -12,8 +12,8 @@ import (
 	"github.com/cairnfs/cairn/internal/kv"
 )
 
-// Speculative mutations (design/0002-shared-mode.md, "A create in one
-// round trip").
+// Speculative mutations (design/0002-shared-mode.md, "Directory leases:
+// a create in one round trip").
 //
 // A create in a directory this client holds the lease of (lease.go) reads
 // records whose values the client can predict: the directory's attribute
