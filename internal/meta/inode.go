@@ -178,6 +178,20 @@ func usageBytes(a *base.Attr) int64 {
 // session's persistent hold.
 func (o *op) held(ino base.Ino) (bool, error) {
 	if o.m.openCount(ino) > 0 {
+		// Open in this client, whose hold (written by the open) is
+		// written back for the same reason as below: the last close
+		// of this client may be committing its release right now, and
+		// must conflict with this transaction.
+		if sid := o.m.sessionID(); sid != 0 && !o.m.opts.ReadOnly && !o.isEmpty(holdPrefix(ino)) {
+			// Only a hold this transaction sees: one this transaction
+			// deleted (the session's end) stays deleted.
+			k := holdKey(ino, sid)
+			if v, err := o.Get(k); err != nil {
+				return false, err
+			} else if v != nil {
+				o.Set(k, nil)
+			}
+		}
 		return true, nil
 	}
 	if o.isEmpty(holdPrefix(ino)) {

@@ -97,18 +97,25 @@ type missCount struct {
 }
 
 type leaseState struct {
-	mu    sync.Mutex
-	dirs  map[base.Ino]*dirLease
-	gen   map[base.Ino]uint64 // moves at every release: an acquisition begun before does not install
-	busy  map[base.Ino]bool   // acquisition running
-	noted map[base.Ino]*dirLease
-	miss  map[base.Ino]*missCount
-	back  map[base.Ino]backoff
-	total int // names in the sets of dirs
+	mu   sync.Mutex
+	dirs map[base.Ino]*dirLease
+	gen  map[base.Ino]uint64 // moves at every release: an acquisition begun before does not install
+	busy map[base.Ino]bool   // acquisition running
+	// releasing counts the releases in flight per directory: none may
+	// overlap an acquisition, whose record a late release would delete.
+	releasing map[base.Ino]int
+	noted     map[base.Ino]*dirLease
+	miss      map[base.Ino]*missCount
+	back      map[base.Ino]backoff
+	total     int // names in the sets of dirs
 	// until is when the holder stops trusting its leases (session alive).
 	until   time.Time
 	timeout time.Duration // session timeout; 0: no leases
+	backoff time.Duration // first back-off after a recall (leaseBackoff; tests shorten it)
 	stopSub func()
+	// acquireHook, if set (tests only, before the first lease), runs in
+	// every acquisition's transaction after it read the entries.
+	acquireHook func(dir base.Ino)
 
 	acquired, released, recalls, answered atomic.Int64
 }
@@ -131,7 +138,9 @@ func newLeaseState() *leaseState {
 	return &leaseState{
 		dirs: make(map[base.Ino]*dirLease), gen: make(map[base.Ino]uint64),
 		busy: make(map[base.Ino]bool), noted: make(map[base.Ino]*dirLease),
-		miss: make(map[base.Ino]*missCount), back: make(map[base.Ino]backoff),
+		releasing: make(map[base.Ino]int),
+		miss:      make(map[base.Ino]*missCount), back: make(map[base.Ino]backoff),
+		backoff: leaseBackoff,
 	}
 }
 
@@ -207,7 +216,7 @@ func (l *leaseState) missed(dir base.Ino) bool {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.timeout == 0 || l.dirs[dir] != nil || l.busy[dir] || len(l.dirs)+len(l.busy) >= leaseMaxDirs {
+	if l.timeout == 0 || l.dirs[dir] != nil || l.busy[dir] || l.releasing[dir] > 0 || len(l.dirs)+len(l.busy) >= leaseMaxDirs {
 		return false
 	}
 	if b, ok := l.back[dir]; ok && now.Before(b.until) {
@@ -417,13 +426,30 @@ func (m *Meta) acquireLease(dir base.Ino) {
 			if n > leaseMaxNames {
 				return errLeaseBusy
 			}
-			// Rewrite the directory's newest attribute version as it is:
-			// a concurrent change of the directory conflicts with this.
-			p, ok := t.pre[string(attrKey(dir))]
-			if !ok || p.key == nil {
+			if hook := l.acquireHook; hook != nil {
+				hook(dir)
+			}
+			// Write the directory's attribute, unchanged, at the live
+			// epoch, as every change of the directory does (op.flush):
+			// a concurrent one conflicts with this (kv.Txn). Rewriting
+			// the newest version where it lies is not enough: when a
+			// kept snapshot holds that version, a change writes a new
+			// one of the live epoch instead.
+			o.put(dir, a)
+			if err := o.flush(); err != nil {
+				return err
+			}
+			// The session's record, written back: a sweep that declares
+			// this session dead (and deletes its leases) conflicts with
+			// this, so no record of a dead session is left behind.
+			s, err := t.Get(sessionKey(sid))
+			if err != nil {
+				return err
+			}
+			if s == nil {
 				return errLeaseBusy
 			}
-			t.Set(p.key, p.value)
+			t.Set(sessionKey(sid), s)
 			t.Set(leaseKey(dir), binary.BigEndian.AppendUint64(nil, sid))
 			attr = *a
 			return nil
@@ -465,9 +491,17 @@ func (m *Meta) releaseLease(ctx context.Context, dir base.Ino, recalled bool) {
 	l.mu.Lock()
 	_, held := l.dirs[dir]
 	l.drop(dir)
+	l.releasing[dir]++
+	defer func() {
+		l.mu.Lock()
+		if l.releasing[dir]--; l.releasing[dir] == 0 {
+			delete(l.releasing, dir)
+		}
+		l.mu.Unlock()
+	}()
 	if recalled {
 		b := l.back[dir]
-		b.next = min(max(2*b.next, leaseBackoff), leaseMaxBackoff)
+		b.next = min(max(2*b.next, l.backoff), leaseMaxBackoff)
 		b.until = time.Now().Add(b.next)
 		if len(l.back) >= 4*leaseMaxDirs {
 			clear(l.back)
@@ -534,11 +568,32 @@ func (m *Meta) recallLease(ctx context.Context, e *leasedError, attempt int) err
 	if m.leases != nil {
 		m.leases.recalls.Add(1)
 	}
+	stale := false
 	err := m.rawUpdate(ctx, func(t *wtx) error {
+		// A holder with no session record ended without giving the
+		// lease back (its last acquisition raced its end): the record
+		// is stale, and nobody trusts it. Delete it rather than wait.
+		s, err := t.Get(sessionKey(e.holder))
+		if err != nil {
+			return err
+		}
+		if stale = s == nil; stale {
+			v, err := t.Get(leaseKey(e.dir))
+			if err != nil {
+				return err
+			}
+			if len(v) == 8 && binary.BigEndian.Uint64(v) == e.holder {
+				t.Delete(leaseKey(e.dir))
+			}
+			return nil
+		}
 		t.Set(recallKey(e.holder, e.dir), nil)
 		return nil
 	})
-	if err != nil {
+	if err != nil || stale {
+		if stale {
+			m.log.Warn("deleted the directory lease of an ended session", "dir", e.dir, "session", e.holder)
+		}
 		return err
 	}
 	if ok {

@@ -3,8 +3,10 @@ package meta
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -409,4 +411,211 @@ func TestSharedNoLeases(t *testing.T) {
 	if _, _, err := a.Lookup(ctx, root, d, "x"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Two clients, two goroutines each, create, unlink and rename in three
+// directories at once, taking and recalling leases; every name either
+// lists is found by both, and no lease answers "absent" for a name that
+// exists.
+func TestSharedLeaseStress(t *testing.T) {
+	t.Run("leases", func(t *testing.T) { leaseStress(t, false) })
+	t.Run("no-leases", func(t *testing.T) { leaseStress(t, true) })
+}
+
+func leaseStress(t *testing.T, off bool) {
+	ms, _ := leaseClientsWith(t, []Options{{NoLeases: off}, {NoLeases: off}}, 30*time.Second)
+	for _, m := range ms {
+		if m.leases != nil {
+			m.leases.mu.Lock()
+			m.leases.backoff = time.Millisecond // leases change hands often
+			m.leases.mu.Unlock()
+		}
+	}
+	var dirs []base.Ino
+	for i := range 3 {
+		dirs = append(dirs, mkdir(t, ms[0], root, base.RootIno, fmt.Sprint("d", i)))
+	}
+	const ops = 150
+	errs := make(chan error, 4)
+	for w := range 4 {
+		m := ms[w%2]
+		go func() {
+			rng := uint64(w*7919 + 1)
+			next := func(n int) int {
+				rng = rng*6364136223846793005 + 1442695040888963407
+				return int(rng>>33) % n
+			}
+			for range ops {
+				d, name := dirs[next(len(dirs))], fmt.Sprint("n", next(40))
+				var err error
+				switch next(4) {
+				case 0, 1:
+					if _, _, err = m.Lookup(ctx, root, d, name); errors.Is(err, base.ErrNotFound) {
+						var ino base.Ino
+						if ino, _, err = m.Create(ctx, root, d, name, 0o644, 0); err == nil {
+							err = m.CloseFile(ctx, ino)
+						}
+					}
+				case 2:
+					err = m.Unlink(ctx, root, d, name)
+				case 3:
+					err = m.Rename(ctx, root, d, name, dirs[next(len(dirs))], fmt.Sprint("n", next(40)), 0)
+				}
+				if err != nil && !errors.Is(err, base.ErrExist) && !errors.Is(err, base.ErrNotFound) {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		ok(t, <-errs)
+	}
+	total := 0
+	for _, d := range dirs {
+		listed := names(t, ms[1], d)
+		total += len(listed)
+		if other := names(t, ms[0], d); len(other) != len(listed) {
+			t.Fatalf("directory %d: the clients list %d and %d names", d, len(other), len(listed))
+		}
+		for _, n := range listed {
+			for i, m := range ms {
+				if _, _, err := m.Lookup(ctx, root, d, n); err != nil {
+					var held, has bool
+					if m.leases != nil {
+						m.leases.mu.Lock()
+						if dl := m.leases.dirs[d]; dl != nil {
+							held = true
+							_, has = dl.names[n]
+						}
+						m.leases.mu.Unlock()
+					}
+					var ino base.Ino
+					var a, pa base.Attr
+					serr := m.lookupLoose(ctx, root, d, n, &ino, &a, &pa)
+					t.Fatalf("client %d does not find %s in %d: %v (lease held %v, name in it %v; store: %d %v)", i, n, d, err, held, has, ino, serr)
+				}
+			}
+		}
+	}
+	if u := must[Usage](t)(ms[1].Usage(ctx)); u.Inodes != uint64(1+len(dirs)+total) {
+		t.Fatalf("usage counts %d inodes, want %d", u.Inodes, 1+len(dirs)+total)
+	}
+	if !off {
+		t.Logf("%d files; leases %+v and %+v", total, leaseStats(t, ms[0]), leaseStats(t, ms[1]))
+	}
+}
+
+// Another client creates a name while the lease is being taken, in a
+// directory whose attribute a kept snapshot holds (so the create writes a
+// new version of it, not the newest one): the taking conflicts with the
+// create and runs again, and its name set holds the new name.
+func TestSharedLeaseRacesCreateAfterSnapshot(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{}, {NoLeases: true}}, 30*time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	_, err := a.CreateSnapshot(ctx, "kept")
+	ok(t, err)
+	var once sync.Once
+	created := make(chan error, 1)
+	a.leases.mu.Lock()
+	a.leases.acquireHook = func(dir base.Ino) {
+		once.Do(func() {
+			ino, _, err := b.Create(ctx, root, dir, "x", 0o644, 0)
+			if err == nil {
+				err = b.CloseFile(ctx, ino)
+			}
+			created <- err
+		})
+	}
+	a.leases.mu.Unlock()
+	leaseOf(t, a, d)
+	ok(t, <-created)
+	if _, _, err := a.Lookup(ctx, root, d, "x"); err != nil {
+		t.Fatalf("the lease holder does not find the name created while it took the lease: %v", err)
+	}
+}
+
+// A sweep that declares the session dead while it takes a lease: the
+// taking conflicts with the sweep, and no lease record of the dead
+// session is left behind.
+func TestSharedLeaseRacesSessionEnd(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{}, {NoLeases: true}}, 30*time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	sid := a.sessionID()
+	var once sync.Once
+	swept := make(chan error, 1)
+	a.leases.mu.Lock()
+	a.leases.acquireHook = func(base.Ino) {
+		once.Do(func() {
+			swept <- b.mutateRaw(ctx, func(o *op) error {
+				o.Delete(sessionKey(sid))
+				return o.releaseSessions(map[uint64]bool{sid: true})
+			})
+		})
+	}
+	a.leases.mu.Unlock()
+	for i := 0; i < 2 || len(swept) == 0; i++ {
+		if _, _, err := a.Lookup(ctx, root, d, fmt.Sprint("probe", i)); !errors.Is(err, base.ErrNotFound) {
+			t.Fatalf("lookup of a missing name: %v", err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	ok(t, <-swept)
+	// The acquisition ends (with no lease) before its busy mark goes.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		a.leases.mu.Lock()
+		busy := a.leases.busy[d]
+		a.leases.mu.Unlock()
+		if !busy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the acquisition did not end")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	err := b.store.View(ctx, func(r kv.Reader) error {
+		v, err := r.Get(leaseKey(d))
+		if err == nil && v != nil {
+			err = fmt.Errorf("lease record %x of the ended session %d is left", v, sid)
+		}
+		return err
+	})
+	ok(t, err)
+}
+
+// A lease record whose holder has no session (left by an end that raced
+// an acquisition) does not stop changes of the directory: the first one
+// deletes it.
+func TestSharedStaleLease(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{NoLeases: true}}, 30*time.Second)
+	m := ms[0]
+	d := mkdir(t, m, root, base.RootIno, "d")
+	ok(t, m.rawUpdate(ctx, func(t *wtx) error {
+		t.Set(leaseKey(d), binary.BigEndian.AppendUint64(nil, 99999))
+		return nil
+	}))
+	done := make(chan error, 1)
+	go func() {
+		ino, _, err := m.Create(ctx, root, d, "f", 0o644, 0)
+		if err == nil {
+			err = m.CloseFile(ctx, ino)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		ok(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a create waits for the lease of an ended session")
+	}
+	ok(t, m.store.View(ctx, func(r kv.Reader) error {
+		if v, err := r.Get(leaseKey(d)); err != nil || v != nil {
+			return fmt.Errorf("the stale lease record is still there: %x %v", v, err)
+		}
+		return nil
+	}))
 }
