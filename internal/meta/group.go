@@ -116,7 +116,7 @@ func (m *Meta) GroupStats() (s GroupStats, ok bool) {
 // groupSlots is how many groups may run at once: a request that finds
 // fewer running starts one at once. One slot made four processes' creates
 // slower in some runs (a group's members read one after the other); four
-// slots grouped too little at sixteen (docs/performance.md).
+// slots grouped too little at sixteen (docs/performance-history.md).
 const groupSlots = 2
 
 // mutateGrouped is mutate, sharing a transaction with concurrent callers
