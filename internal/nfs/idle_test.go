@@ -3,6 +3,8 @@ package nfs
 import (
 	"testing"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/nfs/proto"
 )
 
 // A connection that keeps calling outlives the idle timeout many times
@@ -34,7 +36,23 @@ func TestIdleTimeout(t *testing.T) {
 func TestWriteTimeout(t *testing.T) {
 	const wt = 300 * time.Millisecond
 	e := newEnvWith(t, Options{WriteTimeout: wt})
-	conn := flood(t, e.addr, 400000)
+	// READs of 1 MiB: a few replies fill the socket buffers. With NULL
+	// calls the gateway had to answer hundreds of thousands first, and on
+	// a loaded machine it had not within the test's wait.
+	c, root := e.client(t)
+	fh, err := c.Create(root, "big", proto.CreateUnchecked, proto.Sattr3{}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(fh, 0, make([]byte, 1<<20), proto.FileSync); err != nil {
+		t.Fatal(err)
+	}
+	var args proto.Writer
+	args.Opaque(fh)
+	args.Uint64(0)
+	args.Uint32(1 << 20)
+	c.Close()
+	conn := flood(t, e.addr, 100000, callRecord(1, 2, proto.ProgNFS, 3, proto.NFSProcRead, proto.AuthSys, args.B))
 	defer conn.Close()
 	conns := func() int {
 		e.srv.mu.Lock()
@@ -48,7 +66,7 @@ func TestWriteTimeout(t *testing.T) {
 		}
 		time.Sleep(wt / 10)
 	}
-	c, root := e.client(t)
+	c, root = e.client(t)
 	if _, err := c.GetAttr(root); err != nil {
 		t.Fatalf("GETATTR after the flooding client was cut: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,7 +163,7 @@ func TestBrokenStreams(t *testing.T) {
 // replies is bounded and does not wedge other connections.
 func TestInFlightBound(t *testing.T) {
 	e := newEnv(t)
-	conn := flood(t, e.addr, 200000)
+	conn := flood(t, e.addr, 200000, nil)
 	defer conn.Close()
 	c, err := nfsclient.Dial(e.addr)
 	if err != nil {
@@ -174,16 +175,32 @@ func TestInFlightBound(t *testing.T) {
 	}
 }
 
-// flood connects to addr and sends up to n NULL calls without reading a
-// reply, for at most 2 s (the gateway stops reading once its replies are
-// stuck: back-pressure). The caller closes the connection.
-func flood(t *testing.T, addr string, n int) net.Conn {
+// flood connects to addr and sends up to n copies of the call record rec
+// (nil: a NULL call) without reading a reply, for at most 2 s (the
+// gateway stops reading once its replies are stuck: back-pressure). The
+// caller closes the connection.
+//
+// Its receive buffer is fixed small before it connects: a loopback
+// receive buffer may otherwise grow to tens of MiB (tcp_rmem), enough to
+// take every reply, and then no reply write of the gateway ever waits.
+func flood(t *testing.T, addr string, n int, rec []byte) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	conn, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := callRecord(1, 2, proto.ProgNFS, 3, 0, proto.AuthSys, nil)
+	if rec == nil {
+		rec = callRecord(1, 2, proto.ProgNFS, 3, 0, proto.AuthSys, nil)
+	}
 	conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
 	for range n {
 		if _, err := conn.Write(rec); err != nil {
