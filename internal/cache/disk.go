@@ -200,8 +200,8 @@ type diskEntry struct {
 type diskJob struct {
 	key  string
 	data []byte
-	cold bool   // PutCold
-	sums []byte // PutCold's segment checksums, or nil
+	cold bool   // PutSums: past the page cache
+	sums []byte // PutSums: the segment checksums, or nil
 }
 
 var _ interface {
@@ -499,17 +499,18 @@ func (d *Disk) Has(key string) bool {
 // modify it.
 func (d *Disk) Put(key string, data []byte) { d.put(key, data, nil, false) }
 
-// PutCold is Put for a block that is not read back soon (a block a
-// sequential writer uploaded or read): its file is written with direct
-// I/O where the file system allows it, without a copy in the page cache.
-// Later reads of it come from the device, which is what the disk tier is
-// for; blocks read again at once (compaction output, packs) go through
-// Put. sums, if not nil, are the CRC-32C (Castagnoli, big-endian) of
-// data's 64 KiB segments, already checked against data by the caller:
-// the file's segment table, which then costs no second pass over the
-// block (a wrong table only makes the file fail its checks when read).
-// The Disk keeps sums with data.
-func (d *Disk) PutCold(key string, data, sums []byte) { d.put(key, data, sums, true) }
+// PutSums is Put for a block whose segment checksums the caller has:
+// sums, if not nil, are the CRC-32C (Castagnoli, big-endian) of data's
+// 64 KiB segments, already checked against data by the caller, and become
+// the file's segment table at no second pass over the block (a wrong
+// table only makes the file fail its checks when read). The Disk keeps
+// sums with data.
+//
+// cold marks a block that is not read back soon (a block a sequential
+// writer uploaded): its file is written with direct I/O where the file
+// system allows it, without a copy in the page cache. Later reads of it
+// come from the device, which is what the disk tier is for.
+func (d *Disk) PutSums(key string, data, sums []byte, cold bool) { d.put(key, data, sums, cold) }
 
 func (d *Disk) put(key string, data, sums []byte, cold bool) {
 	size := fileSize(key, len(data))
@@ -566,7 +567,7 @@ func (d *Disk) writer() {
 }
 
 // write writes the file of key and indexes it; sums and cold: see
-// PutCold.
+// PutSums.
 func (d *Disk) write(key string, data, sums []byte, cold bool) error {
 	size := fileSize(key, len(data))
 	if size > d.maxItem || len(key) > maxDiskKeyLen {

@@ -35,7 +35,7 @@ func TestDiskPutCold(t *testing.T) {
 	} {
 		before := len(files(t, dir))
 		if c.cold {
-			d.PutCold(c.key, c.data, nil)
+			d.PutSums(c.key, c.data, nil, true)
 		} else {
 			d.Put(c.key, c.data)
 		}

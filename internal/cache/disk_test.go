@@ -537,10 +537,10 @@ func TestDiskPutColdSums(t *testing.T) {
 	for i := 0; i*(1<<16) < len(data); i++ {
 		binary.BigEndian.PutUint32(sums[4*i:], crc32.Checksum(data[i<<16:min((i+1)<<16, len(data))], crc32.MakeTable(crc32.Castagnoli)))
 	}
-	d.PutCold("good", data, sums)
+	d.PutSums("good", data, sums, true)
 	bad := slices.Clone(sums)
 	bad[5] ^= 1
-	d.PutCold("bad", data, bad)
+	d.PutSums("bad", data, bad, true)
 	waitFor(t, "both written", func() bool { return d.Has("good") && d.Has("bad") })
 	if got, ok := d.Get("good"); !ok || !bytes.Equal(got, data) {
 		t.Fatalf("good: %v, %d bytes", ok, len(got))

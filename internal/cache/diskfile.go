@@ -30,7 +30,7 @@ import (
 // verify only the segments holding them (Disk.ReadRange); Get reads and
 // verifies all of them. The data of a large block starts on a 4096-byte
 // boundary, so that the writer can write it with direct I/O
-// (Disk.PutCold); small blocks are not padded, which would double the
+// (Disk.PutSums, cold); small blocks are not padded, which would double the
 // size of a 4 KiB one. Version 2 files (never padded) are read as they
 // are. Version 1 files (one CRC over key and data) are not read: the scan
 // removes them, and a Get that meets one misses.

@@ -272,3 +272,30 @@ func TestDiskTierPartial(t *testing.T) {
 		t.Fatalf("a sequential read took %d bytes from the disk tier, want the 2 blocks", ds.HitBytes-4*SegmentSize)
 	}
 }
+
+// TestReadFillsWarm: the whole blocks a reader fetches go to the disk
+// tier through the page cache (not cold: their device writes then wait
+// for writeback instead of competing with the reads still to come), with
+// their segment checksums.
+func TestReadFillsWarm(t *testing.T) {
+	obj := memStore()
+	const nblocks = 3
+	data := fill(nblocks * testBS)
+	c := newCommitter()
+	{
+		s := newTestStore(t, obj, nil, Options{BlockSize: testBS})
+		w := s.NewWriter(c)
+		writeFlush(t, w, 0, data)
+		w.Close()
+	}
+	disk := &coldDisk{}
+	s := newTestStore(t, obj, cache.NewMemory(1<<30), Options{BlockSize: testBS, DiskCache: disk, ReadAhead: -1})
+	if got := readFile(t, s, c, 0, len(data)); !bytes.Equal(got, data) {
+		t.Fatal("wrong data on a cold read")
+	}
+	disk.mu.Lock()
+	defer disk.mu.Unlock()
+	if len(disk.warm) != nblocks || len(disk.cold) != 0 || len(disk.badSums) != 0 {
+		t.Fatalf("read fills: %d warm, %d cold, %d with wrong sums; want %d warm", len(disk.warm), len(disk.cold), len(disk.badSums), nblocks)
+	}
+}

@@ -224,10 +224,11 @@ func (s *Store) fetch(ctx context.Context, key string, length int) ([]byte, erro
 	}
 	data, sums, err := s.fetchObject(ctx, key, length)
 	if err == nil && s.disk != nil && !noFill(ctx) {
-		// Whole-block fetches are a sequential reader's (random reads
-		// fill the disk tier through fillDisk): written past the page
-		// cache, which the memory tier above makes up for.
-		s.diskPut(key, data, sums, length == s.opts.BlockSize)
+		// Through the page cache, not past it: the device's writes then
+		// wait for writeback instead of competing with the reads still
+		// to come (design 0005, "The disk tier's writes of sequential
+		// blocks").
+		s.diskPut(key, data, sums, false)
 	}
 	return data, err
 }
@@ -316,20 +317,21 @@ func (s *Store) cachesWrite(n int, written bool) bool {
 	return s.disk != nil && (s.opts.CacheWrites || written && s.opts.CacheSmallWrites && n < s.opts.BlockSize)
 }
 
-// diskPut gives a block to the disk tier, as a cold one (written past the
-// page cache, with its segment checksums) if cold and the tier can.
+// diskPut gives a block to the disk tier with its segment checksums, as
+// a cold one (written past the page cache) if cold, where the tier can.
 func (s *Store) diskPut(key string, data, sums []byte, cold bool) {
-	if cp, ok := s.disk.(coldPutter); ok && cold {
-		cp.PutCold(key, data, sums)
+	if sp, ok := s.disk.(sumsPutter); ok {
+		sp.PutSums(key, data, sums, cold)
 		return
 	}
 	s.disk.Put(key, data)
 }
 
-// coldPutter is a DiskCache that can write a block that is not read back
-// soon past the page cache (cache.Disk).
-type coldPutter interface {
-	PutCold(key string, data, sums []byte)
+// sumsPutter is a DiskCache that takes a block's segment checksums with
+// it, and can write a block that is not read back soon past the page
+// cache (cache.Disk).
+type sumsPutter interface {
+	PutSums(key string, data, sums []byte, cold bool)
 }
 
 // cacheRandomWrite puts an uploaded pack or compaction output into the
