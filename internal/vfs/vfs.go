@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/meta"
 )
 
@@ -384,8 +385,13 @@ func (v *VFS) compact(ctx context.Context, j compactJob) error {
 			return err
 		}
 		if err := v.m.CompactChunk(ctx, j.ino, j.index, slices, drop, ns); err != nil {
-			if derr := v.cs.DeleteSlice(ctx, ns.ID, ns.Size); derr != nil {
-				v.log.Warn("dropping unused compacted slice", "slice", ns.ID, "err", derr)
+			// After an unknown outcome the chunk may point to the merged
+			// slice: its object stays, and gc reclaims it if the commit
+			// did not happen.
+			if !errors.Is(err, kv.ErrUnknownOutcome) {
+				if derr := v.cs.DeleteSlice(ctx, ns.ID, ns.Size); derr != nil {
+					v.log.Warn("dropping unused compacted slice", "slice", ns.ID, "err", derr)
+				}
 			}
 			if errors.Is(err, base.ErrNotFound) || isStaleCompaction(err) {
 				return nil
