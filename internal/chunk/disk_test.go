@@ -35,6 +35,18 @@ func waitDisk(t *testing.T, d *cache.Disk, items int64) {
 	}
 }
 
+// writeBlocks writes data at the start of a file through a store with no
+// caches over obj, and returns the committer that holds its slices.
+func writeBlocks(t *testing.T, obj *testStore, data []byte) *memCommitter {
+	t.Helper()
+	c := newCommitter()
+	s := newTestStore(t, obj, nil, Options{BlockSize: testBS})
+	w := s.NewWriter(c)
+	writeFlush(t, w, 0, data)
+	w.Close()
+	return c
+}
+
 // TestDiskTier reads through memory → disk → object store: a cold read
 // fills the disk cache, a later Store (a restart: empty memory cache)
 // reads from it without touching the object store, concurrent misses
@@ -45,13 +57,7 @@ func TestDiskTier(t *testing.T) {
 	dir := t.TempDir()
 	const nblocks = 4
 	data := fill(nblocks * testBS)
-	c := newCommitter()
-	{
-		s := newTestStore(t, obj, nil, Options{BlockSize: testBS})
-		w := s.NewWriter(c)
-		writeFlush(t, w, 0, data)
-		w.Close()
-	}
+	c := writeBlocks(t, obj, data)
 	disk := openDiskCache(t, dir)
 	s1 := newTestStore(t, obj, cache.NewMemory(1<<30), Options{BlockSize: testBS, DiskCache: disk, ReadAhead: -1})
 	obj.gets.Store(0)
@@ -281,13 +287,7 @@ func TestReadFillsWarm(t *testing.T) {
 	obj := memStore()
 	const nblocks = 3
 	data := fill(nblocks * testBS)
-	c := newCommitter()
-	{
-		s := newTestStore(t, obj, nil, Options{BlockSize: testBS})
-		w := s.NewWriter(c)
-		writeFlush(t, w, 0, data)
-		w.Close()
-	}
+	c := writeBlocks(t, obj, data)
 	disk := &coldDisk{}
 	s := newTestStore(t, obj, cache.NewMemory(1<<30), Options{BlockSize: testBS, DiskCache: disk, ReadAhead: -1})
 	if got := readFile(t, s, c, 0, len(data)); !bytes.Equal(got, data) {

@@ -8,12 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnfs/cairn/internal/cache"
-	"github.com/cairnfs/cairn/internal/chunk"
 	"github.com/cairnfs/cairn/internal/kv"
-	"github.com/cairnfs/cairn/internal/kv/memkv"
 	"github.com/cairnfs/cairn/internal/meta"
-	"github.com/cairnfs/cairn/internal/object/mem"
 )
 
 // lostCommit is a store whose first committed transaction that queues a
@@ -53,30 +49,10 @@ func (w *freeWatch) Set(key, value []byte) {
 // A compaction whose commit has an unknown outcome (it did commit) keeps
 // the merged slice's object: the chunk points to it.
 func TestCompactionUnknownOutcomeKeepsObject(t *testing.T) {
-	store := &lostCommit{Store: memkv.New()}
+	store := &lostCommit{}
 	store.armed.Store(true)
-	if err := meta.Format(ctx, store, meta.Settings{Name: "t", BlockSize: 64 << 10}, false); err != nil {
-		t.Fatal(err)
-	}
-	m, err := meta.Open(ctx, store, meta.Options{CompactThreshold: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.NewSession(ctx, meta.SessionInfo{Host: "t"}); err != nil {
-		t.Fatal(err)
-	}
-	obj := mem.New()
-	cs, err := chunk.New(obj, cache.NewMemory(8<<20), chunk.Options{BlockSize: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := New(m, cs, Options{FlushInterval: time.Hour, DeleteDelay: time.Millisecond})
-	e := &env{v: v, m: m, cs: cs, obj: obj}
-	defer func() {
-		if err := v.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	}()
+	e := newEnvOver(t, Options{}, func(s kv.Store) kv.Store { store.Store = s; return store })
+	v := e.v
 	ino, fh := e.create(t, "f")
 	model := make([]byte, 256<<10)
 	end := 0

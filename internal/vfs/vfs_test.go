@@ -11,6 +11,7 @@ import (
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/cache"
 	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/kv/counted"
 	"github.com/cairnfs/cairn/internal/kv/memkv"
 	"github.com/cairnfs/cairn/internal/meta"
@@ -42,12 +43,23 @@ func newEnv(t *testing.T) *env {
 // tests, and DeleteDelay unless given).
 func newEnvWith(t *testing.T, opts Options) *env {
 	t.Helper()
+	return newEnvOver(t, opts, nil)
+}
+
+// newEnvOver is newEnvWith whose metadata store is wrap's wrapper of the
+// counted store (nil: none), for injecting faults.
+func newEnvOver(t *testing.T, opts Options, wrap func(kv.Store) kv.Store) *env {
+	t.Helper()
 	store := memkv.New()
 	if err := meta.Format(ctx, store, meta.Settings{Name: "t", BlockSize: 64 << 10}, false); err != nil {
 		t.Fatal(err)
 	}
 	cstore := counted.New(store)
-	m, err := meta.Open(ctx, cstore, meta.Options{CompactThreshold: 16})
+	var mstore kv.Store = cstore
+	if wrap != nil {
+		mstore = wrap(cstore)
+	}
+	m, err := meta.Open(ctx, mstore, meta.Options{CompactThreshold: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
