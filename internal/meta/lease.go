@@ -400,7 +400,7 @@ func (m *Meta) acquireLease(dir base.Ino) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err = m.rawUpdate(ctx, func(t *wtx) error {
 			names = make(map[string]struct{})
-			if err := t.prefetch([][]byte{attrKey(dir)}, [][]byte{leaseKey(dir)}); err != nil {
+			if err := t.prefetch([][]byte{attrKey(dir)}, [][]byte{leaseKey(dir), sessionKey(sid)}); err != nil {
 				return err
 			}
 			v, err := t.Get(leaseKey(dir))
@@ -590,11 +590,12 @@ func (m *Meta) recallLease(ctx context.Context, e *leasedError, attempt int) err
 		t.Set(recallKey(e.holder, e.dir), nil)
 		return nil
 	})
-	if err != nil || stale {
-		if stale {
-			m.log.Warn("deleted the directory lease of an ended session", "dir", e.dir, "session", e.holder)
-		}
+	if err != nil {
 		return err
+	}
+	if stale {
+		m.log.Warn("deleted the directory lease of an ended session", "dir", e.dir, "session", e.holder)
+		return nil
 	}
 	if ok {
 		_ = n.Notify(ctx, leaseChannel, fmt.Sprintf("recall %d %d", e.holder, e.dir))

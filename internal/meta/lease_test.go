@@ -99,6 +99,16 @@ func leaseOf(t *testing.T, m *Meta, dir base.Ino) {
 	}
 }
 
+// createClose creates name in dir and closes it; it returns the error,
+// for callers off the test's goroutine.
+func createClose(m *Meta, dir base.Ino, name string) error {
+	ino, _, err := m.Create(ctx, root, dir, name, 0o644, 0)
+	if err == nil {
+		err = m.CloseFile(ctx, ino)
+	}
+	return err
+}
+
 // createLooked is a create as the kernel makes it: a lookup, then the
 // create.
 func createLooked(t *testing.T, m *Meta, dir base.Ino, name string) base.Ino {
@@ -186,10 +196,7 @@ func TestSharedLeaseChangesRecall(t *testing.T) {
 	f := create(t, a, root, d, "f")
 	for i, change := range []func() error{
 		func() error {
-			ino, _, err := b.Create(ctx, root, d, "new", 0o644, 0)
-			if err == nil {
-				err = b.CloseFile(ctx, ino)
-			}
+			err := createClose(b, d, "new")
 			return err
 		},
 		func() error { return b.Unlink(ctx, root, d, "new") },
@@ -272,10 +279,7 @@ func TestSharedLeaseDeadHolder(t *testing.T) {
 	stop()
 	done := make(chan error, 1)
 	go func() {
-		ino, _, err := b.Create(ctx, root, d, "x", 0o644, 0)
-		if err == nil {
-			err = b.CloseFile(ctx, ino)
-		}
+		err := createClose(b, d, "x")
 		done <- err
 	}()
 	select {
@@ -334,10 +338,7 @@ func TestSharedLeaseConcurrentCreates(t *testing.T) {
 					errs <- fmt.Errorf("lookup of %s: %v", name, err)
 					return
 				}
-				ino, _, err := a.Create(ctx, root, d, name, 0o644, 0)
-				if err == nil {
-					err = a.CloseFile(ctx, ino)
-				}
+				err := createClose(a, d, name)
 				if err != nil {
 					errs <- err
 					return
@@ -451,10 +452,7 @@ func leaseStress(t *testing.T, off bool) {
 				switch next(4) {
 				case 0, 1:
 					if _, _, err = m.Lookup(ctx, root, d, name); errors.Is(err, base.ErrNotFound) {
-						var ino base.Ino
-						if ino, _, err = m.Create(ctx, root, d, name, 0o644, 0); err == nil {
-							err = m.CloseFile(ctx, ino)
-						}
+						err = createClose(m, d, name)
 					}
 				case 2:
 					err = m.Unlink(ctx, root, d, name)
@@ -522,10 +520,7 @@ func TestSharedLeaseRacesCreateAfterSnapshot(t *testing.T) {
 	a.leases.mu.Lock()
 	a.leases.acquireHook = func(dir base.Ino) {
 		once.Do(func() {
-			ino, _, err := b.Create(ctx, root, dir, "x", 0o644, 0)
-			if err == nil {
-				err = b.CloseFile(ctx, ino)
-			}
+			err := createClose(b, dir, "x")
 			created <- err
 		})
 	}
@@ -600,10 +595,7 @@ func TestSharedStaleLease(t *testing.T) {
 	}))
 	done := make(chan error, 1)
 	go func() {
-		ino, _, err := m.Create(ctx, root, d, "f", 0o644, 0)
-		if err == nil {
-			err = m.CloseFile(ctx, ino)
-		}
+		err := createClose(m, d, "f")
 		done <- err
 	}()
 	select {

@@ -564,10 +564,7 @@ func TestSharedCreatesDoNotConflict(t *testing.T) {
 					t.Errorf("lookup of %s: %v", name, err)
 					return
 				}
-				ino, _, err := m.Create(ctx, root, d, name, 0o644, 0)
-				if err == nil {
-					err = m.CloseFile(ctx, ino)
-				}
+				err := createClose(m, d, name)
 				if err != nil {
 					t.Error(err)
 					return
