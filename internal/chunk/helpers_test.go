@@ -56,6 +56,43 @@ func (c *memCommitter) CommitSlice(ctx context.Context, idx uint32, s base.Slice
 	return nil
 }
 
+// batchCommitter is a memCommitter that commits in batches (a
+// BatchCommitter, as vfs's is) and records them.
+type batchCommitter struct {
+	*memCommitter
+	batches [][]base.Slice // under mu
+}
+
+func newBatchCommitter() *batchCommitter {
+	return &batchCommitter{memCommitter: newCommitter()}
+}
+
+func (c *batchCommitter) CommitSlices(ctx context.Context, commits []Commit) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failN > 0 {
+		c.failN--
+		return errInjected
+	}
+	batch := make([]base.Slice, len(commits))
+	for i, cm := range commits {
+		s := cm.Slice
+		if s.ID == 0 || s.Len == 0 || s.Off+s.Len > s.Size {
+			return fmt.Errorf("bad commit %+v", s)
+		}
+		batch[i] = s
+	}
+	for i, cm := range commits {
+		c.chunks[cm.Chunk] = append(c.chunks[cm.Chunk], batch[i])
+		c.commits = append(c.commits, batch[i])
+		if c.onCommit != nil {
+			c.onCommit(batch[i])
+		}
+	}
+	c.batches = append(c.batches, batch)
+	return nil
+}
+
 func (c *memCommitter) chunk(idx uint32) []base.Slice {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -108,6 +145,7 @@ type testStore struct {
 	getDelay          time.Duration
 	putDelay          time.Duration
 	failPuts          atomic.Bool
+	failOver          atomic.Int64 // if > 0, fail the Puts of more bytes
 	// putHook, if set, sees every Put's arguments (before failPuts).
 	putHook func(ctx context.Context, key string, data []byte)
 }
@@ -129,6 +167,9 @@ func (t *testStore) Put(ctx context.Context, key string, data []byte) error {
 		time.Sleep(t.putDelay)
 	}
 	if t.failPuts.Load() {
+		return errInjected
+	}
+	if n := t.failOver.Load(); n > 0 && int64(len(data)) > n {
 		return errInjected
 	}
 	return t.Store.Put(ctx, key, data)

@@ -690,6 +690,9 @@ func (w *Writer) packable(ws *wslice) bool {
 	if len(ws.blocks) != 1 || ws.length == 0 || ws.length > packMember || ws.blocks[0].state != filling {
 		return false
 	}
+	if _, ok := w.c.(BatchCommitter); !ok {
+		return false // the parts of a pack must commit together (cut)
+	}
 	return !w.s.Inline(ws.chunk, ws.pos+uint32(ws.length))
 }
 
@@ -925,18 +928,7 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 	}
 	bc, batching := w.c.(BatchCommitter)
 	for len(list) > 0 {
-		// The longest run of uploaded slices, up to maxBatch.
-		n := 0
-		var upErr error
-		for n < len(list) && n < maxBatch {
-			if upErr = w.uploadError(list[n]); upErr != nil {
-				break
-			}
-			n++
-			if !batching {
-				break
-			}
-		}
+		n, upErr := w.cut(list, batching)
 		if n > 0 {
 			// Readers in HoldCommits see the slices either pending or
 			// committed, never neither.
@@ -975,10 +967,52 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 			list = list[n:]
 		}
 		if upErr != nil {
-			return fmt.Errorf("chunk: upload of a slice of chunk %d: %w", list[0].chunk, upErr)
+			return upErr
 		}
 	}
 	return nil
+}
+
+// cut returns how many slices at the head of list the next commit takes:
+// the longest run of uploaded slices, up to maxBatch (one without
+// batching), and the upload error that ended the run early, if any. The
+// parts of a pack (one object id) are committed in one transaction, even
+// past maxBatch: the metadata frees an object when no committed slice
+// refers to it any more, so a compaction or truncation that ran between
+// two commits of one pack would drop its first parts, queue the object
+// for deletion, and leave the later parts pointing at a deleted object.
+// A run that an upload error would cut inside a pack ends before that
+// pack.
+func (w *Writer) cut(list []*wslice, batching bool) (int, error) {
+	if !batching {
+		// A Committer without batches never sees packs (packable).
+		if err := w.uploadError(list[0]); err != nil {
+			return 0, fmt.Errorf("chunk: upload of a slice of chunk %d: %w", list[0].chunk, err)
+		}
+		return 1, nil
+	}
+	last := make(map[uint64]int) // pack id -> index of its last part in list
+	for i, ws := range list {
+		if id := ws.ref().ID; id != 0 {
+			last[id] = i
+		}
+	}
+	closed, need := 0, 0 // list[:closed] holds whole packs; list[:need] must be taken
+	for i, ws := range list {
+		if err := w.uploadError(ws); err != nil {
+			return closed, fmt.Errorf("chunk: upload of a slice of chunk %d: %w", ws.chunk, err)
+		}
+		if id := ws.ref().ID; id != 0 {
+			need = max(need, last[id]+1)
+		}
+		if i+1 >= need {
+			closed = i + 1
+			if closed >= maxBatch {
+				break
+			}
+		}
+	}
+	return closed, nil
 }
 
 // commits returns the batch for slices, with the encoded blocks of the

@@ -120,10 +120,15 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 				plains = append(plains, g.key)
 			}
 		}
+		pends := pendingKeys(ws)
+		plains = append(plains, pends...)
 		if err := o.prefetch(logicals, plains); err != nil {
 			return err
 		}
 		if err := o.checkReserved(guards); err != nil {
+			return err
+		}
+		if err := o.checkNotPending(pends); err != nil {
 			return err
 		}
 		a, err := o.attr(ino)
@@ -179,6 +184,39 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 		}
 	}
 	return compact, err
+}
+
+// pendingKeys returns the pending-delete records of the distinct slice
+// ids of ws.
+func pendingKeys(ws []SliceWrite) [][]byte {
+	seen := make(map[uint64]bool, len(ws))
+	var out [][]byte
+	for _, w := range ws {
+		if !seen[w.Slice.ID] {
+			seen[w.Slice.ID] = true
+			out = append(out, pendingKey(w.Slice.ID))
+		}
+	}
+	return out
+}
+
+// checkNotPending fails a commit of a slice whose object is queued for
+// deletion: the deleter would remove the data the commit refers to. A
+// writer commits all parts of an object together (chunk.Writer), so this
+// does not happen; the check makes a breach of that rule a failed write
+// instead of a block missing later.
+func (o *op) checkNotPending(keys [][]byte) error {
+	for _, k := range keys {
+		v, err := o.Get(k)
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			return fmt.Errorf("slice %d is queued for deletion (its object was freed while parts of it were uncommitted); the write is lost: %w",
+				binary.BigEndian.Uint64(k[1:]), base.ErrIO)
+		}
+	}
+	return nil
 }
 
 // growUsage adds delta to the used bytes, refusing to pass the capacity.

@@ -136,6 +136,34 @@ func TestCompaction(t *testing.T) {
 	}
 }
 
+// TestLatePartOfFreedObject: a slice whose object a compaction queued for
+// deletion (its other parts were dropped) cannot be committed afterwards;
+// the commit fails and changes nothing, instead of referring to an object
+// the deleter removes.
+func TestLatePartOfFreedObject(t *testing.T) {
+	m := newTestMeta(t)
+	f := create(t, m, root, base.RootIno, "f")
+	pack := must[uint64](t)(m.NewSliceID(ctx))
+	first := base.Slice{Pos: 0, ID: pack, Size: 8192, Off: 0, Len: 4096}
+	late := base.Slice{Pos: 8192, ID: pack, Size: 8192, Off: 4096, Len: 4096}
+	_, err := m.WriteSlice(ctx, f, 0, first, 1)
+	ok(t, err)
+	merged := newSlice(t, m, 0, 4096)
+	ok(t, m.CompactChunk(ctx, f, 0, []base.Slice{first}, nil, merged))
+	if got := pendingIDs(t, m); !slices.Equal(got, []uint64{pack}) {
+		t.Fatalf("pending %v, want the pack %d", got, pack)
+	}
+	other := newSlice(t, m, 16384, 10)
+	_, err = m.WriteSlices(ctx, f, []SliceWrite{{Index: 0, Slice: other}, {Index: 0, Slice: late}}, 2)
+	wantErr(t, err, base.ErrIO)
+	if ss := must[[]base.Slice](t)(m.ReadChunk(ctx, f, 0)); !slices.Equal(ss, []base.Slice{merged}) {
+		t.Fatalf("chunk after the refused commit %v, want only the merged slice", ss)
+	}
+	if a := attr(t, m, f); a.Length != 4096 {
+		t.Fatalf("length %d after the refused commit, want 4096", a.Length)
+	}
+}
+
 func TestTruncate(t *testing.T) {
 	m := newTestMeta(t)
 	f := create(t, m, root, base.RootIno, "f")
