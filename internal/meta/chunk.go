@@ -187,12 +187,12 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 }
 
 // pendingKeys returns the pending-delete records of the distinct slice
-// ids of ws.
+// ids of ws (zero slices, id 0, have no object and none).
 func pendingKeys(ws []SliceWrite) [][]byte {
 	seen := make(map[uint64]bool, len(ws))
 	var out [][]byte
 	for _, w := range ws {
-		if !seen[w.Slice.ID] {
+		if w.Slice.ID != 0 && !seen[w.Slice.ID] {
 			seen[w.Slice.ID] = true
 			out = append(out, pendingKey(w.Slice.ID))
 		}
