@@ -41,19 +41,35 @@ var errInjected = errors.New("injected fault")
 func (c *memCommitter) CommitSlice(ctx context.Context, idx uint32, s base.Slice) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.refuse(s); err != nil {
+		return err
+	}
+	c.add(idx, s)
+	return nil
+}
+
+// refuse consumes an injected failure, or rejects a malformed slice.
+// Called with mu held.
+func (c *memCommitter) refuse(ss ...base.Slice) error {
 	if c.failN > 0 {
 		c.failN--
 		return errInjected
 	}
-	if s.ID == 0 || s.Len == 0 || s.Off+s.Len > s.Size {
-		return fmt.Errorf("bad commit %+v", s)
+	for _, s := range ss {
+		if s.ID == 0 || s.Len == 0 || s.Off+s.Len > s.Size {
+			return fmt.Errorf("bad commit %+v", s)
+		}
 	}
+	return nil
+}
+
+// add appends s to chunk idx. Called with mu held.
+func (c *memCommitter) add(idx uint32, s base.Slice) {
 	c.chunks[idx] = append(c.chunks[idx], s)
 	c.commits = append(c.commits, s)
 	if c.onCommit != nil {
 		c.onCommit(s)
 	}
-	return nil
 }
 
 // batchCommitter is a memCommitter that commits in batches (a
@@ -70,24 +86,15 @@ func newBatchCommitter() *batchCommitter {
 func (c *batchCommitter) CommitSlices(ctx context.Context, commits []Commit) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.failN > 0 {
-		c.failN--
-		return errInjected
-	}
 	batch := make([]base.Slice, len(commits))
 	for i, cm := range commits {
-		s := cm.Slice
-		if s.ID == 0 || s.Len == 0 || s.Off+s.Len > s.Size {
-			return fmt.Errorf("bad commit %+v", s)
-		}
-		batch[i] = s
+		batch[i] = cm.Slice
 	}
-	for i, cm := range commits {
-		c.chunks[cm.Chunk] = append(c.chunks[cm.Chunk], batch[i])
-		c.commits = append(c.commits, batch[i])
-		if c.onCommit != nil {
-			c.onCommit(batch[i])
-		}
+	if err := c.refuse(batch...); err != nil {
+		return err
+	}
+	for _, cm := range commits {
+		c.add(cm.Chunk, cm.Slice)
 	}
 	c.batches = append(c.batches, batch)
 	return nil

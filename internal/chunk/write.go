@@ -991,19 +991,19 @@ func (w *Writer) cut(list []*wslice, batching bool) (int, error) {
 		}
 		return 1, nil
 	}
-	last := make(map[uint64]int) // pack id -> index of its last part in list
+	ids := make([]uint64, len(list))
+	last := make(map[uint64]int) // object id -> index of its last slice in list
 	for i, ws := range list {
-		if id := ws.ref().ID; id != 0 {
-			last[id] = i
-		}
+		ids[i] = ws.ref().ID
+		last[ids[i]] = i
 	}
 	closed, need := 0, 0 // list[:closed] holds whole packs; list[:need] must be taken
 	for i, ws := range list {
 		if err := w.uploadError(ws); err != nil {
 			return closed, fmt.Errorf("chunk: upload of a slice of chunk %d: %w", ws.chunk, err)
 		}
-		if id := ws.ref().ID; id != 0 {
-			need = max(need, last[id]+1)
+		if ids[i] != 0 {
+			need = max(need, last[ids[i]]+1)
 		}
 		if i+1 >= need {
 			closed = i + 1

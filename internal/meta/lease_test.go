@@ -196,8 +196,7 @@ func TestSharedLeaseChangesRecall(t *testing.T) {
 	f := create(t, a, root, d, "f")
 	for i, change := range []func() error{
 		func() error {
-			err := createClose(b, d, "new")
-			return err
+			return createClose(b, d, "new")
 		},
 		func() error { return b.Unlink(ctx, root, d, "new") },
 		func() error { _, _, err := b.Mknod(ctx, root, d, "sub", base.TypeDir, 0o755, 0, 0, ""); return err },
@@ -279,8 +278,7 @@ func TestSharedLeaseDeadHolder(t *testing.T) {
 	stop()
 	done := make(chan error, 1)
 	go func() {
-		err := createClose(b, d, "x")
-		done <- err
+		done <- createClose(b, d, "x")
 	}()
 	select {
 	case err := <-done:
@@ -338,8 +336,7 @@ func TestSharedLeaseConcurrentCreates(t *testing.T) {
 					errs <- fmt.Errorf("lookup of %s: %v", name, err)
 					return
 				}
-				err := createClose(a, d, name)
-				if err != nil {
+				if err := createClose(a, d, name); err != nil {
 					errs <- err
 					return
 				}
@@ -520,8 +517,7 @@ func TestSharedLeaseRacesCreateAfterSnapshot(t *testing.T) {
 	a.leases.mu.Lock()
 	a.leases.acquireHook = func(dir base.Ino) {
 		once.Do(func() {
-			err := createClose(b, dir, "x")
-			created <- err
+			created <- createClose(b, dir, "x")
 		})
 	}
 	a.leases.mu.Unlock()
@@ -595,8 +591,7 @@ func TestSharedStaleLease(t *testing.T) {
 	}))
 	done := make(chan error, 1)
 	go func() {
-		err := createClose(m, d, "f")
-		done <- err
+		done <- createClose(m, d, "f")
 	}()
 	select {
 	case err := <-done:

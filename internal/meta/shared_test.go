@@ -564,8 +564,7 @@ func TestSharedCreatesDoNotConflict(t *testing.T) {
 					t.Errorf("lookup of %s: %v", name, err)
 					return
 				}
-				err := createClose(m, d, name)
-				if err != nil {
+				if err := createClose(m, d, name); err != nil {
 					t.Error(err)
 					return
 				}

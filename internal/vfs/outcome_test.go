@@ -21,29 +21,39 @@ type lostCommit struct {
 }
 
 func (s *lostCommit) Update(ctx context.Context, fn func(kv.Txn) error) error {
-	var frees bool
-	err := s.Store.Update(ctx, func(tx kv.Txn) error {
-		w := &freeWatch{Txn: tx}
-		err := fn(w)
-		frees = w.frees
-		return err
-	})
-	if err == nil && frees && s.armed.CompareAndSwap(true, false) {
+	kinds, err := watchedUpdate(ctx, s.Store, fn)
+	if err == nil && kinds["pending"] && s.armed.CompareAndSwap(true, false) {
 		return fmt.Errorf("commit sent, connection lost: %w", kv.ErrUnknownOutcome)
 	}
 	return err
 }
 
-type freeWatch struct {
+// kindWatch is a transaction that notes the kinds (meta.KeyInfo.Kind) of
+// the keys it sets.
+type kindWatch struct {
 	kv.Txn
-	frees bool
+	kinds map[string]bool
 }
 
-func (w *freeWatch) Set(key, value []byte) {
-	if ki, err := meta.DecodeKey(key); err == nil && ki.Kind == "pending" {
-		w.frees = true
+func (w *kindWatch) Set(key, value []byte) {
+	if ki, err := meta.DecodeKey(key); err == nil {
+		w.kinds[ki.Kind] = true
 	}
 	w.Txn.Set(key, value)
+}
+
+// watchedUpdate runs fn in an update of s and returns the kinds of the
+// keys its committed attempt set.
+func watchedUpdate(ctx context.Context, s kv.Store, fn func(kv.Txn) error) (map[string]bool, error) {
+	var w *kindWatch
+	err := s.Update(ctx, func(tx kv.Txn) error {
+		w = &kindWatch{Txn: tx, kinds: map[string]bool{}}
+		return fn(w)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.kinds, nil
 }
 
 // A compaction whose commit has an unknown outcome (it did commit) keeps

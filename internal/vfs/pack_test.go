@@ -26,32 +26,11 @@ func (s *pauseAfterWrite) Update(ctx context.Context, fn func(kv.Txn) error) err
 	if s.armed.CompareAndSwap(true, false) {
 		time.Sleep(200 * time.Millisecond)
 	}
-	var w *chunkWatch
-	err := s.Store.Update(ctx, func(tx kv.Txn) error {
-		w = &chunkWatch{Txn: tx}
-		return fn(w)
-	})
-	if err == nil && w.chunks && !w.frees {
+	kinds, err := watchedUpdate(ctx, s.Store, fn)
+	if err == nil && kinds["chunk"] && !kinds["pending"] {
 		s.armed.Store(true)
 	}
 	return err
-}
-
-type chunkWatch struct {
-	kv.Txn
-	chunks, frees bool
-}
-
-func (w *chunkWatch) Set(key, value []byte) {
-	if ki, err := meta.DecodeKey(key); err == nil {
-		switch ki.Kind {
-		case "pending":
-			w.frees = true
-		case "chunk":
-			w.chunks = true
-		}
-	}
-	w.Txn.Set(key, value)
 }
 
 // TestPackedWritesSurviveCompaction: small scattered writes in many
