@@ -4,6 +4,7 @@ package meta
 // of slices waiting to be deleted from the object store.
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -330,22 +331,41 @@ func (o *op) chunks(ino base.Ino) ([]chunkRec, error) {
 	if o.isEmpty(chunkPrefix(ino)) {
 		return nil, nil
 	}
+	if o.soleChunk[ino] {
+		if p, ok := o.pre[string(chunkKey(ino, 0))]; ok {
+			ss, err := decodeSlices(p.value[1:])
+			if err != nil {
+				return nil, fmt.Errorf("chunk of inode %d: %w", ino, err)
+			}
+			return []chunkRec{{0, ss}}, nil
+		}
+	}
 	var out []chunkRec
+	var tops []kv.Pair // each chunk's newest version, for keepVersion
 	var derr error
 	p := chunkPrefix(ino)
-	err := vscan(o, p, nil, latestEpoch, func(k, v []byte) bool {
+	err := vscanKeys(o, p, nil, latestEpoch, func(k, key, v []byte) bool {
 		ss, err := decodeSlices(v)
 		if err != nil {
 			derr = fmt.Errorf("chunk of inode %d: %w", ino, err)
 			return false
 		}
 		out = append(out, chunkRec{binary.BigEndian.Uint32(k[len(p):]), ss})
+		tops = append(tops, kv.Pair{Key: bytes.Clone(key), Value: append([]byte{tagLive}, v...)})
 		return true
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out, derr
+	if derr != nil {
+		return nil, derr
+	}
+	// The versions just read are the newest: a vdel or vset of these
+	// chunks (dropChunks, truncate) need not seek them again.
+	for _, tp := range tops {
+		o.keepVersion(tp.Key[:len(tp.Key)-epochLen], tp)
+	}
+	return out, nil
 }
 
 // dropChunks deletes every chunk with index >= from.

@@ -299,3 +299,58 @@ func TestInFlightSlices(t *testing.T) {
 		t.Fatalf("in flight %v", fl)
 	}
 }
+
+// TestUnlinkChunkLayouts unlinks files whose chunk records take each shape
+// the unlink's prefetch tells apart (no chunk; chunk 0 alone, which it
+// reads whole; chunk 0 and another; a hole at chunk 0; chunk 0 kept by a
+// snapshot; chunk 0 deleted after one) and checks that exactly the slices
+// no view needs any more are queued for deletion.
+func TestUnlinkChunkLayouts(t *testing.T) {
+	type layout struct {
+		name  string
+		setup func(t *testing.T, m *Meta, f base.Ino) (freed []uint64)
+	}
+	for _, l := range []layout{
+		{"none", func(*testing.T, *Meta, base.Ino) []uint64 { return nil }},
+		{"chunk0", func(t *testing.T, m *Meta, f base.Ino) []uint64 {
+			return []uint64{writeSlice(t, m, f, 0, 4096), writeSlice(t, m, f, 100, 10)}
+		}},
+		{"chunk0and2", func(t *testing.T, m *Meta, f base.Ino) []uint64 {
+			return []uint64{writeSlice(t, m, f, 0, 4096), writeSlice(t, m, f, 2*base.ChunkSize+5, 10)}
+		}},
+		{"chunk1only", func(t *testing.T, m *Meta, f base.Ino) []uint64 {
+			return []uint64{writeSlice(t, m, f, base.ChunkSize, 10)}
+		}},
+		{"snapshot", func(t *testing.T, m *Meta, f base.Ino) []uint64 {
+			writeSlice(t, m, f, 0, 4096)
+			must[Snapshot](t)(m.CreateSnapshot(ctx, "s"))
+			return []uint64{writeSlice(t, m, f, 8192, 10)} // the snapshot keeps the first
+		}},
+		{"truncated-after-snapshot", func(t *testing.T, m *Meta, f base.Ino) []uint64 {
+			writeSlice(t, m, f, 0, 4096)
+			must[Snapshot](t)(m.CreateSnapshot(ctx, "s"))
+			must[base.Attr](t)(m.SetAttr(ctx, root, f, SetAttrRequest{Valid: SetSize, Size: 0}))
+			return nil
+		}},
+	} {
+		t.Run(l.name, func(t *testing.T) {
+			m := newTestMeta(t)
+			d := mkdir(t, m, root, base.RootIno, "d")
+			f := create(t, m, root, d, "f")
+			freed := l.setup(t, m, f)
+			before := pendingIDs(t, m)
+			lookup(t, m, d, "f") // the unlink finds the entry and inode cached
+			ok(t, m.Unlink(ctx, root, d, "f"))
+			_, err := m.GetAttr(ctx, f)
+			wantErr(t, err, base.ErrNotFound)
+			got := slices.Sorted(slices.Values(pendingIDs(t, m)))
+			want := slices.Sorted(slices.Values(append(before, freed...)))
+			if !slices.Equal(got, want) {
+				t.Fatalf("pending %v, want %v", got, want)
+			}
+			if u := must[Usage](t)(m.Usage(ctx)); u.Bytes != 0 {
+				t.Fatalf("usage %+v after the unlink", u)
+			}
+		})
+	}
+}

@@ -131,6 +131,12 @@ func versionsBelow(r kv.Reader, logical []byte, epoch uint64) ([]version, error)
 // inside the store's scan: it must not use the transaction and must copy
 // the slices it keeps. fn returns false to stop.
 func vscan(r kv.Reader, prefix, start []byte, epoch uint64, fn func(logical, payload []byte) bool) error {
+	return vscanKeys(r, prefix, start, epoch, func(logical, _, payload []byte) bool { return fn(logical, payload) })
+}
+
+// vscanKeys is vscan that also passes fn the physical key of the version
+// it read (its tagged value is the tag byte followed by payload).
+func vscanKeys(r kv.Reader, prefix, start []byte, epoch uint64, fn func(logical, key, payload []byte) bool) error {
 	if start == nil || bytes.Compare(start, prefix) < 0 {
 		start = prefix
 	}
@@ -156,7 +162,7 @@ func vscan(r kv.Reader, prefix, start []byte, epoch uint64, fn func(logical, pay
 			ferr = fmt.Errorf("record %x: bad version tag: %w", logical, base.ErrIO)
 			return false
 		}
-		return fn(logical, v[1:])
+		return fn(logical, k, v[1:])
 	})
 	if err != nil {
 		return err
@@ -189,6 +195,10 @@ type wtx struct {
 	empty map[string]bool
 	// fetched are the inodes prefetchUnlink read what prefetchInode reads.
 	fetched map[base.Ino]bool
+	// soleChunk are the inodes prefetchUnlink found with one chunk record,
+	// index 0, whose newest version is in pre: chunks needs no scan. A
+	// write to a chunk of the inode drops the entry.
+	soleChunk map[base.Ino]bool
 	// shard is the usage-counter shard this transaction updates.
 	shard byte
 	// lc, if set, may answer prefetches before the first write: the store
@@ -534,6 +544,7 @@ func (t *wtx) prefetchUnlinkCached(parent base.Ino, dk []byte) (done bool, err e
 	rn := t.Txn.(kv.ReadNoter) // cachedLogicals checked
 	var read [][]byte
 	var extra []kv.Range
+	chunks := -1 // index in read of the chunk prefix
 	for _, pr := range [][]byte{holdPrefix(ino), xattrPrefix(ino), chunkPrefix(ino)} {
 		// As the follows of prefetchUnlink: every key under these
 		// prefixes sorts before 16 bytes of 0xff.
@@ -543,7 +554,15 @@ func (t *wtx) prefetchUnlinkCached(parent base.Ino, dk []byte) (done bool, err e
 			t.empty[string(pr)] = true
 			continue
 		}
+		if pr[0] == pChunk {
+			chunks = len(read)
+		}
 		read, extra = append(read, pr), append(extra, r)
+	}
+	if chunks >= 0 {
+		// And whether a chunk beyond index 0 exists: a small file has
+		// none, and then the first version read is all of its chunks.
+		extra = append(extra, kv.Range{Start: chunkKey(ino, 1), End: extra[chunks].End})
 	}
 	ps, err := t.prefetchWith(nil, t.opPlains(), extra)
 	if err != nil {
@@ -552,6 +571,17 @@ func (t *wtx) prefetchUnlinkCached(parent base.Ino, dk []byte) (done bool, err e
 	for i, pr := range read {
 		if ps[i].Key == nil {
 			t.empty[string(pr)] = true
+		}
+	}
+	if chunks >= 0 {
+		first, beyond, k0 := ps[chunks], ps[len(read)], chunkKey(ino, 0)
+		if beyond.Key == nil && len(first.Key) == len(k0)+epochLen && bytes.HasPrefix(first.Key, k0) &&
+			len(first.Value) > 0 && first.Value[0] == tagLive {
+			t.keepVersion(k0, first)
+			if t.soleChunk == nil {
+				t.soleChunk = make(map[base.Ino]bool)
+			}
+			t.soleChunk[ino] = true
 		}
 	}
 	if t.fetched == nil {
@@ -675,6 +705,9 @@ func (t *wtx) forget(key []byte) {
 		if bytes.HasPrefix(key, []byte(p)) {
 			delete(t.empty, p)
 		}
+	}
+	if len(t.soleChunk) != 0 && len(key) >= 9 && key[0] == pChunk {
+		delete(t.soleChunk, base.Ino(binary.BigEndian.Uint64(key[1:9])))
 	}
 }
 
