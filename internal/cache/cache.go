@@ -70,6 +70,9 @@ func NewMemory(maxBytes int64) *Memory {
 	return m
 }
 
+// Max returns the bound the cache holds at most.
+func (m *Memory) Max() int64 { return m.max }
+
 // MaxItem returns the cost above which Put ignores items.
 func (m *Memory) MaxItem() int64 { return m.maxItem }
 

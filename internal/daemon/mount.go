@@ -167,6 +167,8 @@ func Mount(ctx context.Context, o MountOptions) error {
 		return snapshotMountHint(o, err)
 	}
 	defer vol.Close()
+	// Garbage may use what the block cache may hold but does not (gctune.go).
+	defer holdHeapFloor(min(heapFloor, vol.memCache.Max()))()
 	stopMetrics, err := serveMetrics(o.MetricsAddr, vol, log)
 	if err != nil {
 		return err

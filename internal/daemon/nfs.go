@@ -111,6 +111,8 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 		return err
 	}
 	defer vol.Close()
+	// Garbage may use what the block cache may hold but does not (gctune.go).
+	defer holdHeapFloor(min(heapFloor, vol.memCache.Max()))()
 	stopMetrics, err := serveMetrics(o.MetricsAddr, vol, log)
 	if err != nil {
 		return err
