@@ -332,7 +332,7 @@ func (o *op) chunks(ino base.Ino) ([]chunkRec, error) {
 		return nil, nil
 	}
 	if o.soleChunk[ino] {
-		if p, ok := o.pre[string(chunkKey(ino, 0))]; ok {
+		if p, ok := o.pre[string(chunkKey(ino, 0))]; ok && len(p.value) > 0 && p.value[0] == tagLive {
 			ss, err := decodeSlices(p.value[1:])
 			if err != nil {
 				return nil, fmt.Errorf("chunk of inode %d: %w", ino, err)
