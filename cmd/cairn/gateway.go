@@ -59,6 +59,9 @@ With --metrics ADDR it serves the volume's counters as cairn mount --metrics
 does, with the gateway's calls per NFS procedure among them
 (cairn_nfs_calls_total, cairn_nfs_call_seconds).
 
+Memory is bounded as for cairn mount (--cache-mem, --buffer-size, and
+garbage collection not before 64 MiB of heap unless GOGC is set).
+
 Clients mount with the port given for both programs, e.g. on Linux:
   mount -t nfs -o vers=3,proto=tcp,port=PORT,mountport=PORT,nolock HOST:/ /mnt`,
 		Example: `  cairn gateway nfs --listen 0.0.0.0:2049 'postgres://cairn@db1/vol1'

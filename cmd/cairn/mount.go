@@ -73,7 +73,12 @@ store reads from, and serve it no faster. --cache-on-store-fs keeps it.
 
 --object-latency DURATION is for benchmarks and fault tests only: every
 request to the data store waits that long first, so that a local directory
-answers like a remote object store (bench/cache-study.sh uses it).`,
+answers like a remote object store (bench/cache-study.sh uses it).
+
+Memory: the block cache (--cache-mem) and the write buffer (--buffer-size)
+bound what the mount keeps; Go's garbage collector runs when the heap has
+doubled since the last collection, but not before it reaches 64 MiB (or
+--cache-mem if smaller). GOGC set in the environment replaces that rule.`,
 		Example: `  cairn mount -d pebble:///var/lib/cairn/meta /mnt/cairn
   cairn mount -o allow_other --cache-mem 1G pebble:///var/lib/cairn/meta /mnt/cairn
   AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… cairn mount -d 'postgres://cairn@db1/vol1' /mnt/vol1
