@@ -55,12 +55,17 @@ type MetaLocation struct {
 func ParseMetaURL(s string) (MetaLocation, error) {
 	u, err := url.Parse(s)
 	if err != nil {
+		// Not the *url.Error itself: it quotes the whole URL.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
 		return MetaLocation{}, fmt.Errorf("metadata URL %q: %w", redactURL(s), err)
 	}
 	switch u.Scheme {
 	case "pebble":
 		if u.Host != "" || !filepath.IsAbs(u.Path) {
-			return MetaLocation{}, fmt.Errorf("metadata URL %q: want pebble:///absolute/path (three slashes)", s)
+			return MetaLocation{}, fmt.Errorf("metadata URL %q: want pebble:///absolute/path (three slashes)", redactURL(s))
 		}
 		return MetaLocation{URL: s, Scheme: "pebble", Path: filepath.Clean(u.Path)}, nil
 	case "postgres", "postgresql":
@@ -69,22 +74,33 @@ func ParseMetaURL(s string) (MetaLocation, error) {
 		}
 		return MetaLocation{URL: s, Scheme: "postgres"}, nil
 	case "":
-		return MetaLocation{}, fmt.Errorf("metadata URL %q has no scheme: want pebble:///absolute/path or postgres://user@host/database", s)
+		return MetaLocation{}, fmt.Errorf("metadata URL %q has no scheme: want pebble:///absolute/path or postgres://user@host/database", redactURL(s))
 	default:
 		return MetaLocation{}, fmt.Errorf("metadata URL %q: unknown scheme %q (supported: pebble, postgres)", redactURL(s), u.Scheme)
 	}
 }
 
-// redactURL hides a password in a URL for messages.
+// redactURL hides a password in a URL for messages, also in one that
+// url.Parse refuses: the text between the first ':' of the userinfo and
+// its '@' (the last one before the path) becomes "xxxxx".
 func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
 		return s
 	}
-	if _, ok := u.User.Password(); !ok {
+	end := len(rest)
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		end = i
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
 		return s
 	}
-	return u.Redacted()
+	user, _, ok := strings.Cut(rest[:at], ":")
+	if !ok {
+		return s
+	}
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
 // Display is the URL with any password hidden, for logs and status.
