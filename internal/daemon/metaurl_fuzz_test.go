@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cairnfs/cairn/internal/base"
 )
 
 // FuzzParseMetaURL: ParseMetaURL never panics, accepts only what it
@@ -40,8 +42,8 @@ func FuzzParseMetaURL(f *testing.F) {
 				pws = append(pws, pw)
 			}
 		}
-		if pw, ok := writtenPassword(s); ok {
-			pws = append(pws, pw)
+		if i, j, ok := base.URLPassword(s); ok {
+			pws = append(pws, s[i:j])
 		}
 		for _, pw := range pws {
 			if len(pw) < 4 || strings.Count(s, pw) > 1 {
@@ -55,23 +57,4 @@ func FuzzParseMetaURL(f *testing.F) {
 			}
 		}
 	})
-}
-
-// writtenPassword is the text between the first ':' of a URL's userinfo
-// and its '@', as written.
-func writtenPassword(s string) (string, bool) {
-	_, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return "", false
-	}
-	auth := rest
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		auth = rest[:i]
-	}
-	at := strings.LastIndex(auth, "@")
-	if at < 0 {
-		return "", false
-	}
-	_, pw, ok := strings.Cut(auth[:at], ":")
-	return pw, ok
 }

@@ -80,28 +80,8 @@ func ParseMetaURL(s string) (MetaLocation, error) {
 	}
 }
 
-// redactURL hides a password in a URL for messages, also in one that
-// url.Parse refuses: the text between the first ':' of the userinfo and
-// its '@' (the last one before the path) becomes "xxxxx".
-func redactURL(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return s
-	}
-	end := len(rest)
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		end = i
-	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		return s
-	}
-	user, _, ok := strings.Cut(rest[:at], ":")
-	if !ok {
-		return s
-	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
-}
+// redactURL hides a password in a URL for messages (base.RedactURL).
+func redactURL(s string) string { return base.RedactURL(s) }
 
 // Display is the URL with any password hidden, for logs and status.
 func (l MetaLocation) Display() string { return redactURL(l.URL) }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
+	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/object"
 )
 
@@ -165,13 +166,9 @@ func (l Location) keyPrefix() string {
 	return l.Prefix + "/"
 }
 
-// redact removes a password from a URL for an error message.
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return raw
-}
+// redact removes a password from a URL for an error message, also from
+// one that url.Parse refuses.
+func redact(raw string) string { return base.RedactURL(raw) }
 
 // errorsWithoutURL returns the reason of a url.Parse error without the URL,
 // which the caller prints already (redacted).

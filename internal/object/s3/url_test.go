@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/object/s3"
 )
 
@@ -126,9 +127,16 @@ func FuzzParseURL(f *testing.F) {
 	} {
 		f.Add(s)
 	}
+	f.Add("s3://key:secretpw@bucket")
+	f.Add("s3://key:secret%zzpw@bucket")
 	f.Fuzz(func(t *testing.T, raw string) {
 		loc, err := s3.ParseURL(raw)
 		if err != nil {
+			// An error never shows a password written in the URL.
+			if i, j, ok := base.URLPassword(raw); ok && j-i >= 4 && strings.Count(raw, raw[i:j]) == 1 &&
+				strings.Contains(err.Error(), raw[i:j]) {
+				t.Fatalf("ParseURL(%q): the error shows the password: %v", raw, err)
+			}
 			return
 		}
 		again, err := s3.ParseURL(loc.String())
