@@ -313,7 +313,7 @@ func daemonize(cmd *cobra.Command, logFile, mountpoint string) error {
 	_ = c.Process.Release()
 	switch {
 	case line == "ok":
-		fmt.Fprintf(cmd.OutOrStdout(), "mounted %s at %s (pid %d, log %s)\n", loc.URL, mountpoint, pid, logFile)
+		fmt.Fprintf(cmd.OutOrStdout(), "mounted %s at %s (pid %d, log %s)\n", loc.Display(), mountpoint, pid, logFile)
 		return nil
 	case strings.HasPrefix(line, "error: "):
 		return errors.New(strings.TrimPrefix(line, "error: "))

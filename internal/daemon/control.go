@@ -158,7 +158,7 @@ func (s *ControlServer) Close() error {
 func CallControl(loc MetaLocation, req Request, w io.Writer) error {
 	c, err := net.DialTimeout("unix", loc.SocketPath(), 5*time.Second)
 	if err != nil {
-		return fmt.Errorf("cannot reach the process holding %s through %s: %w", loc.URL, loc.SocketPath(), err)
+		return fmt.Errorf("cannot reach the process holding %s through %s: %w", loc.Display(), loc.SocketPath(), err)
 	}
 	return callControl(c, loc.SocketPath(), req, w)
 }

@@ -233,7 +233,7 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 		InlineMax:     o.InlineMax,
 	}
 	if old, err := meta.LoadSettings(ctx, store); err == nil && !o.Force {
-		return meta.Settings{}, fmt.Errorf("%s already holds volume %q (uuid %s); nothing was changed. Use --force to format over it (its files become unreachable)", o.MetaURL, old.Name, old.UUID)
+		return meta.Settings{}, fmt.Errorf("%s already holds volume %q (uuid %s); nothing was changed. Use --force to format over it (its files become unreachable)", redactURL(o.MetaURL), old.Name, old.UUID)
 	}
 	if data, err := object.ReadAll(ctx, objs, markerKey); err == nil {
 		var m marker
@@ -363,7 +363,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	}
 	if loc.Scheme == "pebble" {
 		if _, err := os.Stat(loc.Path); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s holds no Cairn volume (%s does not exist): run 'cairn format %s NAME' first", o.MetaURL, loc.Path, o.MetaURL)
+			return nil, fmt.Errorf("%s holds no Cairn volume (%s does not exist): run 'cairn format %s NAME' first", loc.Display(), loc.Path, loc.Display())
 		}
 	}
 	store, err := OpenStore(loc, o.Logger)
@@ -382,7 +382,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	}()
 	v.Settings, err = meta.LoadSettings(ctx, store)
 	if errors.Is(err, base.ErrNotFound) {
-		return nil, fmt.Errorf("%s holds no Cairn volume: run 'cairn format %s NAME' first", o.MetaURL, o.MetaURL)
+		return nil, fmt.Errorf("%s holds no Cairn volume: run 'cairn format %s NAME' first", loc.Display(), loc.Display())
 	}
 	if err != nil {
 		return nil, err
@@ -539,9 +539,9 @@ func describeLocked(loc MetaLocation, err error) error {
 		return err
 	}
 	if h, herr := QueryHolder(loc); herr == nil {
-		return fmt.Errorf("%s is in use by cairn pid %d on %s (mounted at %s): %w", loc.URL, h.Pid, h.Host, h.MountPoint, err)
+		return fmt.Errorf("%s is in use by cairn pid %d on %s (mounted at %s): %w", loc.Display(), h.Pid, h.Host, h.MountPoint, err)
 	}
-	return fmt.Errorf("%s is in use by another process: %w", loc.URL, err)
+	return fmt.Errorf("%s is in use by another process: %w", loc.Display(), err)
 }
 
 func validateFormat(o FormatOptions) error {
