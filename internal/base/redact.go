@@ -1,6 +1,10 @@
 package base
 
-import "strings"
+import (
+	"errors"
+	"net/url"
+	"strings"
+)
 
 // URLPassword finds the password written in a URL, also in one that
 // net/url refuses: the text between the first ':' of the userinfo and its
@@ -33,4 +37,14 @@ func RedactURL(s string) string {
 		return s
 	}
 	return s[:start] + "xxxxx" + s[end:]
+}
+
+// URLParseReason is the reason of a url.Parse error without the
+// *url.Error's copy of the URL, which may hold a password: callers print
+// the URL themselves, through RedactURL.
+func URLParseReason(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
 }

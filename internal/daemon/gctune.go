@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -130,18 +129,4 @@ func (t *heapTuner) retune(gen uint64) {
 	if gen != 0 {
 		t.arm(gen)
 	}
-}
-
-// currentGCPercent reads GOGC as the runtime applies it (for tests).
-func currentGCPercent() int {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return -1
-	}
-	v := s[0].Value.Uint64()
-	if v > math.MaxInt32 {
-		return -1
-	}
-	return int(v)
 }

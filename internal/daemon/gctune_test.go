@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"math"
 	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 )
@@ -90,4 +92,18 @@ func TestHeapFloorLeavesGOGC(t *testing.T) {
 	if p := currentGCPercent(); p != before {
 		t.Fatalf("GOGC %d with GOGC set in the environment, want it left at %d", p, before)
 	}
+}
+
+// currentGCPercent reads GOGC as the runtime applies it.
+func currentGCPercent() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return -1
+	}
+	v := s[0].Value.Uint64()
+	if v > math.MaxInt32 {
+		return -1
+	}
+	return int(v)
 }

@@ -55,36 +55,28 @@ type MetaLocation struct {
 func ParseMetaURL(s string) (MetaLocation, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		// Not the *url.Error itself: it quotes the whole URL.
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return MetaLocation{}, fmt.Errorf("metadata URL %q: %w", redactURL(s), err)
+		return MetaLocation{}, fmt.Errorf("metadata URL %q: %w", base.RedactURL(s), base.URLParseReason(err))
 	}
 	switch u.Scheme {
 	case "pebble":
 		if u.Host != "" || !filepath.IsAbs(u.Path) {
-			return MetaLocation{}, fmt.Errorf("metadata URL %q: want pebble:///absolute/path (three slashes)", redactURL(s))
+			return MetaLocation{}, fmt.Errorf("metadata URL %q: want pebble:///absolute/path (three slashes)", base.RedactURL(s))
 		}
 		return MetaLocation{URL: s, Scheme: "pebble", Path: filepath.Clean(u.Path)}, nil
 	case "postgres", "postgresql":
 		if strings.Trim(u.Path, "/") == "" {
-			return MetaLocation{}, fmt.Errorf("metadata URL %q names no database: want postgres://user@host/database", redactURL(s))
+			return MetaLocation{}, fmt.Errorf("metadata URL %q names no database: want postgres://user@host/database", base.RedactURL(s))
 		}
 		return MetaLocation{URL: s, Scheme: "postgres"}, nil
 	case "":
-		return MetaLocation{}, fmt.Errorf("metadata URL %q has no scheme: want pebble:///absolute/path or postgres://user@host/database", redactURL(s))
+		return MetaLocation{}, fmt.Errorf("metadata URL %q has no scheme: want pebble:///absolute/path or postgres://user@host/database", base.RedactURL(s))
 	default:
-		return MetaLocation{}, fmt.Errorf("metadata URL %q: unknown scheme %q (supported: pebble, postgres)", redactURL(s), u.Scheme)
+		return MetaLocation{}, fmt.Errorf("metadata URL %q: unknown scheme %q (supported: pebble, postgres)", base.RedactURL(s), u.Scheme)
 	}
 }
 
-// redactURL hides a password in a URL for messages (base.RedactURL).
-func redactURL(s string) string { return base.RedactURL(s) }
-
 // Display is the URL with any password hidden, for logs and status.
-func (l MetaLocation) Display() string { return redactURL(l.URL) }
+func (l MetaLocation) Display() string { return base.RedactURL(l.URL) }
 
 // Shared reports whether the engine serves many clients at once (shared
 // mode) rather than being held by one process (embedded).
@@ -233,7 +225,7 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 		InlineMax:     o.InlineMax,
 	}
 	if old, err := meta.LoadSettings(ctx, store); err == nil && !o.Force {
-		return meta.Settings{}, fmt.Errorf("%s already holds volume %q (uuid %s); nothing was changed. Use --force to format over it (its files become unreachable)", redactURL(o.MetaURL), old.Name, old.UUID)
+		return meta.Settings{}, fmt.Errorf("%s already holds volume %q (uuid %s); nothing was changed. Use --force to format over it (its files become unreachable)", base.RedactURL(o.MetaURL), old.Name, old.UUID)
 	}
 	if data, err := object.ReadAll(ctx, objs, markerKey); err == nil {
 		var m marker

@@ -341,7 +341,6 @@ func (o *op) chunks(ino base.Ino) ([]chunkRec, error) {
 		}
 	}
 	var out []chunkRec
-	var tops []kv.Pair // each chunk's newest version, for keepVersion
 	var derr error
 	p := chunkPrefix(ino)
 	err := vscanKeys(o, p, nil, latestEpoch, func(k, key, v []byte) bool {
@@ -351,21 +350,15 @@ func (o *op) chunks(ino base.Ino) ([]chunkRec, error) {
 			return false
 		}
 		out = append(out, chunkRec{binary.BigEndian.Uint32(k[len(p):]), ss})
-		tops = append(tops, kv.Pair{Key: bytes.Clone(key), Value: append([]byte{tagLive}, v...)})
+		// The newest version, kept: a vdel or vset of this chunk
+		// (dropChunks, truncate) need not seek it again.
+		o.keepVersion(k, kv.Pair{Key: bytes.Clone(key), Value: append([]byte{tagLive}, v...)})
 		return true
 	})
 	if err != nil {
 		return nil, err
 	}
-	if derr != nil {
-		return nil, derr
-	}
-	// The versions just read are the newest: a vdel or vset of these
-	// chunks (dropChunks, truncate) need not seek them again.
-	for _, tp := range tops {
-		o.keepVersion(tp.Key[:len(tp.Key)-epochLen], tp)
-	}
-	return out, nil
+	return out, derr
 }
 
 // dropChunks deletes every chunk with index >= from.

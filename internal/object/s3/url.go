@@ -42,11 +42,11 @@ type Location struct {
 // ParseURL parses a data URL; see Location.
 func ParseURL(raw string) (Location, error) {
 	bad := func(format string, a ...any) (Location, error) {
-		return Location{}, fmt.Errorf("object/s3: bad URL %q: %s", redact(raw), fmt.Sprintf(format, a...))
+		return Location{}, fmt.Errorf("object/s3: bad URL %q: %s", base.RedactURL(raw), fmt.Sprintf(format, a...))
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return bad("%v", errorsWithoutURL(err))
+		return bad("%v", base.URLParseReason(err))
 	}
 	switch {
 	case u.Scheme != "s3":
@@ -88,7 +88,7 @@ func ParseURL(raw string) (Location, error) {
 			ep, err := url.Parse(val)
 			switch {
 			case err != nil:
-				return bad("endpoint: %v", errorsWithoutURL(err))
+				return bad("endpoint: %v", base.URLParseReason(err))
 			case ep.Scheme != "http" && ep.Scheme != "https":
 				return bad(`endpoint %q: want http://HOST[:PORT] or https://HOST[:PORT]`, val)
 			case ep.Host == "" || ep.Hostname() == "":
@@ -164,17 +164,4 @@ func (l Location) keyPrefix() string {
 		return ""
 	}
 	return l.Prefix + "/"
-}
-
-// redact removes a password from a URL for an error message, also from
-// one that url.Parse refuses.
-func redact(raw string) string { return base.RedactURL(raw) }
-
-// errorsWithoutURL returns the reason of a url.Parse error without the URL,
-// which the caller prints already (redacted).
-func errorsWithoutURL(err error) error {
-	if ue, ok := err.(*url.Error); ok {
-		return ue.Err
-	}
-	return err
 }
