@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // FuzzParseMetaURL: ParseMetaURL never panics, accepts only what it
@@ -42,7 +42,7 @@ func FuzzParseMetaURL(f *testing.F) {
 				pws = append(pws, pw)
 			}
 		}
-		if i, j, ok := base.URLPassword(s); ok {
+		if i, j, ok := object.URLPassword(s); ok {
 			pws = append(pws, s[i:j])
 		}
 		for _, pw := range pws {

@@ -55,28 +55,28 @@ type MetaLocation struct {
 func ParseMetaURL(s string) (MetaLocation, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return MetaLocation{}, fmt.Errorf("metadata URL %q: %w", base.RedactURL(s), base.URLParseReason(err))
+		return MetaLocation{}, fmt.Errorf("metadata URL %q: %w", object.RedactURL(s), object.URLParseReason(err))
 	}
 	switch u.Scheme {
 	case "pebble":
 		if u.Host != "" || !filepath.IsAbs(u.Path) {
-			return MetaLocation{}, fmt.Errorf("metadata URL %q: want pebble:///absolute/path (three slashes)", base.RedactURL(s))
+			return MetaLocation{}, fmt.Errorf("metadata URL %q: want pebble:///absolute/path (three slashes)", object.RedactURL(s))
 		}
 		return MetaLocation{URL: s, Scheme: "pebble", Path: filepath.Clean(u.Path)}, nil
 	case "postgres", "postgresql":
 		if strings.Trim(u.Path, "/") == "" {
-			return MetaLocation{}, fmt.Errorf("metadata URL %q names no database: want postgres://user@host/database", base.RedactURL(s))
+			return MetaLocation{}, fmt.Errorf("metadata URL %q names no database: want postgres://user@host/database", object.RedactURL(s))
 		}
 		return MetaLocation{URL: s, Scheme: "postgres"}, nil
 	case "":
-		return MetaLocation{}, fmt.Errorf("metadata URL %q has no scheme: want pebble:///absolute/path or postgres://user@host/database", base.RedactURL(s))
+		return MetaLocation{}, fmt.Errorf("metadata URL %q has no scheme: want pebble:///absolute/path or postgres://user@host/database", object.RedactURL(s))
 	default:
-		return MetaLocation{}, fmt.Errorf("metadata URL %q: unknown scheme %q (supported: pebble, postgres)", base.RedactURL(s), u.Scheme)
+		return MetaLocation{}, fmt.Errorf("metadata URL %q: unknown scheme %q (supported: pebble, postgres)", object.RedactURL(s), u.Scheme)
 	}
 }
 
 // Display is the URL with any password hidden, for logs and status.
-func (l MetaLocation) Display() string { return base.RedactURL(l.URL) }
+func (l MetaLocation) Display() string { return object.RedactURL(l.URL) }
 
 // Shared reports whether the engine serves many clients at once (shared
 // mode) rather than being held by one process (embedded).
@@ -225,7 +225,7 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 		InlineMax:     o.InlineMax,
 	}
 	if old, err := meta.LoadSettings(ctx, store); err == nil && !o.Force {
-		return meta.Settings{}, fmt.Errorf("%s already holds volume %q (uuid %s); nothing was changed. Use --force to format over it (its files become unreachable)", base.RedactURL(o.MetaURL), old.Name, old.UUID)
+		return meta.Settings{}, fmt.Errorf("%s already holds volume %q (uuid %s); nothing was changed. Use --force to format over it (its files become unreachable)", object.RedactURL(o.MetaURL), old.Name, old.UUID)
 	}
 	if data, err := object.ReadAll(ctx, objs, markerKey); err == nil {
 		var m marker

@@ -8,7 +8,6 @@ import (
 
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
-	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/object"
 )
 
@@ -42,11 +41,11 @@ type Location struct {
 // ParseURL parses a data URL; see Location.
 func ParseURL(raw string) (Location, error) {
 	bad := func(format string, a ...any) (Location, error) {
-		return Location{}, fmt.Errorf("object/s3: bad URL %q: %s", base.RedactURL(raw), fmt.Sprintf(format, a...))
+		return Location{}, fmt.Errorf("object/s3: bad URL %q: %s", object.RedactURL(raw), fmt.Sprintf(format, a...))
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return bad("%v", base.URLParseReason(err))
+		return bad("%v", object.URLParseReason(err))
 	}
 	switch {
 	case u.Scheme != "s3":
@@ -88,7 +87,7 @@ func ParseURL(raw string) (Location, error) {
 			ep, err := url.Parse(val)
 			switch {
 			case err != nil:
-				return bad("endpoint: %v", base.URLParseReason(err))
+				return bad("endpoint: %v", object.URLParseReason(err))
 			case ep.Scheme != "http" && ep.Scheme != "https":
 				return bad(`endpoint %q: want http://HOST[:PORT] or https://HOST[:PORT]`, val)
 			case ep.Host == "" || ep.Hostname() == "":

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/object/s3"
 )
 
@@ -133,7 +133,7 @@ func FuzzParseURL(f *testing.F) {
 		loc, err := s3.ParseURL(raw)
 		if err != nil {
 			// An error never shows a password written in the URL.
-			if i, j, ok := base.URLPassword(raw); ok && j-i >= 4 && strings.Count(raw, raw[i:j]) == 1 &&
+			if i, j, ok := object.URLPassword(raw); ok && j-i >= 4 && strings.Count(raw, raw[i:j]) == 1 &&
 				strings.Contains(err.Error(), raw[i:j]) {
 				t.Fatalf("ParseURL(%q): the error shows the password: %v", raw, err)
 			}

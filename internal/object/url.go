@@ -1,4 +1,8 @@
-package base
+package object
+
+// Store URLs in messages: data URLs (and, through daemon, metadata URLs)
+// may carry a password, which no error or log line may show. Here, in the
+// lowest layer that store backends may import, so that they can use it.
 
 import (
 	"errors"
