@@ -412,16 +412,18 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err := json.Unmarshal(data, &mk); err != nil || mk.UUID != v.Settings.UUID {
 		return nil, fmt.Errorf("data store %s belongs to volume %q (uuid %s), not to %q (uuid %s)", v.Settings.DataURL, mk.Name, mk.UUID, v.Settings.Name, v.Settings.UUID)
 	}
-	// The last close of a file drops its hold (and destroys it if it was
-	// unlinked meanwhile) in a transaction of its own; delayed by 20 ms,
-	// the closes of that moment share one, and a file opened again within
-	// it keeps its hold without writing it again. On PostgreSQL a commit
-	// costs a WAL flush; on Pebble the transaction's reads cost more than
-	// its commit: creating files through FUSE took two updates per file,
-	// one of them the release. An unlinked file that was open is destroyed
-	// up to 20 ms after its last close.
+	// On a shared volume the last close of a file drops its hold (and
+	// destroys it if it was unlinked meanwhile) in a transaction of its
+	// own; delayed by 20 ms, the closes of that moment share one, and a
+	// file opened again within it keeps its hold without writing it
+	// again (a PostgreSQL commit costs a WAL flush). An unlinked file
+	// that was open is destroyed up to 20 ms after its last close.
+	// An embedded volume has no other client to keep a hold from: its
+	// holds stay in memory (meta.Options.MemoryHolds), and opens and
+	// closes write nothing; creating files through FUSE took two updates
+	// per file before, one of them the release.
 	mo := meta.Options{Logger: o.Logger, ReadOnly: o.ReadOnly, HoldReleaseDelay: 20 * time.Millisecond, ListingTTL: o.ListingTTL,
-		NoLeases: o.NoDirLeases}
+		NoLeases: o.NoDirLeases, MemoryHolds: !loc.Shared()}
 	v.Meta, err = meta.Open(ctx, store, mo)
 	if err != nil {
 		return nil, err

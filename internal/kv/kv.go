@@ -541,3 +541,27 @@ func Committed(list []*CommitObserver, ws []Write, ok bool) {
 type ReadNoter interface {
 	NoteFirst(start, end []byte, p Pair)
 }
+
+// Toucher is an optional ability of a Store whose transactions all run in
+// this process (kv/pebble, kv/memkv). Touch orders a change made outside
+// the store (in the caller's memory) against the store's transactions, as
+// if a transaction had written keys, without writing anything: every
+// Update that read one of keys and commits after Touch returns runs its
+// function again, and an Update that commits before Touch returns is
+// visible to reads that start after it. Meta keeps the open-file holds of
+// an embedded volume in memory this way (an open touches the hold key an
+// unlink reads to decide whether to destroy the inode).
+type Toucher interface {
+	Touch(ctx context.Context, keys [][]byte) error
+}
+
+// CanTouch reports whether s has kv.Toucher; a wrapper that passes the
+// ability on only when it wraps a store with it says so with a Touches
+// method.
+func CanTouch(s Store) bool {
+	if w, ok := s.(interface{ Touches() bool }); ok {
+		return w.Touches()
+	}
+	_, ok := s.(Toucher)
+	return ok
+}

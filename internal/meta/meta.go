@@ -51,6 +51,15 @@ type Options struct {
 	// a session. Every client of such a store respects the leases of
 	// others whatever this says.
 	NoLeases bool
+	// MemoryHolds keeps open-file holds in this process's memory only,
+	// with no hold records, on a store only this process uses at all
+	// (an embedded volume: no other client can unlink a file it has
+	// open). It applies where the latest-version cache is on and the
+	// store can order changes made outside it (kv.Toucher); otherwise
+	// holds are recorded as usual. An open and a close then cost no
+	// transaction. Unlinked files still open when the process ends are
+	// destroyed by the next Open with MemoryHolds. See session.go.
+	MemoryHolds bool
 }
 
 // Validate checks the options (after defaults are applied).
@@ -117,6 +126,12 @@ type Meta struct {
 	sid     uint64
 	session SessionInfo
 	opened  map[base.Ino]int // open handles per inode in this client
+	// memHolds: opened is the only record of this client's holds
+	// (Options.MemoryHolds).
+	memHolds bool
+	// heldHook, if set (tests only, before the first operation), runs
+	// in op.held with holds in memory, after the open count n is read.
+	heldHook func(ino base.Ino, n int)
 	// releases are closed files whose hold waits for releaseLoop.
 	releases  map[base.Ino]bool
 	releasing bool
@@ -164,6 +179,7 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 	if err := m.openLatestCache(ctx); err != nil {
 		return nil, err
 	}
+	m.memHolds = opts.MemoryHolds && !opts.ReadOnly && m.lc != nil && kv.CanTouch(store)
 	if m.lc == nil && opts.ListingTTL > 0 {
 		m.listings = newListingCache(opts.ListingTTL)
 	}
@@ -183,6 +199,12 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 		if err := m.releaseDeadSessions(ctx); err != nil {
 			m.closeLatestCache()
 			return nil, fmt.Errorf("releasing holds of dead sessions: %w", err)
+		}
+	}
+	if m.memHolds {
+		if err := m.destroyUnheldOrphans(ctx); err != nil {
+			m.closeLatestCache()
+			return nil, fmt.Errorf("destroying unlinked files left open: %w", err)
 		}
 	}
 	return m, nil

@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -97,7 +98,7 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 		if res[1] > res[0] {
 			t.Set(reservedKey(id, res[0]), u64(nil, res[1]))
 		}
-		if !m.opts.ReadOnly {
+		if !m.opts.ReadOnly && !m.memHolds {
 			for _, ino := range open {
 				t.Set(holdKey(ino, id), nil)
 			}
@@ -608,13 +609,23 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 	}
 	m.mu.Unlock()
 	var gen uint64
-	inTxn := n == 0 && sid != 0 && !m.opts.ReadOnly // else no hold to record
+	inTxn := n == 0 && sid != 0 && !m.opts.ReadOnly && !m.memHolds // else no hold to record
 	if m.listings != nil {
 		// An open reads the file's attributes anew (close-to-open): not
 		// those an earlier open kept for its getattr.
 		gen = m.listings.forgetOpened(ino)
 	}
 	switch {
+	case m.memHolds:
+		// The count above is the hold; the touch makes an unlink that
+		// read it as zero and has not committed run again, and orders
+		// this read after one that has (touchHold).
+		if n == 0 {
+			err = m.touchHold(ctx, ino)
+		}
+		if err == nil {
+			a, err = m.GetAttr(ctx, ino)
+		}
 	case !inTxn:
 		a, err = m.GetAttr(ctx, ino)
 	case m.lc == nil:
@@ -745,7 +756,7 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 		m.opened[ino] = n - 1
 	}
 	sid := m.sid
-	lazy := n == 1 && sid != 0 && m.opts.HoldReleaseDelay > 0 && !m.opts.ReadOnly
+	lazy := n == 1 && sid != 0 && m.opts.HoldReleaseDelay > 0 && !m.opts.ReadOnly && !m.memHolds
 	if lazy {
 		m.releases[ino] = true
 		if !m.releasing {
@@ -757,11 +768,78 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 	if n > 1 || m.opts.ReadOnly || lazy {
 		return nil
 	}
+	if m.memHolds {
+		return m.releaseMemoryHold(ctx, ino)
+	}
 	return m.mutate(ctx, func(o *op) error {
 		if sid != 0 {
 			o.Delete(holdKey(ino, sid))
 		}
 		return o.destroyIfOrphan(ino)
+	})
+}
+
+// Holds in memory (Options.MemoryHolds). An unlink decides whether to
+// destroy the inode of a name's last link by reading this client's open
+// count (op.held) inside its transaction. An open that raises the count
+// from zero, or a close that drops it to zero, between that read and the
+// unlink's commit would be missed: the open would then hand out a file
+// the commit destroys, the close would leave an orphan nobody closes.
+// With hold records the two transactions conflicted; here both touch the
+// hold key (ino, session 0) after changing the count, and the unlink
+// reads that key (held reads the inode's hold prefix, or the key itself).
+// Either the touch comes before the unlink's commit, which then runs
+// again and sees the new count; or after it, and the open's or close's
+// read of the attributes, which follows the touch, sees what the unlink
+// committed: an open of a destroyed inode fails, and a close finding the
+// inode unlinked destroys it (op.destroyIfOrphan).
+
+// touchHold orders a change of ino's open count against transactions
+// (kv.Toucher).
+func (m *Meta) touchHold(ctx context.Context, ino base.Ino) error {
+	return m.store.(kv.Toucher).Touch(ctx, [][]byte{holdKey(ino, 0)})
+}
+
+// releaseMemoryHold ends the last open of ino with holds in memory: it
+// destroys the inode if it was unlinked meanwhile.
+func (m *Meta) releaseMemoryHold(ctx context.Context, ino base.Ino) error {
+	if err := m.touchHold(ctx, ino); err != nil {
+		return err
+	}
+	a, err := m.GetAttr(ctx, ino)
+	if errors.Is(err, base.ErrNotFound) || err == nil && a.Nlink > 0 {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return m.mutate(ctx, func(o *op) error { return o.destroyIfOrphan(ino) })
+}
+
+// destroyUnheldOrphans destroys the unlinked inodes that no hold record
+// keeps: with holds in memory, those a previous process had open when it
+// ended. Only for a store no other client uses.
+func (m *Meta) destroyUnheldOrphans(ctx context.Context) error {
+	return m.mutateRaw(ctx, func(o *op) error {
+		var inos []base.Ino
+		err := o.Scan([]byte{pOrphan}, kv.PrefixEnd([]byte{pOrphan}), false, func(k, _ []byte) bool {
+			if len(k) == 9 {
+				inos = append(inos, base.Ino(binary.BigEndian.Uint64(k[1:])))
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if len(inos) > 0 {
+			m.log.Info("destroying unlinked files left open by the previous mount", "files", len(inos))
+		}
+		for _, ino := range inos {
+			if err := o.destroyIfOrphan(ino); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

@@ -104,6 +104,21 @@ func (s *Store) Observe(o kv.CommitObserver) (func(), bool) {
 	return nil, false
 }
 
+// Touch passes kv.Toucher on from the wrapped store; an error without it
+// (see Touches).
+func (s *Store) Touch(ctx context.Context, keys [][]byte) error {
+	if t, ok := s.inner.(kv.Toucher); ok {
+		return t.Touch(ctx, keys)
+	}
+	return fmt.Errorf("%s: the store cannot order changes made outside it (kv.Toucher)", s.inner.Name())
+}
+
+// Touches reports whether the wrapped store has kv.Toucher (kv.CanTouch).
+func (s *Store) Touches() bool {
+	_, ok := s.inner.(kv.Toucher)
+	return ok
+}
+
 // Unwrap returns the wrapped store.
 func (s *Store) Unwrap() kv.Store { return s.inner }
 

@@ -209,3 +209,22 @@ func TestStartUpdate(t *testing.T) {
 		t.Fatalf("update stats after one started update and one abandoned: %+v", u)
 	}
 }
+
+// kv.Toucher passes through only from a store that has it.
+func TestTouchForwarded(t *testing.T) {
+	ctx := context.Background()
+	with := counted.New(memkv.New())
+	if !kv.CanTouch(with) {
+		t.Fatal("CanTouch false over memkv")
+	}
+	if err := with.Touch(ctx, [][]byte{[]byte("k")}); err != nil {
+		t.Fatal(err)
+	}
+	without := counted.New(struct{ kv.Store }{memkv.New()})
+	if kv.CanTouch(without) {
+		t.Fatal("CanTouch true over a store without Touch")
+	}
+	if err := without.Touch(ctx, nil); err == nil {
+		t.Fatal("Touch over a store without it succeeded")
+	}
+}

@@ -45,6 +45,7 @@ var (
 	_ kv.Store      = (*Store)(nil)
 	_ kv.Notifier   = (*Store)(nil)
 	_ kv.Observable = (*Store)(nil)
+	_ kv.Toucher    = (*Store)(nil)
 )
 
 // Observe implements kv.Observable: the store lives in this process.
@@ -114,6 +115,26 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 	s.mu.Unlock()
 	kv.Committed(obs, ws, !closed)
 	if closed {
+		return kv.ErrClosed
+	}
+	return nil
+}
+
+// Touch implements kv.Toucher. Updates run one at a time, each on the
+// state as of its start, so waiting for the one running is enough.
+func (s *Store) Touch(ctx context.Context, keys [][]byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case s.writer <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-s.writer
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
 		return kv.ErrClosed
 	}
 	return nil

@@ -361,3 +361,51 @@ func TestOptimisticInconsistentReadRetried(t *testing.T) {
 		t.Errorf("function ran %d times; want 2", runs)
 	}
 }
+
+// Touch makes an optimistic Update that read a touched key run again, and
+// leaves one that read other keys alone; it writes nothing.
+func TestTouchRerunsReaders(t *testing.T) {
+	s := openOCC(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		read     string
+		wantRuns int
+	}{{"touched", 2}, {"other", 1}} {
+		runs := 0
+		err := s.Update(ctx, func(tx kv.Txn) error {
+			runs++
+			if _, err := tx.Get([]byte(tc.read)); err != nil {
+				return err
+			}
+			if runs == 1 {
+				// Not under the writer slot: the first run is optimistic.
+				if err := s.Touch(ctx, [][]byte{[]byte("touched")}); err != nil {
+					return err
+				}
+			}
+			tx.Set([]byte("out"), []byte("1"))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs != tc.wantRuns {
+			t.Errorf("Update that read %q ran %d times, want %d", tc.read, runs, tc.wantRuns)
+		}
+	}
+	if err := s.View(ctx, func(r kv.Reader) error {
+		v, err := r.Get([]byte("touched"))
+		if err == nil && v != nil {
+			err = fmt.Errorf("touched key holds %q; Touch must write nothing", v)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Touch(ctx, nil); !errors.Is(err, kv.ErrClosed) {
+		t.Fatalf("Touch after Close = %v; want ErrClosed", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -119,6 +120,7 @@ var (
 	_ kv.Store      = (*Store)(nil)
 	_ kv.Notifier   = (*Store)(nil)
 	_ kv.Observable = (*Store)(nil)
+	_ kv.Toucher    = (*Store)(nil)
 )
 
 // Observe implements kv.Observable: this process is the only writer.
@@ -261,6 +263,26 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 		return err
 	}
 	return s.commit(b, tx.writes)
+}
+
+// Touch implements kv.Toucher: it logs keys as written by a commit, under
+// the writer slot, so that optimistic Updates that read one of them and
+// have not committed re-run (occ.go), and returns after every commit that
+// held the slot before it.
+func (s *Store) Touch(ctx context.Context, keys [][]byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	s.commits.add(slices.Clone(keys))
+	<-s.writer
+	return nil
 }
 
 // acquire takes the writer slot, honouring ctx.
