@@ -832,7 +832,7 @@ func (m *Meta) destroyUnheldOrphans(ctx context.Context) error {
 			return err
 		}
 		if len(inos) > 0 {
-			m.log.Info("destroying unlinked files left open by the previous mount", "files", len(inos))
+			m.log.Info("unlinked files left open by earlier mounts: destroying those no hold record keeps", "files", len(inos))
 		}
 		for _, ino := range inos {
 			if err := o.destroyIfOrphan(ino); err != nil {
