@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -235,6 +236,100 @@ func TestE2EWorkloads(t *testing.T) {
 	cairn(t, "fsck", v.meta)
 }
 
+// mountForeground runs a mount in the foreground, as a child process the
+// test may kill, and returns once the mount is there.
+func (v *e2eVolume) mountForeground(t *testing.T, opts ...string) *exec.Cmd {
+	t.Helper()
+	args := append(append([]string{"mount"}, opts...), v.meta, v.mnt)
+	c := exec.Command(cairnBinary(t), args...)
+	logf, _ := os.OpenFile(v.dir+"/fg.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	c.Stdout, c.Stderr = logf, logf
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		if _, ok := mountedAt(v.mnt); ok {
+			return c
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = c.Process.Kill()
+	_ = c.Wait()
+	t.Fatal("mount did not appear")
+	return nil
+}
+
+// stopForeground ends a mountForeground process with SIGTERM, which
+// must unmount and exit cleanly.
+func (v *e2eVolume) stopForeground(t *testing.T, c *exec.Cmd) {
+	t.Helper()
+	c.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("clean shutdown on SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		c.Process.Kill()
+		t.Fatal("mount process did not exit on SIGTERM")
+	}
+	if _, ok := mountedAt(v.mnt); ok {
+		t.Fatal("SIGTERM left the mount in place")
+	}
+}
+
+// An embedded mount keeps its open-file holds in memory: a file unlinked
+// while open when the mount is killed has no record to keep it, and the
+// next process to open the volume destroys it.
+func TestE2EKill9OpenUnlinked(t *testing.T) {
+	v := newE2EVolume(t)
+	c := v.mountForeground(t)
+	t.Cleanup(func() { _ = syscall.Unmount(v.mnt, syscall.MNT_DETACH) })
+	data := make([]byte, 3<<20)
+	rand.Read(data)
+	path := filepath.Join(v.mnt, "gone")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(data))
+	if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("reading the open unlinked file: %v", err)
+	}
+	d, _ := os.Open(v.mnt)
+	d.Sync() // the unlink reaches the disk before the kill
+	d.Close()
+	if err := c.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.Wait()
+	if err := syscall.Unmount(v.mnt, syscall.MNT_DETACH); err != nil {
+		t.Fatalf("detaching the dead mount: %v", err)
+	}
+	// Opening the volume (here for status) destroys it: only the root
+	// is left, and nothing is used.
+	out := cairn(t, "status", v.meta)
+	if !regexp.MustCompile(`(?m)^Inodes\s+1$`).MatchString(out) || !regexp.MustCompile(`(?m)^Used\s+0 B `).MatchString(out) {
+		t.Fatalf("status after kill -9 with an open unlinked file: want 1 inode and 0 B used:\n%s", out)
+	}
+	cairn(t, "fsck", v.meta)
+	c = v.mountForeground(t)
+	v.stopForeground(t, c)
+	cairn(t, "fsck", v.meta)
+}
+
 func TestE2EKill9(t *testing.T) {
 	// With the writeback cache (the default) an unflushed write may still be
 	// in the kernel's page cache when the mount dies; without it, it has
@@ -246,23 +341,7 @@ func TestE2EKill9(t *testing.T) {
 
 func testKill9(t *testing.T, writeback bool) {
 	v := newE2EVolume(t)
-	bin := cairnBinary(t)
-	start := func() *exec.Cmd {
-		c := exec.Command(bin, "mount", fmt.Sprintf("--writeback=%v", writeback), v.meta, v.mnt)
-		logf, _ := os.OpenFile(v.dir+"/fg.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		c.Stdout, c.Stderr = logf, logf
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < 100; i++ {
-			if _, ok := mountedAt(v.mnt); ok {
-				return c
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Fatal("mount did not appear")
-		return nil
-	}
+	start := func() *exec.Cmd { return v.mountForeground(t, fmt.Sprintf("--writeback=%v", writeback)) }
 	c := start()
 	t.Cleanup(func() {
 		_ = syscall.Unmount(v.mnt, syscall.MNT_DETACH)
@@ -325,21 +404,7 @@ func testKill9(t *testing.T, writeback bool) {
 	if !bytes.Equal(got, synced) {
 		t.Fatal("fsynced data did not survive kill -9")
 	}
-	c.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("clean shutdown on SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		c.Process.Kill()
-		t.Fatal("mount process did not exit on SIGTERM")
-	}
-	if _, ok := mountedAt(v.mnt); ok {
-		t.Fatal("SIGTERM left the mount in place")
-	}
+	v.stopForeground(t, c)
 	cairn(t, "fsck", v.meta)
 }
 
