@@ -177,12 +177,12 @@ func usageBytes(a *base.Attr) int64 {
 // held reports whether ino is open somewhere: in this client, or by any
 // session's persistent hold.
 func (o *op) held(ino base.Ino) (bool, error) {
-	if o.m.memHolds {
+	n := o.m.openCount(ino)
+	if o.m.holdToucher != nil {
 		// The count is the hold; an open or close that changes it
 		// touches holdKey(ino, 0) (session.go, "Holds in memory"), so
 		// the commit must depend on that key. Reading the prefix below
 		// covers it.
-		n := o.m.openCount(ino)
 		if hook := o.m.heldHook; hook != nil {
 			hook(ino, n)
 		}
@@ -194,7 +194,7 @@ func (o *op) held(ino base.Ino) (bool, error) {
 			}
 			return true, nil
 		}
-	} else if o.m.openCount(ino) > 0 {
+	} else if n > 0 {
 		// Open in this client, whose hold (written by the open) is
 		// written back for the same reason as below: the last close
 		// of this client may be committing its release right now, and

@@ -13,7 +13,7 @@ import (
 func newMemHoldMeta(t *testing.T) *Meta {
 	t.Helper()
 	m, _ := newTestMetaStore(t, Options{MemoryHolds: true})
-	if !m.memHolds {
+	if m.holdToucher == nil {
 		t.Fatal("MemoryHolds not in effect on the test store")
 	}
 	must[uint64](t)(m.NewSession(ctx, SessionInfo{Host: "here"}))

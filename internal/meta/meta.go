@@ -126,9 +126,10 @@ type Meta struct {
 	sid     uint64
 	session SessionInfo
 	opened  map[base.Ino]int // open handles per inode in this client
-	// memHolds: opened is the only record of this client's holds
-	// (Options.MemoryHolds).
-	memHolds bool
+	// holdToucher, if set, makes opened the only record of this
+	// client's holds (Options.MemoryHolds) and orders changes of it
+	// against transactions (session.go, "Holds in memory").
+	holdToucher kv.Toucher
 	// heldHook, if set (tests only, before the first operation), runs
 	// in op.held with holds in memory, after the open count n is read.
 	heldHook func(ino base.Ino, n int)
@@ -179,7 +180,9 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 	if err := m.openLatestCache(ctx); err != nil {
 		return nil, err
 	}
-	m.memHolds = opts.MemoryHolds && !opts.ReadOnly && m.lc != nil && kv.CanTouch(store)
+	if opts.MemoryHolds && !opts.ReadOnly && m.lc != nil && kv.CanTouch(store) {
+		m.holdToucher = store.(kv.Toucher)
+	}
 	if m.lc == nil && opts.ListingTTL > 0 {
 		m.listings = newListingCache(opts.ListingTTL)
 	}
@@ -201,7 +204,7 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 			return nil, fmt.Errorf("releasing holds of dead sessions: %w", err)
 		}
 	}
-	if m.memHolds {
+	if m.holdToucher != nil {
 		if err := m.destroyUnheldOrphans(ctx); err != nil {
 			m.closeLatestCache()
 			return nil, fmt.Errorf("destroying unlinked files left open: %w", err)

@@ -222,7 +222,7 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		if err := o.createRead(parent, name); err != nil {
 			return err
 		}
-		if sid != 0 && !m.memHolds {
+		if sid != 0 && m.holdToucher == nil {
 			o.Set(holdKey(ino, sid), nil)
 		}
 		p, err := o.freeName(c, parent, name, "create")

@@ -98,7 +98,7 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 		if res[1] > res[0] {
 			t.Set(reservedKey(id, res[0]), u64(nil, res[1]))
 		}
-		if !m.opts.ReadOnly && !m.memHolds {
+		if !m.opts.ReadOnly && m.holdToucher == nil {
 			for _, ino := range open {
 				t.Set(holdKey(ino, id), nil)
 			}
@@ -609,14 +609,14 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 	}
 	m.mu.Unlock()
 	var gen uint64
-	inTxn := n == 0 && sid != 0 && !m.opts.ReadOnly && !m.memHolds // else no hold to record
+	inTxn := n == 0 && sid != 0 && !m.opts.ReadOnly // else no hold to record
 	if m.listings != nil {
 		// An open reads the file's attributes anew (close-to-open): not
 		// those an earlier open kept for its getattr.
 		gen = m.listings.forgetOpened(ino)
 	}
 	switch {
-	case m.memHolds:
+	case m.holdToucher != nil:
 		// The count above is the hold; the touch makes an unlink that
 		// read it as zero and has not committed run again, and orders
 		// this read after one that has (touchHold).
@@ -756,7 +756,7 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 		m.opened[ino] = n - 1
 	}
 	sid := m.sid
-	lazy := n == 1 && sid != 0 && m.opts.HoldReleaseDelay > 0 && !m.opts.ReadOnly && !m.memHolds
+	lazy := n == 1 && sid != 0 && m.opts.HoldReleaseDelay > 0 && !m.opts.ReadOnly && m.holdToucher == nil
 	if lazy {
 		m.releases[ino] = true
 		if !m.releasing {
@@ -768,7 +768,7 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 	if n > 1 || m.opts.ReadOnly || lazy {
 		return nil
 	}
-	if m.memHolds {
+	if m.holdToucher != nil {
 		return m.releaseMemoryHold(ctx, ino)
 	}
 	return m.mutate(ctx, func(o *op) error {
@@ -797,7 +797,7 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 // touchHold orders a change of ino's open count against transactions
 // (kv.Toucher).
 func (m *Meta) touchHold(ctx context.Context, ino base.Ino) error {
-	return m.store.(kv.Toucher).Touch(ctx, [][]byte{holdKey(ino, 0)})
+	return m.holdToucher.Touch(ctx, [][]byte{holdKey(ino, 0)})
 }
 
 // releaseMemoryHold ends the last open of ino with holds in memory: it

@@ -71,13 +71,8 @@ func (s *Store) snapshot() (*tree, error) {
 
 // Update implements kv.Store. Transactions never conflict, so fn runs once.
 func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.acquire(ctx); err != nil {
 		return err
-	}
-	select {
-	case s.writer <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 	defer func() { <-s.writer }()
 
@@ -120,16 +115,24 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 	return nil
 }
 
-// Touch implements kv.Toucher. Updates run one at a time, each on the
-// state as of its start, so waiting for the one running is enough.
-func (s *Store) Touch(ctx context.Context, keys [][]byte) error {
+// acquire takes the writer slot, honouring ctx.
+func (s *Store) acquire(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	select {
 	case s.writer <- struct{}{}:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// Touch implements kv.Toucher. Updates run one at a time, each on the
+// state as of its start, so waiting for the one running is enough.
+func (s *Store) Touch(ctx context.Context, keys [][]byte) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
 	}
 	<-s.writer
 	s.mu.Lock()
