@@ -185,6 +185,12 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			mo.Volume.NoCacheSmallWrites = !cacheSmallWrites
 			mo.Volume.NoDirLeases = !dirLeases
 			mo.Volume.CacheOnStoreFS = cacheOnStoreFS
+			if !cmd.Flags().Changed("attr-timeout") {
+				attrTimeout = time.Second
+			}
+			if !cmd.Flags().Changed("entry-timeout") {
+				entryTimeout = time.Second
+			}
 			// Lookups answered from a directory listing are no older than
 			// the kernel could have kept them itself.
 			mo.Volume.ListingTTL = min(attrTimeout, entryTimeout)
@@ -193,6 +199,8 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			mo.Fuse.AttrTimeout = attrTimeout
 			mo.Fuse.EntryTimeout = entryTimeout
 			mo.Fuse.NegativeTimeout = negTimeout
+			// Unless set, both are 1 s, and the daemon may lengthen them.
+			mo.FixedTimeouts = cmd.Flags().Changed("attr-timeout") || cmd.Flags().Changed("entry-timeout")
 			mo.Fuse.Debug = debug
 			mo.Fuse.WritebackCache = writeback
 			mo.Fuse.MaxReadAhead = int(ra)
@@ -223,8 +231,8 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 	f.BoolVar(&cacheOnStoreFS, "cache-on-store-fs", false, "use --cache-dir directories even on the file system of a file:// data store (by default skipped: there the cache only copies blocks)")
 	f.DurationVar(&objectLatency, "object-latency", 0, "FOR BENCHMARKS AND FAULT TESTS: delay every data store request by this much (e.g. 10ms), so a local store answers like a remote one")
 	metricsFlag(f, &metricsAddr)
-	f.DurationVar(&attrTimeout, "attr-timeout", time.Second, "how long the kernel caches attributes")
-	f.DurationVar(&entryTimeout, "entry-timeout", time.Second, "how long the kernel caches names")
+	f.DurationVar(&attrTimeout, "attr-timeout", 0, "how long the kernel caches attributes (default: 1h on an embedded volume without --nfs-listen, where every change goes through this mount's kernel, for the live volume; 1s otherwise)")
+	f.DurationVar(&entryTimeout, "entry-timeout", 0, "how long the kernel caches names (default: as --attr-timeout's)")
 	f.BoolVar(&writeback, "writeback", true, "let the kernel buffer small writes and send them in large requests (FUSE writeback cache); --writeback=false sends every write(2) to Cairn. Default off on shared volumes, where the kernel would keep stale file sizes")
 	f.StringVar(&maxReadAhead, "max-readahead", "1M", "the kernel's read-ahead window per file (FUSE starts at 128K; raised as root, see docs/fuse-tuning.md)")
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")

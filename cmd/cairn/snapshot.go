@@ -139,8 +139,11 @@ to DEST in the live volume (default: PATH itself). DEST must not exist; its
 parent must. No data is copied: the copies share the snapshot's blocks, and
 those blocks stay until neither the copies nor the snapshot use them.
 Modes, owners, times, extended attributes and hard links inside the tree
-are kept. Paths are from the root of the volume. On a mounted volume a
-lookup the kernel cached may take up to --entry-timeout to see DEST.`,
+are kept. Paths are from the root of the volume. A mount of an embedded
+volume, which runs the restore, tells its kernel to drop what it cached of
+DEST and its parent; other clients of a shared volume see DEST once their
+kernels' cached failed lookup (--negative-timeout) and the parent's
+attributes (--attr-timeout) expire.`,
 		Example: `  cairn snapshot restore pebble:///var/lib/cairn/meta nightly /home/ann/report.odt /home/ann/report.old.odt
   cairn snapshot restore 'postgres://cairn@db1/vol1' before-migration /srv/db`,
 		Args: cobra.RangeArgs(3, 4),

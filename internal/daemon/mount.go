@@ -52,7 +52,16 @@ type MountOptions struct {
 	// second process: while it is mounted, its snapshots are under
 	// .snapshots of that mount.
 	Snapshot string
+	// FixedTimeouts keeps Fuse.AttrTimeout and EntryTimeout for every
+	// inode. Without it a mount of an embedded volume without NFSListen,
+	// where every change goes through its kernel, lets the kernel keep
+	// the live volume's attributes and entries for soleKernelTimeout.
+	FixedTimeouts bool
 }
+
+// soleKernelTimeout is how long the kernel may keep attributes and
+// entries where it sees every change (MountOptions.FixedTimeouts).
+const soleKernelTimeout = time.Hour
 
 // CheckMountPoint verifies that mp exists, is a directory and is not
 // already a mount point.
@@ -211,6 +220,12 @@ func Mount(ctx context.Context, o MountOptions) error {
 	// the files goes through it: not with other clients, nor with NFS
 	// clients writing through the gateway of this process.
 	fo.KeepCache = !vol.Loc.Shared() && o.NFSListen == ""
+	if fo.KeepCache && o.Snapshot == "" && !o.FixedTimeouts {
+		// And attributes and entries for long: what changes behind the
+		// kernel's back (a restore from a snapshot, setuid dropped by a
+		// write) is reported to it (docs/fuse-tuning.md).
+		fo.LiveTimeout = soleKernelTimeout
+	}
 	if o.NFSListen != "" && o.Snapshot != "" {
 		_ = v.Close(context.Background())
 		return errors.New("--nfs-listen serves the live volume: it cannot be combined with --snapshot")
@@ -221,6 +236,9 @@ func Mount(ctx context.Context, o MountOptions) error {
 	if err != nil {
 		_ = v.Close(context.Background())
 		return err
+	}
+	if o.Snapshot == "" {
+		vol.kernelChanged = srv.Changed
 	}
 	// stopNFS stops the NFS gateway (if any) before vfs closes.
 	stopNFS := func() {}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -118,6 +119,16 @@ func SnapshotRestore(ctx context.Context, v *Volume, name, src, dst string, w io
 			fmt.Fprintf(w, "restoring: %d files, %d directories (%s)\n", st.Files, st.Dirs, now.Sub(start).Round(time.Second))
 		}
 	})
+	if v.kernelChanged != nil && !errors.Is(err, base.ErrExist) {
+		// Whatever was restored, even in part, is new to the kernel of
+		// this mount, which may keep the destination's parent's
+		// attributes (and a lookup of dst made during the restore) for
+		// long on an embedded volume.
+		clean := path.Clean("/" + dst)
+		if parent, _, perr := v.Meta.ResolvePath(ctx, meta.RootCaller, nil, path.Dir(clean)); perr == nil {
+			v.kernelChanged(parent, path.Base(clean))
+		}
+	}
 	if err != nil {
 		if errors.Is(err, base.ErrExist) {
 			return fmt.Errorf("restore %s: %s already exists in the live volume: choose another destination or remove it first: %w", src, dst, err)

@@ -338,6 +338,10 @@ type Volume struct {
 	// diskSkipped says why the disk cache of CacheDirs is not used, or "".
 	diskSkipped string
 	started     time.Time
+	// kernelChanged, set by a FUSE mount of the live volume before admin
+	// commands can arrive, tells its kernel that an admin command changed
+	// entry name of directory parent behind its back (fuse.Server.Changed).
+	kernelChanged func(parent base.Ino, name string)
 }
 
 // OpenVolume opens a formatted volume and checks that its data store

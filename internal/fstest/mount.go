@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/daemon"
 	"github.com/cairnfs/cairn/internal/fuse"
 	"github.com/cairnfs/cairn/internal/meta"
@@ -63,6 +64,7 @@ type Mount struct {
 // MountOptions tune MountVolume.
 type MountOptions struct {
 	AttrTimeout, EntryTimeout time.Duration
+	LiveTimeout               time.Duration // fuse.Options.LiveTimeout
 	ReadOnly                  bool
 	NoWriteback               bool // mount without the FUSE writeback cache
 }
@@ -88,7 +90,7 @@ func MountVolume(t testing.TB, v *Volume, o MountOptions) *Mount {
 	dir := t.TempDir()
 	srv, err := fuse.Mount(fs, dir, fuse.Options{
 		FsName: v.MetaURL, AllowOther: true, Logger: log, ReadOnly: o.ReadOnly,
-		AttrTimeout: o.AttrTimeout, EntryTimeout: o.EntryTimeout, WritebackCache: !o.NoWriteback,
+		AttrTimeout: o.AttrTimeout, EntryTimeout: o.EntryTimeout, LiveTimeout: o.LiveTimeout, WritebackCache: !o.NoWriteback,
 		KeepCache: true, // as cairn mount of an embedded volume
 	})
 	if err != nil {
@@ -99,6 +101,9 @@ func MountVolume(t testing.TB, v *Volume, o MountOptions) *Mount {
 	t.Cleanup(func() { m.Close() })
 	return m
 }
+
+// Changed calls fuse.Server.Changed.
+func (m *Mount) Changed(parent base.Ino, name string) { m.srv.Changed(parent, name) }
 
 // Close unmounts (retrying while busy), flushes, checks the volume with
 // fsck and closes it. Safe to call twice.

@@ -29,6 +29,14 @@ type Options struct {
 	// AttrTimeout and EntryTimeout are how long the kernel may cache
 	// attributes and names. NegativeTimeout caches failed lookups.
 	AttrTimeout, EntryTimeout, NegativeTimeout time.Duration
+	// LiveTimeout, if positive, is the attribute and entry timeout of
+	// the inodes of the tree at the root (vfs.AtRoot), in place of
+	// AttrTimeout and EntryTimeout, which stay for /.snapshots and the
+	// snapshots under it. Only for mounts where every change to that
+	// tree goes through this kernel (which then updates or drops what it
+	// cached itself) or is reported to it with Server.Changed: the
+	// daemon sets it on embedded volumes without an NFS gateway.
+	LiveTimeout time.Duration
 	// MaxWrite is the largest write and read request (default 1 MiB, the
 	// kernel's limit). See docs/fuse-tuning.md for this and the others.
 	MaxWrite int
@@ -160,6 +168,25 @@ func (s *Server) Unmount() error {
 // Wait blocks until the file system is unmounted.
 func (s *Server) Wait() { s.srv.Wait() }
 
+// Changed tells the kernel that entry name of directory parent (a
+// front-end inode number) was made, removed or replaced behind its back,
+// as an admin command does: it drops the entry (and what it cached
+// under it) and parent's attributes. Unknown inodes are no error.
+func (s *Server) Changed(parent base.Ino, name string) {
+	if st := s.srv.EntryNotify(uint64(parent), name); !st.Ok() && st != gofuse.ENOENT {
+		s.fs.opts.Logger.Warn("dropping the kernel's cached entry", "parent", parent, "name", name, "status", st)
+	}
+	s.fs.invalidateAttr(uint64(parent))
+}
+
+// invalidateAttr drops the kernel's cached attributes of node id (not
+// its pages).
+func (fs *rawFS) invalidateAttr(id uint64) {
+	if st := fs.srv.InodeNotify(id, -1, 0); !st.Ok() && st != gofuse.ENOENT {
+		fs.opts.Logger.Warn("dropping the kernel's cached attributes", "ino", id, "status", st)
+	}
+}
+
 type rawFS struct {
 	gofuse.RawFileSystem
 	v    *vfs.VFS
@@ -211,11 +238,27 @@ func timeout(d time.Duration) (uint64, uint32) {
 	return uint64(d / time.Second), uint32(d % time.Second)
 }
 
+// attrTimeout and entryTimeout are how long the kernel may keep ino's
+// attributes and an entry naming it.
+func (fs *rawFS) attrTimeout(ino base.Ino) time.Duration {
+	if fs.opts.LiveTimeout > 0 && vfs.AtRoot(ino) {
+		return fs.opts.LiveTimeout
+	}
+	return fs.opts.AttrTimeout
+}
+
+func (fs *rawFS) entryTimeout(ino base.Ino) time.Duration {
+	if fs.opts.LiveTimeout > 0 && vfs.AtRoot(ino) {
+		return fs.opts.LiveTimeout
+	}
+	return fs.opts.EntryTimeout
+}
+
 func (fs *rawFS) fillEntry(ino base.Ino, a *base.Attr, out *gofuse.EntryOut) {
 	out.NodeId = uint64(ino)
 	out.Generation = 1
-	out.EntryValid, out.EntryValidNsec = timeout(fs.opts.EntryTimeout)
-	out.AttrValid, out.AttrValidNsec = timeout(fs.opts.AttrTimeout)
+	out.EntryValid, out.EntryValidNsec = timeout(fs.entryTimeout(ino))
+	out.AttrValid, out.AttrValidNsec = timeout(fs.attrTimeout(ino))
 	fillAttr(ino, a, &out.Attr)
 }
 
@@ -242,7 +285,7 @@ func (fs *rawFS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofu
 	if e != 0 {
 		return st(e)
 	}
-	out.AttrValid, out.AttrValidNsec = timeout(fs.opts.AttrTimeout)
+	out.AttrValid, out.AttrValidNsec = timeout(fs.attrTimeout(base.Ino(in.NodeId)))
 	fillAttr(base.Ino(in.NodeId), &a, &out.Attr)
 	return gofuse.OK
 }
@@ -291,7 +334,7 @@ func (fs *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofu
 	if e != 0 {
 		return st(e)
 	}
-	out.AttrValid, out.AttrValidNsec = timeout(fs.opts.AttrTimeout)
+	out.AttrValid, out.AttrValidNsec = timeout(fs.attrTimeout(base.Ino(in.NodeId)))
 	fillAttr(base.Ino(in.NodeId), &a, &out.Attr)
 	return gofuse.OK
 }
@@ -475,9 +518,7 @@ func (fs *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.Ope
 	if fs.opts.CloseToOpen {
 		// Attributes only: a negative offset leaves the pages, which
 		// the kernel drops anyway since we do not set FOPEN_KEEP_CACHE.
-		if s := fs.srv.InodeNotify(in.NodeId, -1, 0); !s.Ok() && s != gofuse.ENOENT {
-			fs.opts.Logger.Debug("invalidating attributes at open", "ino", in.NodeId, "status", s)
-		}
+		fs.invalidateAttr(in.NodeId)
 	}
 	out.Fh = fh
 	out.OpenFlags = fs.openFlags(in.Flags)
@@ -502,8 +543,13 @@ func (fs *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) 
 		// HANDLE_KILLPRIV_V2: the kernel marks the writes that must drop
 		// setuid and setgid (a writer without CAP_FSETID) and leaves it
 		// to us.
-		if e := fs.v.KillPriv(context.Background(), base.Ino(in.NodeId)); e != 0 {
+		dropped, e := fs.v.KillPriv(context.Background(), base.Ino(in.NodeId))
+		if e != 0 {
 			return 0, st(e)
+		}
+		if dropped {
+			// The kernel keeps the mode it had until told.
+			fs.invalidateAttr(in.NodeId)
 		}
 	}
 	n, e := fs.v.Write(context.Background(), in.Fh, int64(in.Offset), data)

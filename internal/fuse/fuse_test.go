@@ -19,6 +19,7 @@ import (
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/fstest"
 	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/vfs"
 )
 
 const nobody = 65534
@@ -347,5 +348,96 @@ func TestFUSEParallelDirectWrites(t *testing.T) {
 				t.Fatalf("block %d byte %d: %#x, want %#x", blk, i, b, want)
 			}
 		}
+	}
+}
+
+// TestFUSELiveTimeout: with LiveTimeout the kernel keeps the live tree's
+// attributes past AttrTimeout (a change behind its back stays unseen),
+// yet what Cairn itself changes behind it is reported: setuid dropped by
+// a write of another user, and entries an admin command made
+// (Server.Changed). /.snapshots keeps the short timeout.
+func TestFUSELiveTimeout(t *testing.T) {
+	m := fstest.MountVolume(t, fstest.NewVolume(t), fstest.MountOptions{
+		AttrTimeout: mountAttrTTL, EntryTimeout: mountAttrTTL, LiveTimeout: time.Hour})
+	openForNobody(t, m.Dir)
+	ctx := context.Background()
+	kernelMode := func(p string) uint32 {
+		t.Helper()
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Mode & 0o7777
+	}
+
+	// kept past AttrTimeout
+	p := filepath.Join(m.Dir, "kept")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kernelMode(p)
+	if _, e := m.VFS.SetAttr(ctx, meta.RootCaller, inoOf(t, p), meta.SetAttrRequest{Valid: meta.SetMode, Mode: 0o600}); e != 0 {
+		t.Fatal(e)
+	}
+	time.Sleep(2 * mountAttrTTL)
+	if got := kernelMode(p); got != 0o644 {
+		t.Errorf("mode changed behind the kernel: it shows %o, want the kept 644 (LiveTimeout not applied)", got)
+	}
+
+	// setuid dropped by Cairn at a write: the kernel shows it at once
+	// (this kernel drops its cached mode after such a write itself;
+	// Cairn tells it too, as nothing documents that)
+	p = filepath.Join(m.Dir, "suid")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o777|os.ModeSetuid|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	asNobody(t, "echo hi >> "+p)
+	if got := kernelMode(p); got != 0o777 {
+		t.Errorf("after a write by another user the kernel shows mode %o, want 777", got)
+	}
+
+	// entries made behind the kernel, then reported
+	dir := filepath.Join(m.Dir, "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var before syscall.Stat_t
+	if err := syscall.Stat(dir, &before); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, e := m.VFS.Mknod(ctx, meta.RootCaller, base.Ino(before.Ino), "sub", base.TypeDir, 0o755, 0, 0, ""); e != 0 {
+		t.Fatal(e)
+	}
+	m.Changed(base.Ino(before.Ino), "sub")
+	var after syscall.Stat_t
+	if err := syscall.Stat(dir, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Nlink != before.Nlink+1 {
+		t.Errorf("after Changed the kernel shows nlink %d, want %d", after.Nlink, before.Nlink+1)
+	}
+
+	// /.snapshots: a snapshot taken after a look is seen within AttrTimeout
+	snaps := filepath.Join(m.Dir, vfs.SnapshotsDir)
+	if _, err := os.ReadDir(snaps); err != nil {
+		t.Fatal(err)
+	}
+	var s0 syscall.Stat_t
+	if err := syscall.Stat(snaps, &s0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Vol.Meta.CreateSnapshot(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * mountAttrTTL)
+	var s1 syscall.Stat_t
+	if err := syscall.Stat(snaps, &s1); err != nil {
+		t.Fatal(err)
+	}
+	if s1.Nlink != s0.Nlink+1 {
+		t.Errorf("/.snapshots after a new snapshot: nlink %d, want %d", s1.Nlink, s0.Nlink+1)
 	}
 }

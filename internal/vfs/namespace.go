@@ -303,22 +303,24 @@ func (v *VFS) GetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name s
 // security.capability. The FUSE adapter calls it for the writes the
 // kernel marks so (HANDLE_KILLPRIV_V2 leaves this to the file system). It
 // reads the attributes, and writes only when there is something to drop.
-func (v *VFS) KillPriv(ctx context.Context, ino base.Ino) syscall.Errno {
+// dropped says whether the mode changed.
+func (v *VFS) KillPriv(ctx context.Context, ino base.Ino) (dropped bool, e syscall.Errno) {
 	a, e := v.GetAttr(ctx, ino)
 	if e != 0 {
-		return e
+		return false, e
 	}
 	if a.Type != base.TypeDir && (a.Mode&0o4000 != 0 || a.Mode&0o2010 == 0o2010) {
 		if _, e := v.SetAttr(ctx, meta.RootCaller, ino, meta.SetAttrRequest{Valid: meta.SetKillSuidgid}); e != 0 {
-			return e
+			return false, e
 		}
+		dropped = true
 	}
 	if _, e := v.GetXattr(ctx, meta.RootCaller, ino, capXattr); e == 0 {
 		if e := v.RemoveXattr(ctx, meta.RootCaller, ino, capXattr); e != 0 && e != syscall.ENODATA {
-			return e
+			return dropped, e
 		}
 	}
-	return 0
+	return dropped, 0
 }
 
 // ListXattr lists extended attribute names.

@@ -65,6 +65,11 @@ const (
 // SnapshotsIno is the front-end inode number of /.snapshots.
 const SnapshotsIno = base.Ino(snapshotsSlot<<slotShift | 1)
 
+// AtRoot reports whether front-end inode number ino is in the tree at
+// the root of the mount (the live volume, or the mounted snapshot), not
+// /.snapshots nor a snapshot under it.
+func AtRoot(ino base.Ino) bool { return uint64(ino)>>slotShift == 0 }
+
 // reader is the read half of the metadata engine that vfs uses: the live
 // volume (*meta.Meta), a snapshot (*meta.View), or the /.snapshots
 // directory. Every method is safe for concurrent use and returns meta's
