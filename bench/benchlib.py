@@ -73,7 +73,7 @@ def _meta_worker(args):
         for i in range(n):
             fd = os.open(os.path.join(d, f"f{i}"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
             os.close(fd)
-    elif phase == "stat":
+    elif phase in ("stat", "restat"):
         for i in range(n):
             os.stat(os.path.join(d, f"f{i}"))
     elif phase == "unlink":
@@ -83,13 +83,19 @@ def _meta_worker(args):
     return time.perf_counter() - t0
 
 
-def meta(root, files, procs):
-    files, procs = int(files), int(procs)
+def meta(root, files, procs, pause="0"):
+    """create, stat, unlink: ops/s of each. With pause, that many seconds
+    between phases (2: past the kernel's 1 s attribute and entry timeouts)
+    and a second stat pass (restat) before the unlinks."""
+    files, procs, pause = int(files), int(procs), float(pause)
     per = files // procs
     dirs = [os.path.join(root, f"meta.{p}") for p in range(procs)]
     ctx = mp.get_context("fork")
     with ctx.Pool(procs) as pool:
-        for phase in ("create", "stat", "unlink"):
+        phases = ("create", "stat", "restat", "unlink") if pause > 0 else ("create", "stat", "unlink")
+        for i, phase in enumerate(phases):
+            if i > 0:
+                time.sleep(pause)
             start_at = time.time() + 0.2
             t0 = time.time()
             times = pool.map(_meta_worker, [(phase, d, per, start_at) for d in dirs])

@@ -30,6 +30,8 @@
 #                 no cache (new mount process): what a page fault's read-around costs
 #   randrw1, randrw4  8K 67/33 O_DIRECT, 1 or 4 jobs, $RSIZE file read once before, $RT s
 #   meta          create/stat/unlink of $META_FILES files by 4 processes (benchlib.py meta)
+#   meta-pause    the same with 2 s between the phases (past 1 s kernel timeouts)
+#                 and a second stat pass (restat) before the unlinks
 #
 # Environment: CAIRN (./bin/cairn), SIZE (512M), RSIZE (256M), RT (8),
 # META_FILES (4000), BENCH_TMP (/tmp). Wrap it in `flock /tmp/cairn-bench.lock`
@@ -159,8 +161,10 @@ run1() { # ENV FLAGS
 			--lat_percentiles=1 --unified_rw_reporting=both --output-format=json --output="$W/o.json" >/dev/null
 		fioval "$W/o.json" mixed
 		;;
-	meta)
-		python3 "$HERE/benchlib.py" meta "$mp" "$META_FILES" 4 | tr '\n' ' '
+	meta | meta-pause)
+		local pause=0
+		[[ $test == meta-pause ]] && pause=2
+		python3 "$HERE/benchlib.py" meta "$mp" "$META_FILES" 4 "$pause" | tr '\n' ' '
 		echo
 		;;
 	*)

@@ -19,12 +19,13 @@ SHARED=${SHARED:-0}                # 1: shared mode (PostgreSQL metadata, S3 dat
 RUNS=${RUNS:-1}                     # repeat everything; the table shows medians
 SETTLE=${SETTLE:-10}               # seconds of quiet before each target (settle)
 SEQ_SIZE=${SEQ_SIZE:-1G}           # file size for sequential write/read
+# SEQ_BS: block sizes of the sequential rows; RAND_TESTS: random rows (either empty: skip)
 if [[ $SHARED == 1 ]]; then
-	SEQ_BS=${SEQ_BS:-128k}
-	RAND_TESTS=${RAND_TESTS:-randrw-8k}
+	SEQ_BS=${SEQ_BS-128k}
+	RAND_TESTS=${RAND_TESTS-randrw-8k}
 else
-	SEQ_BS=${SEQ_BS:-8k 32k 128k}
-	RAND_TESTS=${RAND_TESTS:-randrw-8k-1j randrw-8k randread-4k randwrite-4k}
+	SEQ_BS=${SEQ_BS-8k 32k 128k}
+	RAND_TESTS=${RAND_TESTS-randrw-8k-1j randrw-8k randread-4k randwrite-4k}
 fi
 RAND_SIZE=${RAND_SIZE:-1G}         # file size for random workloads
 RAND_RUNTIME=${RAND_RUNTIME:-15}   # seconds per random workload
