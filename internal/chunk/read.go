@@ -486,6 +486,16 @@ func (s *Store) prefetch(slices []base.Slice, a, b uint64) {
 		if _, ok := s.cacheGet(pt.key, pt.length); ok {
 			continue
 		}
+		// A block already being fetched takes no slot: the window moves a
+		// read at a time, so it covers a block being fetched once per read
+		// of a block's size, and counting each would fill the slots with
+		// one fetch and leave later blocks of the window unfetched.
+		s.sfMu.Lock()
+		fetching := s.inflight[pt.key] != nil
+		s.sfMu.Unlock()
+		if fetching {
+			continue
+		}
 		select {
 		case s.raSem <- struct{}{}:
 		default:
