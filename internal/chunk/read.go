@@ -135,7 +135,7 @@ func (s *Store) readChunk(ctx context.Context, slices []base.Slice, pos uint32, 
 }
 
 // readParts fetches the distinct blocks of parts concurrently and copies
-// the parts into p.
+// the parts into p: every byte of every part.
 func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allowPartial bool) error {
 	if len(parts) == 0 {
 		return nil
@@ -254,6 +254,12 @@ func (s *Store) readRange(ctx context.Context, key string, length, boff int, dst
 		if len(dst) == 0 {
 			break
 		}
+	}
+	if len(dst) > 0 {
+		// The segments are checked for length where they are found, so
+		// this does not happen; were it to, the read would return zeros
+		// (readChunk clears its buffer) as if they were the file's.
+		return tier == tierObject, fmt.Errorf("chunk: block %s: segments %d-%d end %d bytes short of the read: %w", key, segA, segB, len(dst), base.ErrIO)
 	}
 	return tier == tierObject, nil
 }

@@ -286,3 +286,55 @@ func TestRandomModel(t *testing.T) {
 		t.Fatalf("final content differs at %d", firstDiff(got, m.data))
 	}
 }
+
+// TestReadChunkFillsGarbage: a read writes every byte of its buffer,
+// whatever the buffer held before (the FUSE layer reuses its buffers):
+// data where slices hold it, zeros in holes, under ID-0 slices and past
+// the last slice. Reads go through whole blocks (with a memory tier) and
+// through the segments of blocks a small read needs (without one).
+func TestReadChunkFillsGarbage(t *testing.T) {
+	ctx := context.Background()
+	const bs = 1 << 20 // 16 segments: small reads of an uncached block read segments
+	obj := memStore()
+	c := newCommitter()
+	w := newTestStore(t, obj, nil, Options{BlockSize: bs}).NewWriter(c)
+	defer w.Close()
+	rng := rand.New(rand.NewPCG(4, 2))
+	const span = 3 * bs
+	want := make([]byte, span+bs) // the last block: never written
+	for range 10 {
+		off := rng.IntN(span - 1)
+		data := make([]byte, 1+rng.IntN(min(span-off, bs)))
+		for i := range data {
+			data[i] = byte(1 + rng.IntN(255))
+		}
+		writeFlush(t, w, int64(off), data)
+		copy(want[off:], data)
+	}
+	sl := c.chunk(0)
+	for range 3 {
+		pos := rng.IntN(span - 1)
+		n := 1 + rng.IntN(min(span-pos, bs/2))
+		sl = append(sl, base.Slice{Pos: uint32(pos), Len: uint32(n)})
+		clear(want[pos : pos+n])
+	}
+	for name, cache := range map[string]BlockCache{"memory tier": newMapCache(), "segments": nil} {
+		s := newTestStore(t, obj, cache, Options{BlockSize: bs})
+		for i := range 300 {
+			off := rng.IntN(len(want) - 1)
+			n := 1 + rng.IntN(min(len(want)-off, []int{4 << 10, 64 << 10, 1 << 20}[i%3]))
+			p := bytes.Repeat([]byte{0xAA}, n)
+			got, err := s.ReadChunk(ctx, sl, uint32(off), p)
+			if err != nil {
+				t.Fatalf("%s: read of %d at %d: %v", name, n, off, err)
+			}
+			if got != n || !bytes.Equal(p, want[off:off+n]) {
+				i := 0
+				for i < n && p[i] == want[off+i] {
+					i++
+				}
+				t.Fatalf("%s: read of %d at %d returned %d, first wrong byte at %d: %#x, want %#x", name, n, off, got, off+i, p[min(i, n-1)], want[off+min(i, n-1)])
+			}
+		}
+	}
+}
