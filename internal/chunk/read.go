@@ -178,10 +178,7 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 				b.data = d // one lookup of the memory tier, not two
 				continue
 			}
-			s.sfMu.Lock()
-			fetching := s.inflight[b.key] != nil
-			s.sfMu.Unlock()
-			if !fetching {
+			if !s.fetching(b.key) {
 				partial[b] = true
 			}
 		}
@@ -496,10 +493,7 @@ func (s *Store) prefetch(slices []base.Slice, a, b uint64) {
 		// read at a time, so it covers a block being fetched once per read
 		// of a block's size, and counting each would fill the slots with
 		// one fetch and leave later blocks of the window unfetched.
-		s.sfMu.Lock()
-		fetching := s.inflight[pt.key] != nil
-		s.sfMu.Unlock()
-		if fetching {
+		if s.fetching(pt.key) {
 			continue
 		}
 		select {

@@ -329,11 +329,8 @@ func TestReadChunkFillsGarbage(t *testing.T) {
 				t.Fatalf("%s: read of %d at %d: %v", name, n, off, err)
 			}
 			if got != n || !bytes.Equal(p, want[off:off+n]) {
-				i := 0
-				for i < n && p[i] == want[off+i] {
-					i++
-				}
-				t.Fatalf("%s: read of %d at %d returned %d, first wrong byte at %d: %#x, want %#x", name, n, off, got, off+i, p[min(i, n-1)], want[off+min(i, n-1)])
+				i := max(firstDiff(p, want[off:off+n]), 0)
+				t.Fatalf("%s: read of %d at %d returned %d, first wrong byte at %d: %#x, want %#x", name, n, off, got, off+i, p[i], want[off+i])
 			}
 		}
 	}

@@ -179,6 +179,13 @@ func (s *Store) cacheGet(key string, length int) ([]byte, bool) {
 	return d, ok && len(d) == length
 }
 
+// fetching reports whether a fetch of key is in flight.
+func (s *Store) fetching(key string) bool {
+	s.sfMu.Lock()
+	defer s.sfMu.Unlock()
+	return s.inflight[key] != nil
+}
+
 // startFetch joins or starts the fetch of key. The leader puts the result in
 // the cache before it leaves the in-flight table, so a caller that finds
 // neither an in-flight fetch nor a cache entry (checked under sfMu) really
