@@ -373,6 +373,19 @@ const (
 	outageMaxWait   = time.Second
 )
 
+// outageDelay is the wait before retry number waits (1 and up) during an
+// outage: outageFirstWait doubling up to outageMaxWait. It doubles step by
+// step instead of shifting, so no number of retries can overflow it into
+// a negative or zero wait (a shift by the retry count did, around the 40th
+// retry of a 25 s outage, and rand.N panicked on it).
+func outageDelay(waits int) time.Duration {
+	d := outageFirstWait
+	for i := 1; i < waits && d < outageMaxWait; i++ {
+		d *= 2
+	}
+	return min(d, outageMaxWait)
+}
+
 // untilReached runs attempt again, after wait, while it fails because
 // the server could not be reached; once it reached the server, the
 // outage (if any) is over (reached).
@@ -415,7 +428,7 @@ func (o *op) wait(lost *lostError) error {
 	}
 	var d time.Duration
 	if o.waits > 0 {
-		d = min(outageFirstWait<<(o.waits-1), outageMaxWait)
+		d = outageDelay(o.waits)
 		d = d/2 + rand.N(d/2+1)
 		d = min(d, s.opts.OutageTimeout-waited)
 	}
