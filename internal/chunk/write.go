@@ -48,6 +48,14 @@ type Commit struct {
 	// under BlockKey(Slice.ID, 0, Slice.Size) where the volume's store
 	// finds inline blocks, in the same transaction as the slice.
 	Block []byte
+	// Append marks a slice of Writer.Append: Chunk and Slice.Pos are the
+	// writer's guess of the file's end, and the commit must place the
+	// slice at the file's real end as of the commit instead.
+	Append bool
+	// Retry marks a slice whose earlier commit failed, maybe after it
+	// took effect: an Append slice already in the file must not be
+	// placed again.
+	Retry bool
 }
 
 // InlineCommitter is a BatchCommitter that stores the blocks of inline
@@ -108,6 +116,12 @@ type wslice struct {
 	// of the pack's object of size bytes, whose id it takes; size is 0
 	// for a slice that is its own object.
 	off, size uint32
+
+	// floating: written by Append; its place is decided at commit
+	// (Commit.Append). It never shares a slice with Write's bytes.
+	floating bool
+	// tried: a commit of it failed (Commit.Retry). Guarded by w.mu.
+	tried bool
 }
 
 // ensureID returns the slice's id, allocating it on first use; inline
@@ -246,6 +260,25 @@ func (s *Store) NewWriter(c Committer) *Writer {
 // Write or Flush, Write returns that error and buffers nothing. On other
 // errors a prefix of p may have been buffered. p is not retained.
 func (w *Writer) Write(ctx context.Context, off int64, p []byte) error {
+	return w.write(ctx, off, p, false)
+}
+
+// Append is Write for an append (O_APPEND) whose place the file's end
+// decides when it is committed, not now: off is the caller's best guess
+// of the end, where the bytes are buffered (and read back from, through
+// Overlay) until then. Other clients of a shared volume may append
+// meanwhile; the Committer (a BatchCommitter, see Commit.Append) places
+// each such slice at the end as of its commit, in the order the slices
+// were started, so no client's appends overwrite another's. Appended
+// bytes never join a slice of Write's, nor Write's an appended one.
+func (w *Writer) Append(ctx context.Context, off int64, p []byte) error {
+	if _, ok := w.c.(BatchCommitter); !ok {
+		return fmt.Errorf("chunk: Append needs a BatchCommitter: %w", base.ErrInvalid)
+	}
+	return w.write(ctx, off, p, true)
+}
+
+func (w *Writer) write(ctx context.Context, off int64, p []byte, floating bool) error {
 	w.mu.Lock()
 	bgErr := w.bgErr
 	w.bgErr = nil
@@ -265,7 +298,7 @@ func (w *Writer) Write(ctx context.Context, off int64, p []byte) error {
 		idx, pos := uint32(off/base.ChunkSize), int(off%base.ChunkSize)
 		// At most one block per step, so back-pressure is fine-grained.
 		n := min(len(p), base.ChunkSize-pos, bs-pos%bs)
-		f, err := w.writeChunk(ctx, idx, uint32(pos), p[:n])
+		f, err := w.writeChunk(ctx, idx, uint32(pos), p[:n], floating)
 		if err != nil {
 			return err
 		}
@@ -313,7 +346,7 @@ func (w *Writer) flushBackground() {
 
 // writeChunk writes p (within one chunk and one block-sized step) and
 // reports whether the chunk has too many uncommitted slices.
-func (w *Writer) writeChunk(ctx context.Context, idx, pos uint32, p []byte) (bool, error) {
+func (w *Writer) writeChunk(ctx context.Context, idx, pos uint32, p []byte, floating bool) (bool, error) {
 	s := w.s
 	if err := s.reserve(ctx, len(p)); err != nil {
 		return false, err
@@ -324,12 +357,12 @@ func (w *Writer) writeChunk(ctx context.Context, idx, pos uint32, p []byte) (boo
 		s.release(int64(len(p)))
 		return false, ErrWriterClosed
 	}
-	ws := w.target(idx, pos, len(p))
+	ws := w.target(idx, pos, len(p), floating)
 	if ws == nil {
 		if open := w.open[idx]; len(open) >= maxOpenSlices {
 			w.seal(open[0])
 		}
-		ws = &wslice{chunk: idx, pos: pos}
+		ws = &wslice{chunk: idx, pos: pos, floating: floating}
 		if len(p) >= streamWrite {
 			ws.skew = w.gridSkew(ws)
 		}
@@ -383,7 +416,7 @@ func (w *Writer) awaitsMerge(ws *wslice) bool {
 		return false
 	}
 	for _, o := range w.open[ws.chunk] {
-		if o == ws || o.pos >= ws.pos {
+		if o == ws || o.pos >= ws.pos || o.floating != ws.floating {
 			continue
 		}
 		if gap := int64(ws.pos) - (int64(o.pos) + int64(o.length)); gap >= 0 && gap <= mergeWindow {
@@ -404,7 +437,7 @@ func (w *Writer) gridSkew(ws *wslice) int {
 	var best *wslice
 	bestGap := int64(mergeWindow) + 1
 	for _, o := range w.open[ws.chunk] {
-		if o == ws || o.pos >= ws.pos {
+		if o == ws || o.pos >= ws.pos || o.floating != ws.floating {
 			continue
 		}
 		if gap := int64(ws.pos) - (int64(o.pos) + int64(o.length)); gap > 0 && gap < bestGap {
@@ -484,13 +517,13 @@ func (w *Writer) joinBlocks(ws, nx *wslice) bool {
 
 // target returns the open slice of chunk idx that a write of n bytes at
 // pos goes into, or nil if it needs a new one. The write must fit the
-// slice (fits), and no slice of the chunk started after it may overlap
+// slice (fits), be of its kind (Append or Write), and no slice of the chunk started after it may overlap
 // the write: commits apply slices in start order, so the later slice
 // would hide the newer bytes.
-func (w *Writer) target(idx, pos uint32, n int) *wslice {
+func (w *Writer) target(idx, pos uint32, n int, floating bool) *wslice {
 	open := w.open[idx]
 	for i := len(open) - 1; i >= 0; i-- {
-		if ws := open[i]; w.fits(ws, pos) && !w.overlappedBetween(ws, nil, int64(pos), int64(pos)+int64(n)) {
+		if ws := open[i]; ws.floating == floating && w.fits(ws, pos) && !w.overlappedBetween(ws, nil, int64(pos), int64(pos)+int64(n)) {
 			return ws
 		}
 	}
@@ -508,7 +541,7 @@ func (w *Writer) mergeNext(ws *wslice) bool {
 	end := int64(ws.pos) + int64(ws.length)
 	open := w.open[ws.chunk]
 	for j, nx := range open {
-		if int64(nx.pos) != end || nx == ws || nx.length == 0 {
+		if int64(nx.pos) != end || nx == ws || nx.length == 0 || nx.floating != ws.floating {
 			continue
 		}
 		if !allFilling(nx) || w.overlappedBetween(ws, nx, end, end+int64(nx.length)) {
@@ -949,6 +982,11 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 				}
 			}
 			if err != nil {
+				w.mu.Lock()
+				for _, ws := range list[:n] {
+					ws.tried = true
+				}
+				w.mu.Unlock()
 				w.commitMu.Unlock()
 				return fmt.Errorf("chunk: commit to chunk %d: %w", list[0].chunk, err)
 			}
@@ -1034,7 +1072,7 @@ func (w *Writer) commits(ctx context.Context, list []*wslice) ([]Commit, error) 
 	defer w.mu.Unlock()
 	out := make([]Commit, len(list))
 	for i, ws := range list {
-		out[i] = Commit{Chunk: ws.chunk, Slice: ws.ref()}
+		out[i] = Commit{Chunk: ws.chunk, Slice: ws.ref(), Append: ws.floating, Retry: ws.tried}
 		if len(ws.blocks) > 0 && ws.blocks[0].state == held {
 			b := ws.blocks[0]
 			obj := make([]byte, b.n, EncodedLen(b.n)) // EncodeBlock appends in place

@@ -84,6 +84,17 @@ type SliceWrite struct {
 	// (base.InlineBit), which then costs no transaction of its own.
 	BlobKey string
 	Blob    []byte
+	// Append places the slice at the file's end as of the commit (after
+	// the slices before it in the batch), whatever Index and Slice.Pos
+	// say: they are the writer's guess, made before other clients'
+	// appends committed. A slice the end puts across a chunk boundary is
+	// referenced from both chunks, with an extra owner recorded (keys.go
+	// "O"), as restored copies are.
+	Append bool
+	// Retry marks a write whose earlier commit failed and may have taken
+	// effect (an unknown outcome): an Append slice the file already
+	// references (same id and offset in its object) is not placed again.
+	Retry bool
 }
 
 // WriteSlices appends several slices, in order, to chunks of file ino in
@@ -141,16 +152,16 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 		}
 		lists := map[uint32][]base.Slice{}
 		var order []uint32
-		for _, w := range ws {
-			ss, ok := lists[w.Index]
+		add := func(index uint32, s base.Slice) error {
+			ss, ok := lists[index]
 			if !ok {
-				if ss, err = o.chunk(ino, w.Index); err != nil {
+				if ss, err = o.chunk(ino, index); err != nil {
 					return err
 				}
-				order = append(order, w.Index)
+				order = append(order, index)
 			}
-			lists[w.Index] = append(ss, w.Slice)
-			end := uint64(w.Index)*base.ChunkSize + uint64(w.Slice.Pos) + uint64(w.Slice.Len)
+			lists[index] = append(ss, s)
+			end := uint64(index)*base.ChunkSize + uint64(s.Pos) + uint64(s.Len)
 			if end > a.Length {
 				before := usageBytes(a)
 				a.Length = end
@@ -158,6 +169,33 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 					return err
 				}
 			}
+			return nil
+		}
+		done, err := o.appendsDone(ino, ws)
+		if err != nil {
+			return err
+		}
+		var placed []placedSlice
+		for _, w := range ws {
+			if !w.Append {
+				placed = append(placed, placedSlice{w.Index, w.Slice})
+				if err := add(w.Index, w.Slice); err != nil {
+					return err
+				}
+				continue
+			}
+			if done[sliceRef{w.Slice.ID, w.Slice.Off}] {
+				continue
+			}
+			for _, p := range placeAt(a.Length, w.Slice) {
+				placed = append(placed, p)
+				if err := add(p.index, p.slice); err != nil {
+					return err
+				}
+			}
+		}
+		if err := o.addChunkOwners(placed); err != nil {
+			return err
 		}
 		for _, w := range ws {
 			if w.BlobKey != "" {
@@ -185,6 +223,95 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 		}
 	}
 	return compact, err
+}
+
+// placedSlice is a slice written to chunk index.
+type placedSlice struct {
+	index uint32
+	slice base.Slice
+}
+
+// sliceRef names the bytes of a slice in its object.
+type sliceRef struct {
+	id  uint64
+	off uint32
+}
+
+// placeAt returns s placed at file offset at: in one chunk, or cut in two
+// at the chunk boundary it crosses (a slice is at most one chunk long).
+func placeAt(at uint64, s base.Slice) []placedSlice {
+	index, pos := uint32(at/base.ChunkSize), uint32(at%base.ChunkSize)
+	s.Pos = pos
+	if room := uint32(base.ChunkSize) - pos; s.Len > room {
+		head, tail := s, s
+		head.Len = room
+		tail.Pos, tail.Off, tail.Len = 0, s.Off+room, s.Len-room
+		return []placedSlice{{index, head}, {index + 1, tail}}
+	}
+	return []placedSlice{{index, s}}
+}
+
+// appendsDone returns the Append slices of a retried batch that file ino
+// already references: their earlier commit took effect. It reads every
+// chunk record of the file, but only for a retry.
+func (o *op) appendsDone(ino base.Ino, ws []SliceWrite) (map[sliceRef]bool, error) {
+	want := map[sliceRef]bool{}
+	for _, w := range ws {
+		if w.Append && w.Retry {
+			want[sliceRef{w.Slice.ID, w.Slice.Off}] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	cs, err := o.chunks(ino)
+	if err != nil {
+		return nil, err
+	}
+	done := map[sliceRef]bool{}
+	for _, c := range cs {
+		for _, s := range c.slices {
+			if r := (sliceRef{s.ID, s.Off}); want[r] {
+				done[r] = true
+			}
+		}
+	}
+	return done, nil
+}
+
+// addChunkOwners records the extra owners of slices that one commit
+// wrote into more than one chunk record: an append cut at a chunk
+// boundary, or the parts of one pack placed in different chunks. Their
+// ids are new to the file, so every chunk record past the first is an
+// owner beyond the first (see the owner count of keys.go "O").
+func (o *op) addChunkOwners(placed []placedSlice) error {
+	chunksOf := map[uint64]map[uint32]bool{}
+	for _, p := range placed {
+		if p.slice.ID == 0 {
+			continue
+		}
+		if chunksOf[p.slice.ID] == nil {
+			chunksOf[p.slice.ID] = map[uint32]bool{}
+		}
+		chunksOf[p.slice.ID][p.index] = true
+	}
+	for id, cs := range chunksOf {
+		if len(cs) < 2 {
+			continue
+		}
+		v, err := o.Get(sharedKey(id))
+		if err != nil {
+			return err
+		}
+		n := uint32(0)
+		if v != nil {
+			if n, err = decodeU32(v); err != nil {
+				return fmt.Errorf("slice %d owners: %w", id, err)
+			}
+		}
+		o.Set(sharedKey(id), u32(nil, n+uint32(len(cs)-1)))
+	}
+	return nil
 }
 
 // pendingKeys returns the pending-delete records of the distinct slice
@@ -318,8 +445,7 @@ func (o *op) release(ino base.Ino, index uint32, dropped, keep []base.Slice) err
 	if err != nil {
 		return err
 	}
-	o.freeSlices(dropped, append(kept, keep)...)
-	return nil
+	return o.freeSlices(dropped, append(kept, keep)...)
 }
 
 type chunkRec struct {

@@ -178,7 +178,8 @@ type wtx struct {
 	epoch  uint64   // live epoch
 	frozen []uint64 // snapshot epochs, ascending
 
-	deletesQueued bool // a pending slice delete was added
+	deletesQueued bool            // a pending slice delete was added
+	queuedIDs     map[uint64]bool // slices queued for deletion by this transaction
 	fenced        bool // the epoch fence shard is written
 
 	// tops caches, per logical key read or written in this transaction,
@@ -828,8 +829,7 @@ func (t *wtx) releaseVersions(logical []byte, victims, kept []version) error {
 	if err != nil {
 		return err
 	}
-	t.freeSlices(slices.Concat(victimLists...), keptLists...)
-	return nil
+	return t.freeSlices(slices.Concat(victimLists...), keptLists...)
 }
 
 // sliceLists decodes the slice lists of chunk versions (tombstones give
@@ -847,8 +847,11 @@ func sliceLists(logical []byte, vs []version) ([][]base.Slice, error) {
 }
 
 // freeSlices queues for deletion each slice of dropped that no list in
-// kept references (zero slices hold no data).
-func (t *wtx) freeSlices(dropped []base.Slice, kept ...[]base.Slice) {
+// kept references (zero slices hold no data). A slice this transaction
+// already queued (from another chunk record: an append cut at a chunk
+// boundary) loses one extra owner here instead, since the one pending
+// record takes off only one.
+func (t *wtx) freeSlices(dropped []base.Slice, kept ...[]base.Slice) error {
 	used := make(map[uint64]bool)
 	for _, ss := range kept {
 		for _, s := range ss {
@@ -860,9 +863,39 @@ func (t *wtx) freeSlices(dropped []base.Slice, kept ...[]base.Slice) {
 			continue
 		}
 		used[s.ID] = true
+		if t.queuedIDs[s.ID] {
+			if err := t.dropOwner(s.ID); err != nil {
+				return err
+			}
+			continue
+		}
+		if t.queuedIDs == nil {
+			t.queuedIDs = map[uint64]bool{}
+		}
+		t.queuedIDs[s.ID] = true
 		t.Set(pendingKey(s.ID), u32(nil, s.Size))
 		t.deletesQueued = true
 	}
+	return nil
+}
+
+// dropOwner takes one extra owner off slice id (keys.go "O"), if it has
+// any.
+func (t *wtx) dropOwner(id uint64) error {
+	v, err := t.Get(sharedKey(id))
+	if err != nil || v == nil {
+		return err
+	}
+	n, err := decodeU32(v)
+	if err != nil {
+		return fmt.Errorf("slice %d owners: %w", id, err)
+	}
+	if n > 1 {
+		t.Set(sharedKey(id), u32(nil, n-1))
+	} else {
+		t.Delete(sharedKey(id))
+	}
+	return nil
 }
 
 // versionSlices decodes the slice list of a chunk version (none for a

@@ -70,8 +70,10 @@ func (c committer) CommitSlices(ctx context.Context, commits []chunk.Commit) err
 		mtime = 0 // the times were set after every write committed here
 	}
 	ws := make([]meta.SliceWrite, len(commits))
+	appended := false
 	for i, cm := range commits {
-		ws[i] = meta.SliceWrite{Index: cm.Chunk, Slice: cm.Slice}
+		ws[i] = meta.SliceWrite{Index: cm.Chunk, Slice: cm.Slice, Append: cm.Append, Retry: cm.Retry}
+		appended = appended || cm.Append
 		if cm.Block != nil {
 			ws[i].BlobKey, ws[i].Blob = chunk.BlockKey(cm.Slice.ID, 0, int(cm.Slice.Size)), cm.Block
 		}
@@ -80,11 +82,17 @@ func (c committer) CommitSlices(ctx context.Context, commits []chunk.Commit) err
 	if err != nil {
 		return err
 	}
-	idxs := make([]uint32, len(commits))
-	for i, cm := range commits {
-		idxs[i] = cm.Chunk
+	if appended {
+		// The appends went where the file ended, maybe not to the
+		// chunks they were buffered for.
+		f.invalidate()
+	} else {
+		idxs := make([]uint32, len(commits))
+		for i, cm := range commits {
+			idxs[i] = cm.Chunk
+		}
+		f.invalidateChunks(true, idxs...)
 	}
-	f.invalidateChunks(true, idxs...)
 	for _, idx := range due {
 		f.v.scheduleCompaction(f.ino, idx)
 	}

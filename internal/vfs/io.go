@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"syscall"
 	"time"
 
@@ -103,11 +104,46 @@ func (v *VFS) Create(ctx context.Context, c *meta.Caller, parent base.Ino, name 
 		return 0, base.Attr{}, 0, syscall.EEXIST
 	}
 	ino, a, err := v.m.Create(ctx, c, parent, name, mode, umask)
+	if errors.Is(err, base.ErrExist) && flags&syscall.O_EXCL == 0 {
+		return v.openCreated(ctx, c, parent, name, flags)
+	}
 	if err != nil {
 		return 0, base.Attr{}, 0, v.errno("create", err)
 	}
 	h := &handle{ino: ino, t: v.root, flags: flags, f: v.openFile(v.root, ino, ino), r: v.cs.NewReader()}
 	return ino, a, v.newHandle(h), 0
+}
+
+// openCreated opens the file another client created under name between
+// the caller's lookup (which found nothing) and its create: open(2) with
+// O_CREAT and without O_EXCL opens an existing file, so both opens
+// succeed on the same file. The caller's rights to the file were not
+// checked by anyone (the kernel checked the create), so Open checks them.
+// A directory gives EISDIR; another type keeps EEXIST (the kernel, which
+// would follow a symbolic link, did not see one).
+func (v *VFS) openCreated(ctx context.Context, c *meta.Caller, parent base.Ino, name string, flags int) (base.Ino, base.Attr, uint64, syscall.Errno) {
+	ino, a, e := v.Lookup(ctx, c, parent, name)
+	if e != 0 {
+		return 0, base.Attr{}, 0, e
+	}
+	switch a.Type {
+	case base.TypeFile:
+	case base.TypeDir:
+		return 0, base.Attr{}, 0, syscall.EISDIR
+	default:
+		return 0, base.Attr{}, 0, syscall.EEXIST
+	}
+	checked := *c
+	checked.KernelChecked = false
+	fh, e := v.Open(ctx, &checked, ino, flags)
+	if e != 0 {
+		return 0, base.Attr{}, 0, e
+	}
+	if a, e = v.GetAttr(ctx, ino); e != 0 {
+		_ = v.Release(ctx, fh)
+		return 0, base.Attr{}, 0, e
+	}
+	return ino, a, fh, 0
 }
 
 // Read reads into buf at off and returns the number of bytes read (short
@@ -192,8 +228,11 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off int64, data []byte) (int
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
 	if h.flags&syscall.O_APPEND != 0 && v.opts.AppendAtEOF {
-		// The committed and the buffered length together: a background
-		// commit must not move a write from one to the other between.
+		// Where this process sees the end, committed and buffered
+		// together (a background commit must not move a write from one
+		// to the other between): the bytes are buffered there, but the
+		// commit places them at the end the file has then, after what
+		// other clients appended meanwhile (chunk.Writer.Append).
 		err := f.w.HoldCommits(func() error {
 			n, err := f.committedLength(ctx)
 			off = max(n, f.w.Len())
@@ -205,6 +244,11 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off int64, data []byte) (int
 		if off+int64(len(data)) > maxFileSize {
 			return 0, syscall.EFBIG
 		}
+		if err := f.w.Append(ctx, off, data); err != nil {
+			return 0, v.errno("append", err)
+		}
+		f.lastWrite.Store(time.Now().UnixNano())
+		return len(data), 0
 	}
 	if err := f.w.Write(ctx, off, data); err != nil {
 		return 0, v.errno("write", err)
