@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Committer is the metadata side of a Writer, implemented by the caller
@@ -876,7 +877,9 @@ func (w *Writer) put(key string, data []byte) error {
 		// slices) are likely read back soon; full blocks of streams are
 		// not kept, so a large write does not flush the memory tier.
 		err := w.s.putBlock(w.ctx, key, data, len(data) < w.s.opts.BlockSize, true)
-		if err == nil || attempt == 2 || w.ctx.Err() != nil {
+		// A store that reports an outage (object.ErrUnavailable) has
+		// retried for as long as its policy allows: no more here.
+		if err == nil || attempt == 2 || w.ctx.Err() != nil || errors.Is(err, object.ErrUnavailable) {
 			return err
 		}
 		t := time.NewTimer(100 * time.Millisecond << attempt)

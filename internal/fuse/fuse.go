@@ -22,6 +22,10 @@ import (
 
 // Options configures a mount.
 type Options struct {
+	// InterruptGrace is how long an operation the kernel interrupted (a
+	// signal reached the caller) goes on before it fails with EINTR.
+	// Default 1s (see interruptGrace).
+	InterruptGrace time.Duration
 	// FsName is shown as the source in /proc/mounts (the meta URL).
 	FsName string
 	// AllowOther lets users other than the mounting one use the mount.
@@ -292,6 +296,8 @@ func (fs *rawFS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofu
 
 func (fs *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.AttrOut) gofuse.Status {
 	defer fs.done(OpSetAttr, time.Now())
+	ctx, end := fs.interruptible(cancel)
+	defer end()
 	var req meta.SetAttrRequest
 	valid := in.Valid
 	if valid&gofuse.FATTR_MODE != 0 {
@@ -330,7 +336,7 @@ func (fs *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofu
 		// a truncation by a process without CAP_FSETID (HANDLE_KILLPRIV_V2)
 		req.Valid |= meta.SetKillSuidgid
 	}
-	a, e := fs.v.SetAttr(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), req)
+	a, e := fs.v.SetAttr(ctx, caller(&in.InHeader), base.Ino(in.NodeId), req)
 	if e != 0 {
 		return st(e)
 	}
@@ -339,8 +345,8 @@ func (fs *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofu
 	return gofuse.OK
 }
 
-func (fs *rawFS) mknod(h *gofuse.InHeader, name string, typ base.FileType, mode, umask, rdev uint32, target string, out *gofuse.EntryOut) gofuse.Status {
-	ino, a, e := fs.v.Mknod(context.Background(), caller(h), base.Ino(h.NodeId), name, typ, mode&0o7777, umask, rdev, target)
+func (fs *rawFS) mknod(ctx context.Context, h *gofuse.InHeader, name string, typ base.FileType, mode, umask, rdev uint32, target string, out *gofuse.EntryOut) gofuse.Status {
+	ino, a, e := fs.v.Mknod(ctx, caller(h), base.Ino(h.NodeId), name, typ, mode&0o7777, umask, rdev, target)
 	if e != 0 {
 		return st(e)
 	}
@@ -350,6 +356,8 @@ func (fs *rawFS) mknod(h *gofuse.InHeader, name string, typ base.FileType, mode,
 
 func (fs *rawFS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out *gofuse.EntryOut) gofuse.Status {
 	defer fs.done(OpMknod, time.Now())
+	ctx, end := fs.interruptible(cancel)
+	defer end()
 	typ := base.TypeFromMode(in.Mode)
 	if typ == 0 {
 		typ = base.TypeFile
@@ -357,17 +365,21 @@ func (fs *rawFS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, 
 	if typ == base.TypeDir || typ == base.TypeSymlink {
 		return gofuse.EINVAL
 	}
-	return fs.mknod(&in.InHeader, name, typ, in.Mode, in.Umask, in.Rdev, "", out)
+	return fs.mknod(ctx, &in.InHeader, name, typ, in.Mode, in.Umask, in.Rdev, "", out)
 }
 
 func (fs *rawFS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out *gofuse.EntryOut) gofuse.Status {
 	defer fs.done(OpMkdir, time.Now())
-	return fs.mknod(&in.InHeader, name, base.TypeDir, in.Mode, in.Umask, 0, "", out)
+	ctx, end := fs.interruptible(cancel)
+	defer end()
+	return fs.mknod(ctx, &in.InHeader, name, base.TypeDir, in.Mode, in.Umask, 0, "", out)
 }
 
 func (fs *rawFS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name string, out *gofuse.EntryOut) gofuse.Status {
 	defer fs.done(OpSymlink, time.Now())
-	return fs.mknod(h, name, base.TypeSymlink, 0o777, 0, 0, target, out)
+	ctx, end := fs.interruptible(cancel)
+	defer end()
+	return fs.mknod(ctx, h, name, base.TypeSymlink, 0o777, 0, 0, target, out)
 }
 
 func (fs *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, gofuse.Status) {
@@ -381,16 +393,22 @@ func (fs *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, g
 
 func (fs *rawFS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
 	defer fs.done(OpUnlink, time.Now())
-	return st(fs.v.Unlink(context.Background(), caller(h), base.Ino(h.NodeId), name))
+	ctx, end := fs.interruptible(cancel)
+	defer end()
+	return st(fs.v.Unlink(ctx, caller(h), base.Ino(h.NodeId), name))
 }
 
 func (fs *rawFS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
 	defer fs.done(OpRmdir, time.Now())
-	return st(fs.v.Rmdir(context.Background(), caller(h), base.Ino(h.NodeId), name))
+	ctx, end := fs.interruptible(cancel)
+	defer end()
+	return st(fs.v.Rmdir(ctx, caller(h), base.Ino(h.NodeId), name))
 }
 
 func (fs *rawFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newName string) gofuse.Status {
 	defer fs.done(OpRename, time.Now())
+	ctx, end := fs.interruptible(cancel)
+	defer end()
 	var flags uint32
 	if in.Flags&1 != 0 { // RENAME_NOREPLACE
 		flags |= meta.RenameNoReplace
@@ -401,12 +419,14 @@ func (fs *rawFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, ne
 	if in.Flags&^3 != 0 { // RENAME_WHITEOUT and unknown flags
 		return gofuse.EINVAL
 	}
-	return st(fs.v.Rename(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), oldName, base.Ino(in.Newdir), newName, flags))
+	return st(fs.v.Rename(ctx, caller(&in.InHeader), base.Ino(in.NodeId), oldName, base.Ino(in.Newdir), newName, flags))
 }
 
 func (fs *rawFS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) gofuse.Status {
 	defer fs.done(OpLink, time.Now())
-	a, e := fs.v.Link(context.Background(), caller(&in.InHeader), base.Ino(in.Oldnodeid), base.Ino(in.NodeId), name)
+	ctx, end := fs.interruptible(cancel)
+	defer end()
+	a, e := fs.v.Link(ctx, caller(&in.InHeader), base.Ino(in.Oldnodeid), base.Ino(in.NodeId), name)
 	if e != 0 {
 		return st(e)
 	}
@@ -499,7 +519,9 @@ func (fs *rawFS) handleFlags(flags uint32) int {
 
 func (fs *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
 	defer fs.done(OpCreate, time.Now())
-	ino, a, fh, e := fs.v.Create(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), name, in.Mode&0o7777, in.Umask, fs.handleFlags(in.Flags))
+	ctx, end := fs.interruptible(cancel)
+	defer end()
+	ino, a, fh, e := fs.v.Create(ctx, caller(&in.InHeader), base.Ino(in.NodeId), name, in.Mode&0o7777, in.Umask, fs.handleFlags(in.Flags))
 	if e != 0 {
 		return st(e)
 	}
@@ -511,7 +533,9 @@ func (fs *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string
 
 func (fs *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
 	defer fs.done(OpOpen, time.Now())
-	fh, e := fs.v.Open(context.Background(), caller(&in.InHeader), base.Ino(in.NodeId), fs.handleFlags(in.Flags))
+	ctx, end := fs.interruptible(cancel)
+	defer end()
+	fh, e := fs.v.Open(ctx, caller(&in.InHeader), base.Ino(in.NodeId), fs.handleFlags(in.Flags))
 	if e != 0 {
 		return st(e)
 	}
@@ -527,10 +551,12 @@ func (fs *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.Ope
 
 func (fs *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gofuse.ReadResult, gofuse.Status) {
 	defer fs.done(OpRead, time.Now())
+	ctx, end := fs.interruptible(cancel)
+	defer end()
 	if int(in.Size) < len(buf) {
 		buf = buf[:in.Size]
 	}
-	n, e := fs.v.Read(context.Background(), in.Fh, int64(in.Offset), buf)
+	n, e := fs.v.Read(ctx, in.Fh, int64(in.Offset), buf)
 	if e != 0 {
 		return nil, st(e)
 	}
@@ -539,11 +565,13 @@ func (fs *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (go
 
 func (fs *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
 	defer fs.done(OpWrite, time.Now())
+	ctx, end := fs.interruptible(cancel)
+	defer end()
 	if in.WriteFlags&gofuse.WRITE_KILL_SUIDGID != 0 {
 		// HANDLE_KILLPRIV_V2: the kernel marks the writes that must drop
 		// setuid and setgid (a writer without CAP_FSETID) and leaves it
 		// to us.
-		dropped, e := fs.v.KillPriv(context.Background(), base.Ino(in.NodeId))
+		dropped, e := fs.v.KillPriv(ctx, base.Ino(in.NodeId))
 		if e != 0 {
 			return 0, st(e)
 		}
@@ -552,13 +580,15 @@ func (fs *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) 
 			fs.invalidateAttr(in.NodeId)
 		}
 	}
-	n, e := fs.v.Write(context.Background(), in.Fh, int64(in.Offset), data)
+	n, e := fs.v.Write(ctx, in.Fh, int64(in.Offset), data)
 	return uint32(n), st(e)
 }
 
 func (fs *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status {
 	defer fs.done(OpFlush, time.Now())
-	e := fs.v.Flush(context.Background(), in.Fh)
+	ctx, end := fs.interruptible(cancel)
+	defer end()
+	e := fs.v.Flush(ctx, in.Fh)
 	// With POSIX locks handled here, the kernel leaves releasing the
 	// closing process's locks to the flush.
 	if le := fs.v.ReleasePosixLocks(context.Background(), in.Fh, in.LockOwner); e == 0 {
@@ -569,7 +599,9 @@ func (fs *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status
 
 func (fs *rawFS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
 	defer fs.done(OpFsync, time.Now())
-	return st(fs.v.Fsync(context.Background(), in.Fh))
+	ctx, end := fs.interruptible(cancel)
+	defer end()
+	return st(fs.v.Fsync(ctx, in.Fh))
 }
 
 func (fs *rawFS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
@@ -586,7 +618,9 @@ func (fs *rawFS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 
 func (fs *rawFS) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) gofuse.Status {
 	defer fs.done(OpFallocate, time.Now())
-	return st(fs.v.Fallocate(context.Background(), caller(&in.InHeader), in.Fh, in.Mode, int64(in.Offset), int64(in.Length)))
+	ctx, end := fs.interruptible(cancel)
+	defer end()
+	return st(fs.v.Fallocate(ctx, caller(&in.InHeader), in.Fh, in.Mode, int64(in.Offset), int64(in.Length)))
 }
 
 func (fs *rawFS) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {

@@ -21,6 +21,13 @@ var ErrNotFound = errors.New("object: not found")
 // given a key that breaks the key rules; see ValidKey.
 var ErrInvalidKey = errors.New("object: invalid key")
 
+// ErrUnavailable is wrapped by the errors of a store that could not reach
+// its server, or kept getting transient failures from it, for as long as
+// its outage policy allows (a network store's OutageTimeout): the store
+// already retried, and a caller should not retry on its own but report
+// the failure (vfs: EIO).
+var ErrUnavailable = errors.New("object: store unavailable")
+
 // ErrConflict is returned by Put when the key and an existing key nest, that
 // is one is a "directory" of the other ("a" and "a/b"). See Store.
 var ErrConflict = errors.New("object: key nests with an existing key")

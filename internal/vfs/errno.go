@@ -40,6 +40,17 @@ var errnoTable = []struct {
 	{base.ErrChecksum, syscall.EIO},
 }
 
+// networkErrno are the errnos of sockets, which a store's error may wrap
+// and a file system never returns: Errno makes them EIO.
+var networkErrno = map[syscall.Errno]bool{
+	syscall.ECONNREFUSED: true, syscall.ECONNRESET: true, syscall.ECONNABORTED: true,
+	syscall.ETIMEDOUT: true, syscall.EHOSTUNREACH: true, syscall.ENETUNREACH: true,
+	syscall.ENETDOWN: true, syscall.ENETRESET: true, syscall.EHOSTDOWN: true,
+	syscall.EPIPE: true, syscall.ENOTCONN: true, syscall.ESHUTDOWN: true,
+	syscall.EADDRNOTAVAIL: true, syscall.EADDRINUSE: true, syscall.ENOTSOCK: true,
+	syscall.EPROTO: true, syscall.ECOMM: true,
+}
+
 // Errno converts an error from meta, chunk or a backend into the errno a
 // POSIX caller sees. Unknown errors are EIO; the caller logs them.
 func Errno(err error) syscall.Errno {
@@ -48,6 +59,11 @@ func Errno(err error) syscall.Errno {
 	}
 	var en syscall.Errno
 	if errors.As(err, &en) {
+		if networkErrno[en] {
+			// A server's socket error (a store that could not be
+			// reached): not an answer a file system gives.
+			return syscall.EIO
+		}
 		return en
 	}
 	for _, e := range errnoTable {

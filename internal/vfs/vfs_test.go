@@ -308,6 +308,10 @@ func TestErrnoMapping(t *testing.T) {
 		fmt.Errorf("unknown"):                 syscall.EIO,
 		syscall.EXDEV:                         syscall.EXDEV,
 		context.Canceled:                      syscall.EINTR,
+		// A store's socket error is not a file system's answer.
+		fmt.Errorf("put: dial tcp: %w", syscall.ECONNREFUSED): syscall.EIO,
+		fmt.Errorf("put: %w", syscall.ETIMEDOUT):              syscall.EIO,
+		fmt.Errorf("write: %w", syscall.ENOSPC):               syscall.ENOSPC,
 	}
 	for err, want := range cases {
 		if got := Errno(err); got != want {

@@ -29,8 +29,16 @@ type Options struct {
 	// retrying while the server is unreachable (down, restarting, the
 	// socket gone) before it fails with ErrUnreachable. It also bounds how
 	// long a commit waits for the server's answer. Zero means
-	// DefaultOutageTimeout.
+	// DefaultOutageTimeout. The clock is the store's, not the call's: a
+	// call that starts while an outage has already lasted OutageTimeout
+	// tries the server once and fails, instead of waiting a whole
+	// OutageTimeout of its own.
 	OutageTimeout time.Duration
+	// WaitForever makes Update and View wait through an outage of any
+	// length (as an NFS hard mount does) instead of failing after
+	// OutageTimeout; only their context ends the wait. OutageTimeout
+	// still bounds the wait for a commit's answer.
+	WaitForever bool
 	// Table is the name of the table that holds the keys, created by Open
 	// if missing. Several stores can share a database with different
 	// tables; notifications are kept apart by table too. Zero means

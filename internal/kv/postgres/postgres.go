@@ -78,7 +78,8 @@ type Store struct {
 	closed   bool
 	inflight sync.WaitGroup // operations and background rollbacks; Close waits
 
-	outage atomic.Bool // an outage was logged and its end not yet
+	outage      atomic.Bool  // an outage was logged and its end not yet
+	outageSince atomic.Int64 // when the logged outage began (UnixNano)
 
 	reads atomic.Int64 // statements that read inside transactions (tests)
 }
@@ -418,19 +419,32 @@ func (o *op) wait(lost *lostError) error {
 		// The pool's idle connections are likely broken too.
 		s.pool.Reset()
 		if s.outage.CompareAndSwap(false, true) {
+			s.outageSince.Store(now.UnixNano())
+			timeout := s.opts.OutageTimeout.String()
+			if s.opts.WaitForever {
+				timeout = "none (wait forever)"
+			}
 			s.log.Warn("PostgreSQL unreachable; transactions wait for it",
-				"server", s.where, "timeout", s.opts.OutageTimeout, "err", lost.err)
+				"server", s.where, "timeout", timeout, "err", lost.err)
 		}
 	}
-	waited := now.Sub(o.since)
-	if waited >= s.opts.OutageTimeout {
+	// The outage's length, not this call's: calls that start late in a
+	// long outage fail at once rather than each waiting a full timeout.
+	since := o.since
+	if t := s.outageSince.Load(); s.outage.Load() && t != 0 && t < since.UnixNano() {
+		since = time.Unix(0, t)
+	}
+	waited := now.Sub(since)
+	if !s.opts.WaitForever && waited >= s.opts.OutageTimeout {
 		return &unreachableError{where: s.where, waited: waited, err: lost.err}
 	}
 	var d time.Duration
 	if o.waits > 0 {
 		d = outageDelay(o.waits)
 		d = d/2 + rand.N(d/2+1)
-		d = min(d, s.opts.OutageTimeout-waited)
+		if !s.opts.WaitForever {
+			d = min(d, s.opts.OutageTimeout-waited)
+		}
 	}
 	o.waits++
 	if d == 0 {
@@ -451,8 +465,9 @@ func (o *op) wait(lost *lostError) error {
 // reached records that the server answered this call, ending the outage
 // in the log.
 func (o *op) reached() {
-	if !o.since.IsZero() && o.s.outage.CompareAndSwap(true, false) {
-		o.s.log.Info("PostgreSQL reachable again", "server", o.s.where, "after", time.Since(o.since).Round(time.Millisecond))
+	if o.s.outage.Load() && o.s.outage.CompareAndSwap(true, false) {
+		o.s.log.Info("PostgreSQL reachable again", "server", o.s.where,
+			"after", time.Since(time.Unix(0, o.s.outageSince.Load())).Round(time.Millisecond))
 	}
 }
 
@@ -490,7 +505,9 @@ func (s *Store) update(o *op, first *txn, fn func(tx kv.Txn) error) error {
 		})
 		var lost *lostError
 		if !errors.As(err, &lost) {
-			o.reached()
+			if !errors.Is(err, ErrUnreachable) {
+				o.reached()
+			}
 			return err
 		}
 		if werr := o.wait(lost); werr != nil {

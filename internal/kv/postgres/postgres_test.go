@@ -830,6 +830,9 @@ func TestOutageTimeout(t *testing.T) {
 	srv := pgtest.Shared(t)
 	s := openClosed(t, srv.NewDatabase(t), postgres.Options{OutageTimeout: time.Second})
 	put(t, s, "a", "1")
+	// A store whose outage clock has not run out, for the context test.
+	patient := openClosed(t, srv.NewDatabase(t), postgres.Options{OutageTimeout: time.Minute})
+	put(t, patient, "a", "1")
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -851,6 +854,7 @@ func TestOutageTimeout(t *testing.T) {
 			return s.View(ctx, func(r kv.Reader) error { _, err := r.Get([]byte("a")); return err })
 		},
 	}
+	first := true
 	for name, op := range ops {
 		start := time.Now()
 		err := op()
@@ -860,16 +864,50 @@ func TestOutageTimeout(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, postgres.ErrUnreachable) {
 			t.Errorf("%s with the server down = %v; want an error wrapping ErrUnreachable containing %q", name, err, want)
 		}
-		if took < time.Second || took > 5*time.Second {
+		// The first call waits out the timeout; the outage has lasted
+		// that long when the next ones start, and they fail at once.
+		if first && (took < time.Second || took > 5*time.Second) {
 			t.Errorf("%s gave up after %v; want about 1s", name, took)
 		}
+		if !first && took > 500*time.Millisecond {
+			t.Errorf("%s, started after the outage had lasted the timeout, gave up after %v; want at once", name, took)
+		}
+		first = false
 	}
 	// A context that ends first ends the wait.
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	err := s.Update(cctx, func(tx kv.Txn) error { _, err := tx.Get([]byte("a")); return err })
+	err := patient.Update(cctx, func(tx kv.Txn) error { _, err := tx.Get([]byte("a")); return err })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Update with a 200ms context = %v; want DeadlineExceeded", err)
+	}
+}
+
+// TestOutageWaitForever: with WaitForever an Update waits through an
+// outage longer than OutageTimeout and succeeds when the server returns;
+// its context still ends the wait.
+func TestOutageWaitForever(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s := openClosed(t, srv.NewDatabase(t), postgres.Options{OutageTimeout: 500 * time.Millisecond, WaitForever: true})
+	put(t, s, "a", "1")
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan error, 1)
+	go func() {
+		time.Sleep(2 * time.Second)
+		restarted <- srv.Start()
+	}()
+	start := time.Now()
+	n, err := counter(context.Background(), s, "a")
+	if err != nil || n != 2 {
+		t.Errorf("Update through a 2 s outage with WaitForever = %d, %v; want 2, nil", n, err)
+	}
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Errorf("Update returned after %v, before the server was back", took)
+	}
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -125,6 +125,8 @@ func TestOutageTimeout(t *testing.T) {
 			t.Errorf("%s: err = %v, want %q", op, err, want)
 		case errors.Is(err, object.ErrNotFound):
 			t.Errorf("%s: err = %v is ErrNotFound", op, err)
+		case !errors.Is(err, object.ErrUnavailable):
+			t.Errorf("%s: err = %v does not wrap ErrUnavailable", op, err)
 		}
 		if took > timeout {
 			t.Errorf("%s failed after %v, want within %v", op, took, timeout)
@@ -132,10 +134,12 @@ func TestOutageTimeout(t *testing.T) {
 		t.Logf("%s: %v after %v", op, err, took.Round(time.Millisecond))
 	}
 	check("Put", 3*time.Second, func() error { return s.Put(ctx, "k2", []byte("v")) })
-	check("Get", 3*time.Second, func() error { _, err := s.Get(ctx, "k", 0, -1); return err })
-	check("Head", 3*time.Second, func() error { _, err := s.Head(ctx, "k"); return err })
-	check("Delete", 3*time.Second, func() error { return s.Delete(ctx, "k") })
-	check("List", 3*time.Second, func() error {
+	// The outage has lasted the timeout: the next operations try once
+	// and fail, instead of waiting a timeout each.
+	check("Get", 500*time.Millisecond, func() error { _, err := s.Get(ctx, "k", 0, -1); return err })
+	check("Head", 500*time.Millisecond, func() error { _, err := s.Head(ctx, "k"); return err })
+	check("Delete", 500*time.Millisecond, func() error { return s.Delete(ctx, "k") })
+	check("List", 500*time.Millisecond, func() error {
 		return s.List(ctx, "", func(object.Info) bool { return true })
 	})
 	check("Put without retries", time.Second, func() error { return once.Put(ctx, "k2", []byte("v")) })
@@ -148,6 +152,33 @@ func TestOutageTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
 		t.Errorf("Put with a context that ends during the outage: err = %v after %v, want DeadlineExceeded soon",
 			err, time.Since(start))
+	}
+}
+
+// TestOutageWaitForever: with WaitForever a Put waits through an outage
+// longer than OutageTimeout and succeeds when the server is back.
+func TestOutageWaitForever(t *testing.T) {
+	srv := s3test.Shared(t)
+	b := srv.NewBucket(t)
+	s := open(t, b, b.URL, s3.Options{OutageTimeout: 500 * time.Millisecond, WaitForever: true})
+	restart(t, srv)
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	back := make(chan error, 1)
+	go func() {
+		time.Sleep(2 * time.Second)
+		back <- srv.Start()
+	}()
+	start := time.Now()
+	if err := s.Put(t.Context(), "k", []byte("v")); err != nil {
+		t.Errorf("Put through a 2 s outage with WaitForever: %v", err)
+	}
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Errorf("Put returned after %v, before the server was back", took)
+	}
+	if err := <-back; err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -52,8 +52,14 @@ type Options struct {
 	// the endpoint cannot be reached or fails with a transient error
 	// (5xx, throttling), counted from the operation's first failure; it
 	// then fails. Default DefaultOutageTimeout; negative: fail at the
-	// first error without retrying.
+	// first error without retrying. The clock is the store's: an operation
+	// that starts when the endpoint has been failing for OutageTimeout
+	// tries once and fails, rather than waiting a whole timeout again.
 	OutageTimeout time.Duration
+	// WaitForever retries through an outage of any length (as an NFS hard
+	// mount does); only the operation's context ends the wait. It
+	// overrides OutageTimeout and MaxRetries for transient failures.
+	WaitForever bool
 	// MaxRetries bounds the number of retries of one operation within
 	// OutageTimeout. Default DefaultMaxRetries, which the back-off (at
 	// most a second between tries) makes larger than the default
@@ -110,7 +116,9 @@ func (o *Options) Validate() error {
 }
 
 // retries reports whether the options allow any retry.
-func (o *Options) retries() bool { return o.OutageTimeout > 0 && o.MaxRetries > 0 }
+func (o *Options) retries() bool {
+	return o.WaitForever || o.OutageTimeout > 0 && o.MaxRetries > 0
+}
 
 // credentials returns the key pair to use and where it came from: the
 // options, else the environment.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // retrier runs one operation's retries: it decides whether a failure is
@@ -69,12 +71,17 @@ func (r *retrier) wait(ctx context.Context, err error) error {
 	}
 	r.tries++
 	d := r.delay/2 + rand.N(r.delay/2)
-	if r.tries > r.s.opts.MaxRetries || r.elapsed()+d > r.s.opts.OutageTimeout {
+	if !r.s.opts.WaitForever && (r.tries > r.s.opts.MaxRetries || d > r.s.opts.OutageTimeout-r.outage()) {
 		return r.s.fail(r.op, r.key, err, r.tries, r.elapsed())
 	}
 	if r.s.down.CompareAndSwap(false, true) {
+		r.s.downSince.Store(r.since.UnixNano())
+		limit := r.s.opts.OutageTimeout.String()
+		if r.s.opts.WaitForever {
+			limit = "ever"
+		}
 		r.s.log.Warn("S3 endpoint failing; retrying", "endpoint", r.s.endpoint, "op", r.op, "key", r.key,
-			"for", r.s.opts.OutageTimeout, "err", err)
+			"for", limit, "err", err)
 	}
 	r.delay = min(2*r.delay, maxBackoff)
 	t := time.NewTimer(d)
@@ -92,6 +99,17 @@ func (r *retrier) elapsed() time.Duration {
 		return 0
 	}
 	return time.Since(r.since)
+}
+
+// outage is how long the endpoint has been failing: since this
+// operation's first failure, or since another operation's if the store
+// has been down since before that (no success in between).
+func (r *retrier) outage() time.Duration {
+	since := r.since
+	if t := r.s.downSince.Load(); r.s.down.Load() && t != 0 && t < since.UnixNano() {
+		since = time.Unix(0, t)
+	}
+	return time.Since(since)
 }
 
 // transient reports whether err may go away if the request is repeated:
@@ -181,13 +199,21 @@ func (s *Store) fail(op, key string, err error, tries int, elapsed time.Duration
 	}
 	if !transient(err) || tries <= 1 {
 		if reachability(err) {
-			return fmt.Errorf("object/s3: %s: cannot reach S3 endpoint %s: %w", what, s.endpoint, err)
+			return fmt.Errorf("object/s3: %s: cannot reach S3 endpoint %s: %w", what, s.endpoint, unavailableError{err})
 		}
 		return fmt.Errorf("object/s3: %s: %w", what, err)
 	}
 	gaveUp := fmt.Sprintf("gave up after %d tries in %v", tries, elapsed.Round(time.Millisecond))
 	if reachability(err) {
-		return fmt.Errorf("object/s3: %s: cannot reach S3 endpoint %s (%s): %w", what, s.endpoint, gaveUp, err)
+		return fmt.Errorf("object/s3: %s: cannot reach S3 endpoint %s (%s): %w", what, s.endpoint, gaveUp, unavailableError{err})
 	}
-	return fmt.Errorf("object/s3: %s: S3 endpoint %s kept failing (%s): %w", what, s.endpoint, gaveUp, err)
+	return fmt.Errorf("object/s3: %s: S3 endpoint %s kept failing (%s): %w", what, s.endpoint, gaveUp, unavailableError{err})
 }
+
+// unavailableError marks the final error of an operation that the
+// endpoint's outage ended: it matches object.ErrUnavailable and says what
+// err says.
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string   { return e.err.Error() }
+func (e unavailableError) Unwrap() []error { return []error{object.ErrUnavailable, e.err} }

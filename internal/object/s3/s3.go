@@ -68,7 +68,8 @@ type Store struct {
 	transport http.RoundTripper
 	opts      Options
 	log       *slog.Logger
-	down      atomic.Bool // an operation is retrying a failing endpoint
+	down      atomic.Bool  // an operation is retrying a failing endpoint
+	downSince atomic.Int64 // when down was last set (UnixNano)
 }
 
 // Open opens the store the data URL rawURL names (see Location). It checks
