@@ -385,7 +385,8 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 		return DirChange{}, err
 	}
 	var ch DirChange
-	err := m.mutateGrouped(ctx, func(o *op) error {
+	// Marked as freeing space: allowed on a nearly full metadata disk.
+	err := m.mutateGrouped(kv.Freeing(ctx), func(o *op) error {
 		if err := o.prefetchUnlink(parent, name); err != nil {
 			return err
 		}
@@ -437,7 +438,7 @@ func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 	if err := validName(name); err != nil {
 		return err
 	}
-	return m.mutate(ctx, func(o *op) error {
+	return m.mutate(kv.Freeing(ctx), func(o *op) error { // as in UnlinkChange
 		if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name)); err != nil {
 			return err
 		}

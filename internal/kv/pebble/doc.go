@@ -63,6 +63,57 @@
 // Updates share fsyncs (group commit). Such Updates do not use the redo log.
 // An fsync costs about 200 µs here, against about 3 µs for a default Update.
 //
+// # A full disk
+//
+// Pebble cannot survive a failed write of its WAL or MANIFEST: it calls its
+// logger's Fatalf ("pebble: fatal commit error … no space left on
+// device"), and it retries a failed flush at once and forever, logging
+// each failure. So the store keeps Pebble from ever meeting a full disk
+// (space.go):
+//
+//   - Options.FreeSpaceReserve (default 64 MiB, or 4 × MemTableSize if
+//     more) is kept free on the file system holding the store, for
+//     Pebble's own writes: flushing the memtables it holds, a new WAL
+//     (preallocated to 1.1 × MemTableSize), MANIFEST edits, compactions
+//     (which Pebble keeps to half the free space when it can).
+//   - While less is free, an Update that writes fails with an error
+//     wrapping base.ErrNoSpace ("metadata disk DIR is nearly full (X free,
+//     writes need Y): free space and retry"), which vfs returns as ENOSPC.
+//     Reads, and Updates that write nothing, go on.
+//   - Deletes go on down to a hard floor, half the reserve: an Update
+//     whose context is marked kv.Freeing (meta marks unlink, rmdir and the
+//     last close of a file) is refused only below the floor, so that a
+//     user can make room through a mount that is still up, as on a disk
+//     shared with the data directory. Below the floor nothing is written.
+//     The records of deleted objects (meta's FinishDeletes) are not
+//     marked: the objects are deleted first, and their records go once
+//     writes resume.
+//   - The free space is measured with statfs(2) under the writer slot,
+//     at most every 100 ms, sooner once the Updates admitted since could
+//     have used an eighth of the room left above the reserve, and again
+//     before any refusal (deletes and compactions free space unseen), so
+//     writes resume as soon as space returns. Each admitted Update is
+//     counted twice its batch size (the WAL and the redo log).
+//   - Open (read-write) fails at once when less than the reserve is free:
+//     "metadata disk DIR is full (X free, need Y): free space and retry".
+//     Opening writes (a WAL, a MANIFEST, a flush of what the last WAL
+//     held), and a failed flush there used to spin forever.
+//   - Pebble's background errors (a failed flush or compaction, retried
+//     at once) are logged once every 10 s, with a count of those left out.
+//
+// The guard protects against the store's own writes and against anything
+// slower than its measurements; another writer that fills the same disk
+// within 100 ms (or takes the last 32 MiB) can still get Pebble to a
+// failed write. Then Fatalf logs the error and marks the store failed;
+// when the failing call is the store's own (a commit, a sync, Open) its
+// panic is recovered and returned as an error wrapping base.ErrIO, reads
+// go on and every later write fails with base.ErrIO until the process
+// restarts (the redo log keeps what was acknowledged). When it is one of
+// Pebble's background goroutines (a flush or compaction writing the
+// MANIFEST), nothing outside Pebble can recover it: the process ends, after
+// the log line. A ballast file released on ENOSPC (Pebble's
+// vfs.OnDiskFull) would close that gap; it is not done.
+//
 // # Reserved keys
 //
 // Keys starting with 0xff 0xff "cairn/" belong to the store (the sequence

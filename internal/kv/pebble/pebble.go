@@ -11,12 +11,15 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
 )
 
@@ -49,6 +52,16 @@ type Options struct {
 	// SyncCommits makes Update return only after its transaction is fsynced
 	// (see the package doc). Off by default; call Sync instead.
 	SyncCommits bool
+	// FreeSpaceReserve is the free space, in bytes, kept on the file
+	// system holding the store for Pebble's own writes (see the package
+	// doc, "A full disk"). While less is free, Update refuses transactions
+	// with an error wrapping base.ErrNoSpace, except those whose context
+	// is marked kv.Freeing, refused only below half the reserve; and Open
+	// refuses to open the store read-write. Zero means
+	// DefaultFreeSpaceReserve or 4 × MemTableSize, whichever is more; a
+	// positive value must be at least 4 × MemTableSize; negative turns the
+	// guard off.
+	FreeSpaceReserve int64
 
 	// pessimistic runs every Update under the writer slot, as before
 	// optimistic transactions. Only for tests and benchmarks.
@@ -57,6 +70,10 @@ type Options struct {
 	// noRedoLog turns the redo log off, so that NoSync commits can be lost
 	// by a crash of the process. Only for tests and benchmarks.
 	noRedoLog bool
+
+	// fs replaces the file system Pebble writes through (nil: the real
+	// one), for injecting faults. Only for tests.
+	fs vfs.FS
 }
 
 // Validate reports whether the options are usable.
@@ -66,6 +83,13 @@ func (o Options) Validate() error {
 	}
 	if o.MemTableSize != 0 && (o.MemTableSize < 1<<20 || o.MemTableSize >= 4<<30) {
 		return fmt.Errorf("pebble: MemTableSize %d is outside [1 MiB, 4 GiB)", o.MemTableSize)
+	}
+	mem := o.MemTableSize
+	if mem == 0 {
+		mem = DefaultMemTableSize
+	}
+	if o.FreeSpaceReserve > 0 && uint64(o.FreeSpaceReserve) < 4*mem {
+		return fmt.Errorf("pebble: FreeSpaceReserve %d is below 4 × MemTableSize (%d)", o.FreeSpaceReserve, 4*mem)
 	}
 	return nil
 }
@@ -79,6 +103,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.FreeSpaceReserve == 0 {
+		o.FreeSpaceReserve = max(DefaultFreeSpaceReserve, 4*int64(o.MemTableSize))
 	}
 	return o
 }
@@ -104,6 +131,13 @@ type Store struct {
 	mu       sync.Mutex // guards closed and adding to inflight
 	closed   bool
 	inflight sync.WaitGroup // operations using db; Close waits for them
+
+	// space refuses commits while the disk is nearly full (space.go); nil
+	// if ReadOnly or turned off.
+	space *spaceGuard
+	// fatal is set once Pebble reported an error it cannot go on from
+	// (slogAdapter.Fatalf): from then on the store refuses writes.
+	fatal *atomic.Pointer[fatalError]
 
 	// Guarded by the writer slot (see redo.go):
 	seq      uint64   // seq of the last Update committed to db
@@ -139,6 +173,7 @@ func Open(path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("metadata at %s: %w", path, err)
 		}
 	}
+	guarded := !opts.ReadOnly && opts.FreeSpaceReserve > 0
 	// Take the directory lock ourselves so that a lock conflict can be told
 	// apart from every other reason Open can fail.
 	lock, err := pebble.LockDirectory(path, vfs.Default)
@@ -148,23 +183,41 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("metadata at %s: %w", path, err)
 	}
+	if guarded {
+		if err := checkOpen(path, opts.FreeSpaceReserve); err != nil {
+			_ = lock.Close()
+			return nil, err
+		}
+	}
 
+	var space *spaceGuard
+	if guarded {
+		space = newSpaceGuard(path, opts.FreeSpaceReserve, opts.Logger)
+	}
+	fatal := new(atomic.Pointer[fatalError])
+	bg := &backgroundErrors{log: opts.Logger, guard: space, now: time.Now}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
 		Cache:              cache,
 		MemTableSize:       opts.MemTableSize,
-		Logger:             slogAdapter{opts.Logger},
+		Logger:             slogAdapter{l: opts.Logger, fatal: fatal},
+		EventListener:      &pebble.EventListener{BackgroundError: bg.report},
 		ReadOnly:           opts.ReadOnly,
 		Lock:               lock,
 		FormatMajorVersion: pebble.FormatNewest,
+		FS:                 opts.fs, // nil: Pebble's default
 	}
 	// Metadata reads are mostly point lookups (dentries, inodes): bloom
 	// filters let them skip sstables that do not hold the key.
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
-	db, err := pebble.Open(path, po)
+	var db *pebble.DB
+	err = recoverFatal(func() (err error) {
+		db, err = pebble.Open(path, po)
+		return err
+	})
 	if err != nil {
 		_ = lock.Close()
 		return nil, fmt.Errorf("metadata at %s: %w", path, err)
@@ -175,12 +228,16 @@ func Open(path string, opts Options) (*Store, error) {
 		db:     db,
 		lock:   lock,
 		writer: make(chan struct{}, 1),
+		space:  space,
+		fatal:  fatal,
 	}
-	if err := s.recover(); err != nil {
+	if err := recoverFatal(s.recover); err != nil {
 		if s.redo != nil {
 			_ = s.redo.Close()
 		}
-		_ = db.Close()
+		if fatal.Load() == nil {
+			_ = db.Close() // after a fatal error it may wait forever
+		}
 		_ = lock.Close()
 		return nil, err
 	}
@@ -215,6 +272,12 @@ func (s *Store) enter() error {
 // otherwise, and while optimism mostly fails, it runs fn alone under the
 // writer slot, where it cannot conflict. fn runs at most twice and Update
 // never returns kv.ErrConflict.
+//
+// While the disk is nearly full, a transaction that writes fails with an
+// error wrapping base.ErrNoSpace, unless ctx is marked kv.Freeing and the
+// hard floor is not reached either (see the package doc, "A full disk").
+// After Pebble met a fatal error, every transaction that writes fails with
+// an error wrapping base.ErrIO.
 func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -223,12 +286,16 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 		return err
 	}
 	defer s.inflight.Done()
+	if err := s.failed(); err != nil {
+		return err
+	}
+	freeing := kv.IsFreeing(ctx)
 	if s.opts.pessimistic || !s.gate.try() {
 		s.occCount.locked.Add(1)
 		if err := s.acquire(ctx); err != nil {
 			return err
 		}
-		return s.updateLocked(fn)
+		return s.updateLocked(fn, freeing)
 	}
 
 	start := s.commits.seq.Load() // before any read
@@ -254,7 +321,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 				return err
 			}
 		}
-		return s.updateLocked(fn)
+		return s.updateLocked(fn, freeing)
 	}
 	s.gate.succeeded()
 	s.occCount.optimistic.Add(1)
@@ -262,7 +329,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx kv.Txn) error) error {
 	if !commit {
 		return err
 	}
-	return s.commit(b, tx.writes)
+	return s.commit(b, tx.writes, freeing)
 }
 
 // Touch implements kv.Toucher: it logs keys as written by a commit, under
@@ -297,7 +364,7 @@ func (s *Store) acquire(ctx context.Context) error {
 
 // updateLocked runs fn and commits it; the caller holds the writer slot,
 // which updateLocked releases.
-func (s *Store) updateLocked(fn func(tx kv.Txn) error) error {
+func (s *Store) updateLocked(fn func(tx kv.Txn) error, freeing bool) error {
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
 	tx := &txn{reader: reader{r: b}, b: b}
@@ -305,20 +372,31 @@ func (s *Store) updateLocked(fn func(tx kv.Txn) error) error {
 		<-s.writer
 		return err
 	}
-	return s.commit(b, tx.writes)
+	return s.commit(b, tx.writes, freeing)
 }
 
 // commit commits b, which wrote keys, and logs keys for the optimistic
-// transactions running beside it. The caller holds the writer slot, which
-// commit releases.
-func (s *Store) commit(b *pebble.Batch, keys [][]byte) error {
+// transactions running beside it; freeing says its context is marked
+// kv.Freeing. The caller holds the writer slot, which commit releases.
+func (s *Store) commit(b *pebble.Batch, keys [][]byte, freeing bool) error {
+	// Checked under the slot: a fatal error met by the commit before this
+	// one leaves Pebble's commit pipeline stuck, and a commit would wait
+	// forever.
+	err := s.failed()
+	if err == nil && s.space != nil {
+		err = s.space.admit(len(b.Repr()), freeing)
+	}
+	if err != nil {
+		<-s.writer
+		return err
+	}
 	obs := s.observe.Active()
 	var ws []kv.Write
 	if obs != nil {
 		ws = batchWrites(b)
 		kv.Committing(obs, ws)
 	}
-	err := s.apply(b)
+	err = recoverFatal(func() error { return s.apply(b) })
 	if obs != nil {
 		kv.Committed(obs, ws, err == nil)
 	}
@@ -404,9 +482,12 @@ func (s *Store) Sync(ctx context.Context) error {
 	if s.opts.ReadOnly {
 		return nil
 	}
+	if err := s.failed(); err != nil {
+		return err
+	}
 	if s.opts.SyncCommits || s.opts.noRedoLog {
 		// No redo log to empty: Updates need not wait for the fsync.
-		if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		if err := recoverFatal(func() error { return s.db.LogData(nil, pebble.Sync) }); err != nil {
 			return fmt.Errorf("%s: sync: %w", s.Name(), err)
 		}
 		return nil
@@ -419,7 +500,10 @@ func (s *Store) Sync(ctx context.Context) error {
 		return ctx.Err()
 	}
 	defer func() { <-s.writer }()
-	if err := s.syncLocked(); err != nil {
+	if err := s.failed(); err != nil {
+		return err
+	}
+	if err := recoverFatal(s.syncLocked); err != nil {
 		return fmt.Errorf("%s: %w", s.Name(), err)
 	}
 	return nil
@@ -440,16 +524,22 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.inflight.Wait()
-	var err error
+	err := s.failed()
 	if s.redo != nil {
 		// Nothing else runs now, so the writer slot is not needed.
-		err = s.syncLocked()
+		if err == nil {
+			err = recoverFatal(s.syncLocked)
+		}
 		if cerr := s.redo.Close(); err == nil {
 			err = cerr
 		}
 	}
-	if derr := s.db.Close(); err == nil {
-		err = derr
+	if s.fatal.Load() == nil {
+		// After a fatal error Pebble's Close may wait forever for its
+		// stuck commit pipeline; the process is left to end instead.
+		if derr := s.db.Close(); err == nil {
+			err = derr
+		}
 	}
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
@@ -629,7 +719,10 @@ func (tx *txn) reserved(key []byte) bool {
 }
 
 // slogAdapter routes Pebble's log messages to a slog.Logger.
-type slogAdapter struct{ l *slog.Logger }
+type slogAdapter struct {
+	l     *slog.Logger
+	fatal *atomic.Pointer[fatalError] // set by Fatalf
+}
 
 func (a slogAdapter) Infof(format string, args ...any) {
 	if a.l.Enabled(context.Background(), slog.LevelDebug) {
@@ -641,10 +734,49 @@ func (a slogAdapter) Errorf(format string, args ...any) {
 	a.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
 }
 
-// Fatalf is called by Pebble on unrecoverable internal errors and must not
-// return; it panics rather than exiting the process.
+// Fatalf is called by Pebble on an error it cannot go on from (a failed
+// write of its WAL or MANIFEST, corruption) and must not return. It logs
+// the error, marks the store failed and panics with a *fatalError. A
+// call into Pebble from the store's own goroutines (a commit, a sync,
+// Open) recovers that panic (recoverFatal): the process and the reads go
+// on, writes fail. Pebble's background goroutines (flushes, compactions)
+// cannot be recovered from outside: there the panic ends the process,
+// after the log line. The free-space guard keeps a full disk from getting
+// here (see the package doc, "A full disk").
 func (a slogAdapter) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	a.l.Error(msg, "component", "pebble")
-	panic("pebble: " + msg)
+	e := &fatalError{msg: fmt.Sprintf(format, args...)}
+	a.l.Error("pebble fatal error: the metadata store accepts no more writes; restart the process",
+		"component", "pebble", "err", e.msg)
+	a.fatal.CompareAndSwap(nil, e)
+	panic(e)
+}
+
+// fatalError is a fatal error reported by Pebble (slogAdapter.Fatalf).
+type fatalError struct{ msg string }
+
+func (e *fatalError) Error() string { return "pebble: " + e.msg }
+
+// recoverFatal calls f, a call into Pebble, and returns the fatal error
+// Pebble met in it as an error wrapping base.ErrIO instead of panicking.
+// Other panics go on.
+func recoverFatal(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(*fatalError)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("%w (%w)", e, base.ErrIO)
+		}
+	}()
+	return f()
+}
+
+// failed returns the error writes fail with once Pebble met a fatal
+// error, or nil.
+func (s *Store) failed() error {
+	if e := s.fatal.Load(); e != nil {
+		return fmt.Errorf("%s accepts no more writes after a fatal error (%w); restart the process: %w", s.Name(), e, base.ErrIO)
+	}
+	return nil
 }
