@@ -10,13 +10,13 @@ import (
 //
 // An object store that checks uploads (S3's x-amz-checksum-crc32c) wants
 // the CRC-32C of the whole object. EncodeBlock has just computed one per
-// 64 KiB segment, so a second pass over the block is not needed: the CRC
-// of a concatenation follows from the CRCs of its parts (zlib's
-// crc32_combine). CRC-32 is linear over GF(2): appending n zero bytes to
-// a message maps its CRC through a fixed 32×32 bit matrix, the n-th power
-// of the matrix for one zero bit, and CRC(a‖b) = zeros(len(b))·CRC(a) ⊕
-// CRC(b). Every segment but the last has the same length, so that matrix
-// is computed once.
+// 64 KiB segment (blockSums), so a second pass over the block is not
+// needed: the CRC of a concatenation follows from the CRCs of its parts
+// (zlib's crc32_combine). CRC-32 is linear over GF(2): appending n zero
+// bytes to a message maps its CRC through a fixed 32×32 bit matrix, the
+// n-th power of the matrix for one zero bit, and CRC(a‖b) =
+// zeros(len(b))·CRC(a) ⊕ CRC(b). Every segment but the last has the same
+// length, so that matrix is computed once.
 
 // castagnoliReversed is the CRC-32C polynomial in the reversed (LSB-first)
 // form hash/crc32 uses.
@@ -92,10 +92,10 @@ func crc32cCombine(crcA, crcB uint32, lenB int, m *gf2Matrix) uint32 {
 }
 
 // objectCRC returns the CRC-32C of obj, a block object of length data
-// bytes that EncodeBlock made, from its segment checksums: the data is
-// not read again.
-func objectCRC(obj []byte, length int) uint32 {
-	sums := blockSums(obj, length)
+// bytes that EncodeBlock made, from sums, the CRC-32C of each segment of
+// its data (blockSums: in format 2 the table holds them tagged): the data
+// is not read again.
+func objectCRC(obj []byte, length int, sums []byte) uint32 {
 	full := segmentZeros()
 	var crc uint32
 	for i := 0; i*SegmentSize < length; i++ {

@@ -17,9 +17,12 @@ func TestObjectCRC(t *testing.T) {
 		data[i] = byte(r.Uint32())
 	}
 	for _, n := range []int{0, 1, 5, SegmentSize - 1, SegmentSize, SegmentSize + 1, 3*SegmentSize + 7, 4 << 20, 4<<20 + 3} {
-		obj := EncodeBlock(bytes.Clone(data[:n]))
-		if got, want := objectCRC(obj, n), crc32.Checksum(obj, castagnoli); got != want {
-			t.Errorf("length %d: objectCRC %08x, CRC of the object %08x", n, got, want)
+		for _, f := range []BlockFormat{BlockFormat1, BlockFormat2} {
+			id := BlockID{Slice: 77, Index: 3, Length: n}
+			obj := EncodeBlock(bytes.Clone(data[:n]), id, f)
+			if got, want := objectCRC(obj, n, blockSums(obj, id, f)), crc32.Checksum(obj, castagnoli); got != want {
+				t.Errorf("format %d, length %d: objectCRC %08x, CRC of the object %08x", f, n, got, want)
+			}
 		}
 	}
 	for range 200 {
@@ -39,18 +42,20 @@ func FuzzObjectCRC(f *testing.F) {
 		for range int(extra % 4) {
 			data = append(data, data...)
 		}
-		obj := EncodeBlock(bytes.Clone(data))
-		if got, want := objectCRC(obj, len(data)), crc32.Checksum(obj, castagnoli); got != want {
+		id := BlockID{Slice: uint64(extra) + 1, Length: len(data)}
+		obj := EncodeBlock(bytes.Clone(data), id, BlockFormat2)
+		if got, want := objectCRC(obj, len(data), blockSums(obj, id, BlockFormat2)), crc32.Checksum(obj, castagnoli); got != want {
 			t.Fatalf("length %d: objectCRC %08x, want %08x", len(data), got, want)
 		}
 	})
 }
 
 func BenchmarkObjectCRC(b *testing.B) {
-	obj := EncodeBlock(make([]byte, 4<<20))
+	id := BlockID{Slice: 1, Length: 4 << 20}
+	obj := EncodeBlock(make([]byte, 4<<20), id, BlockFormat2)
 	b.Run("combined", func(b *testing.B) {
 		for range b.N {
-			objectCRC(obj, 4<<20)
+			objectCRC(obj, 4<<20, blockSums(obj, id, BlockFormat2))
 		}
 	})
 	b.Run("pass", func(b *testing.B) {

@@ -23,16 +23,26 @@
 //
 // # Block format
 //
-// A block object is the block data, then a CRC-32C (Castagnoli) table with
-// one big-endian uint32 per 64 KiB segment of the data (the last segment may
-// be shorter), then the 4-byte trailer "CRN\x01" (format version 1):
+// A block object is the block data, then a table with one big-endian
+// uint32 per 64 KiB segment of the data (the last segment may be shorter),
+// then the 4-byte trailer "CRN" and the BlockFormat:
 //
-//	data[0:n] | crc(seg 0) .. crc(seg k-1) | 'C' 'R' 'N' 0x01
+//	data[0:n] | entry(seg 0) .. entry(seg k-1) | 'C' 'R' 'N' format
+//
+// In format 2 (BlockFormat2, volumes of meta format version 3 on) the
+// entry of segment i is the CRC-32C (Castagnoli) of the segment XORed with
+// a tag, the CRC-32C of the block's identity (BlockID: slice id, block
+// index, length) and i: an object read under another block's key fails
+// its check, as a damaged one does. In format 1 (older volumes) it is the
+// CRC-32C alone. A Store reads only its volume's format
+// (Options.BlockFormat).
 //
 // See EncodeBlock and DecodeBlock. Every read verifies every segment of the
 // block before any byte of it is returned or cached; a mismatch, a bad
 // trailer or a wrong object size is an error wrapping base.ErrChecksum (vfs
-// turns it into EIO) and an error log line — never wrong data.
+// turns it into EIO) and an error log line — never wrong data. The line
+// names the object and the file (WithInode), and is written at most once
+// a minute per object (Logged).
 //
 // Reads fetch and verify whole blocks (at most BlockSize, 4 MiB by default)
 // and cache the verified data, except small reads of blocks that no tier

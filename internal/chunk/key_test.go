@@ -2,7 +2,9 @@ package chunk
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"math"
 	"strconv"
 	"strings"
@@ -75,59 +77,111 @@ func FuzzParseBlockKey(f *testing.F) {
 }
 
 func TestBlockCodec(t *testing.T) {
-	for _, n := range []int{0, 1, SegmentSize - 1, SegmentSize, SegmentSize + 1, 3*SegmentSize + 17, 4 << 20} {
-		data := bytes.Repeat([]byte{0xa5, 0x3c, 7}, n/3+1)[:n]
-		obj := EncodeBlock(bytes.Clone(data))
-		if len(obj) != EncodedLen(n) {
-			t.Fatalf("n=%d: encoded %d bytes, want %d", n, len(obj), EncodedLen(n))
-		}
-		if dataLen(len(obj)) != n {
-			t.Fatalf("dataLen(%d) = %d, want %d", len(obj), dataLen(len(obj)), n)
-		}
-		for _, length := range []int{n, -1} {
-			got, err := DecodeBlock(obj, length)
+	for _, f := range []BlockFormat{BlockFormat1, BlockFormat2} {
+		for _, n := range []int{0, 1, SegmentSize - 1, SegmentSize, SegmentSize + 1, 3*SegmentSize + 17, 4 << 20} {
+			data := bytes.Repeat([]byte{0xa5, 0x3c, 7}, n/3+1)[:n]
+			id := BlockID{Slice: 1234, Index: 5, Length: n}
+			obj := EncodeBlock(bytes.Clone(data), id, f)
+			if len(obj) != EncodedLen(n) {
+				t.Fatalf("format %d, n=%d: encoded %d bytes, want %d", f, n, len(obj), EncodedLen(n))
+			}
+			got, err := DecodeBlock(obj, id, f)
 			if err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("n=%d length=%d: decode: %v", n, length, err)
+				t.Fatalf("format %d, n=%d: decode: %v", f, n, err)
 			}
-		}
-		if _, err := DecodeBlock(obj, n+1); !errors.Is(err, base.ErrChecksum) {
-			t.Fatalf("n=%d: wrong length accepted: %v", n, err)
-		}
-		// Every single-byte flip is caught.
-		step := max(1, len(obj)/97)
-		for i := 0; i < len(obj); i += step {
-			bad := bytes.Clone(obj)
-			bad[i] ^= 0x10
-			if _, err := DecodeBlock(bad, n); !errors.Is(err, base.ErrChecksum) {
-				t.Fatalf("n=%d: flip at %d not detected: %v", n, i, err)
+			wrong := id
+			wrong.Length++
+			if _, err := DecodeBlock(obj, wrong, f); !errors.Is(err, base.ErrChecksum) {
+				t.Fatalf("format %d, n=%d: wrong length accepted: %v", f, n, err)
 			}
-		}
-	}
-	for size := range 300 {
-		if n := dataLen(size); n >= 0 && EncodedLen(n) != size {
-			t.Fatalf("dataLen(%d) = %d", size, n)
+			// A block is read in one format only.
+			if _, err := DecodeBlock(obj, id, 3-f); !errors.Is(err, base.ErrChecksum) {
+				t.Fatalf("format %d, n=%d: accepted as format %d: %v", f, n, 3-f, err)
+			}
+			// Every single-byte flip is caught.
+			step := max(1, len(obj)/97)
+			for i := 0; i < len(obj); i += step {
+				bad := bytes.Clone(obj)
+				bad[i] ^= 0x10
+				if _, err := DecodeBlock(bad, id, f); !errors.Is(err, base.ErrChecksum) {
+					t.Fatalf("format %d, n=%d: flip at %d not detected: %v", f, n, i, err)
+				}
+			}
 		}
 	}
 }
 
+// TestBlockIdentity: a format 2 block read as any other block of its
+// length (another slice, another index of the same slice) fails its
+// check, and so does one whose segments were swapped with their entries;
+// format 1 blocks cannot tell.
+func TestBlockIdentity(t *testing.T) {
+	n := 3*SegmentSize + 100
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	id := BlockID{Slice: 1000, Index: 2, Length: n}
+	others := []BlockID{
+		{Slice: 1001, Index: 2, Length: n},
+		{Slice: 999, Index: 2, Length: n},
+		{Slice: 1000, Index: 3, Length: n},
+		{Slice: 1000 | base.InlineBit, Index: 2, Length: n},
+		{Slice: 1 << 40, Index: 0, Length: n},
+	}
+	obj := EncodeBlock(bytes.Clone(data), id, BlockFormat2)
+	for _, o := range others {
+		if _, err := DecodeBlock(obj, o, BlockFormat2); !errors.Is(err, base.ErrChecksum) {
+			t.Errorf("block %+v accepted as %+v: %v", id, o, err)
+		}
+	}
+	// Segments 0 and 1 swapped, with their table entries.
+	sw := bytes.Clone(obj)
+	copy(sw[:SegmentSize], obj[SegmentSize:2*SegmentSize])
+	copy(sw[SegmentSize:], obj[:SegmentSize])
+	copy(sw[n:n+4], obj[n+4:n+8])
+	copy(sw[n+4:n+8], obj[n:n+4])
+	if _, err := DecodeBlock(sw, id, BlockFormat2); !errors.Is(err, base.ErrChecksum) {
+		t.Errorf("swapped segments accepted: %v", err)
+	}
+	old := EncodeBlock(bytes.Clone(data), id, BlockFormat1)
+	if _, err := DecodeBlock(old, others[0], BlockFormat1); err != nil {
+		t.Errorf("format 1 is not bound, yet read as another block fails: %v", err)
+	}
+}
+
+// FuzzDecodeBlock: DecodeBlock never panics, fails only with
+// ErrChecksum, and accepts only what EncodeBlock makes of the identity
+// and format it was given.
 func FuzzDecodeBlock(f *testing.F) {
-	f.Add(EncodeBlock([]byte("hello")), 5)
-	f.Add(EncodeBlock(nil), -1)
-	f.Add(EncodeBlock(bytes.Repeat([]byte{1}, 2*SegmentSize+3)[SegmentSize:]), -1)
-	f.Add([]byte("CRN\x01"), 0)
-	f.Fuzz(func(t *testing.T, obj []byte, length int) {
-		data, err := DecodeBlock(obj, length)
+	f.Add(EncodeBlock([]byte("hello"), BlockID{Slice: 1, Length: 5}, BlockFormat2), uint64(1), 0, 5, uint8(2))
+	f.Add(EncodeBlock([]byte("hello"), BlockID{Slice: 1, Length: 5}, BlockFormat1), uint64(1), 0, 5, uint8(1))
+	f.Add(EncodeBlock(nil, BlockID{Slice: 9, Index: 3}, BlockFormat2), uint64(9), 3, 0, uint8(2))
+	f.Add(EncodeBlock(bytes.Repeat([]byte{1}, 2*SegmentSize+3)[SegmentSize:], BlockID{Slice: 7, Index: 1, Length: SegmentSize + 3}, BlockFormat2), uint64(7), 1, SegmentSize+3, uint8(2))
+	f.Add([]byte("CRN\x01"), uint64(1), 0, 0, uint8(1))
+	f.Add([]byte("CRN\x02"), uint64(1), 0, -1, uint8(2))
+	f.Fuzz(func(t *testing.T, obj []byte, slice uint64, index, length int, format uint8) {
+		bf := BlockFormat(format%2 + 1)
+		id := BlockID{Slice: slice, Index: index, Length: length}
+		data, err := DecodeBlock(obj, id, bf)
 		if err != nil {
 			if !errors.Is(err, base.ErrChecksum) {
 				t.Fatalf("error does not wrap ErrChecksum: %v", err)
 			}
 			return
 		}
-		if length >= 0 && len(data) != length {
+		if len(data) != length {
 			t.Fatalf("decoded %d bytes, want %d", len(data), length)
 		}
-		if re := EncodeBlock(bytes.Clone(data)); !bytes.Equal(re, obj) {
+		if re := EncodeBlock(bytes.Clone(data), id, bf); !bytes.Equal(re, obj) {
 			t.Fatal("accepted object does not re-encode to itself")
+		}
+		sums := blockSums(obj, id, bf)
+		for i := 0; i*SegmentSize < length; i++ {
+			seg := data[i*SegmentSize : min((i+1)*SegmentSize, length)]
+			if binary.BigEndian.Uint32(sums[4*i:]) != crc32.Checksum(seg, castagnoli) {
+				t.Fatalf("blockSums entry %d is not the segment's CRC-32C", i)
+			}
 		}
 	})
 }

@@ -89,6 +89,12 @@ type Options struct {
 	// into a large file, do not: they would cost the metadata engine a
 	// transaction each. Default 0: none. At most MaxInlineMax.
 	InlineMax int
+	// BlockFormat is the format of the block objects the Store writes,
+	// and the only one it reads: a block of the other format fails its
+	// check. Every client of a volume must use the volume's (meta
+	// settings: format version 3 and later BlockFormat2, earlier ones
+	// BlockFormat1). Default BlockFormat2.
+	BlockFormat BlockFormat
 	// Logger receives checksum mismatches and background upload failures.
 	// Default: discard.
 	Logger *slog.Logger
@@ -136,6 +142,12 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxChunkSlices < 0 {
 		return fmt.Errorf("chunk: negative MaxChunkSlices: %w", base.ErrInvalid)
+	}
+	if o.BlockFormat == 0 {
+		o.BlockFormat = BlockFormat2
+	}
+	if !o.BlockFormat.valid() {
+		return fmt.Errorf("chunk: unknown block format %d: %w", o.BlockFormat, base.ErrInvalid)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"strconv"
 	"sync"
 
@@ -203,7 +202,7 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 				return err
 			}
 			if fetched && !noFill(ctx) {
-				s.fillDisk(b.key, b.length)
+				s.fillDisk(ctx, b.key, b.length)
 			}
 			continue
 		}
@@ -308,6 +307,10 @@ func (s *Store) localSegments(key string, length, segA, segB int) ([][]byte, int
 // length bytes from the object store, verifies them against their CRC
 // entries, puts them into the memory tier and stores them in segs.
 func (s *Store) fetchSegments(ctx context.Context, key string, length, segA int, segs [][]byte) error {
+	id, err := s.blockID(key, length)
+	if err != nil {
+		return err
+	}
 	start := segA * SegmentSize
 	end := min((segA+len(segs))*SegmentSize, length)
 	s.st.objectGets.Add(2)
@@ -337,24 +340,19 @@ func (s *Store) fetchSegments(ctx context.Context, key string, length, segA int,
 	}
 	if err != nil {
 		if errors.Is(err, object.ErrNotFound) {
-			s.log.Error("block object missing", "key", key, "store", s.obj.String())
-			return fmt.Errorf("chunk: block %s missing: %w: %w", key, base.ErrIO, err)
+			return s.missing(ctx, key, err)
 		}
 		if errors.Is(err, base.ErrChecksum) {
-			s.st.checksumErrors.Add(1)
-			s.log.Error("block checksum mismatch", "key", key, "err", err)
+			return s.mismatch(ctx, key, err)
 		}
 		return err
 	}
 	s.st.bytesFetched.Add(int64(len(data) + len(crcs)))
+	t := newTagger(id, s.opts.BlockFormat)
 	for i := range segs {
 		seg := data[i*SegmentSize : min((i+1)*SegmentSize, len(data))]
-		want := binary.BigEndian.Uint32(crcs[4*i:])
-		if got := crc32.Checksum(seg, castagnoli); got != want {
-			s.st.checksumErrors.Add(1)
-			err := fmt.Errorf("chunk: block %s segment %d: crc %08x, stored %08x: %w", key, segA+i, got, want, base.ErrChecksum)
-			s.log.Error("block checksum mismatch", "key", key, "err", err)
-			return err
+		if err := checkSegment(t, segA+i, seg, binary.BigEndian.Uint32(crcs[4*i:])); err != nil {
+			return s.mismatch(ctx, key, err)
 		}
 		segs[i] = seg
 		if s.cache != nil {
@@ -388,10 +386,13 @@ type Reader struct {
 	nxUpTo    uint64
 	spill     bool
 	spillFrom uint64
+	// bg is the context of prefetches: no deadline, and the file of the
+	// last read (WithInode), for the log lines of bad blocks.
+	bg context.Context
 }
 
 // NewReader returns a Reader for one sequential stream.
-func (s *Store) NewReader() *Reader { return &Reader{s: s} }
+func (s *Store) NewReader() *Reader { return &Reader{s: s, bg: context.Background()} }
 
 // ReadChunk is Store.ReadChunk for chunk index of the file (used only to
 // detect sequential access), plus read-ahead.
@@ -403,6 +404,12 @@ func (r *Reader) ReadChunk(ctx context.Context, index uint32, slices []base.Slic
 	off := uint64(index)*base.ChunkSize + uint64(pos)
 	end := uint64(pos) + uint64(min(len(p), base.ChunkSize-int(pos)))
 	r.mu.Lock()
+	if ino, ok := inodeOf(ctx); ok {
+		if old, _ := inodeOf(r.bg); old != ino {
+			r.bg = WithInode(context.Background(), ino)
+		}
+	}
+	bg := r.bg
 	if off == r.next {
 		r.seq++
 	} else {
@@ -444,7 +451,7 @@ func (r *Reader) ReadChunk(ctx context.Context, index uint32, slices []base.Slic
 	random := r.seq == 0 && off != 0
 	r.mu.Unlock()
 	if from < to {
-		s.prefetch(slices, from, to)
+		s.prefetch(bg, slices, from, to)
 	}
 	return s.readChunk(ctx, slices, pos, p, random)
 }
@@ -470,12 +477,16 @@ func (r *Reader) NextChunk() (index uint32, from, upTo uint64, ok bool) {
 // slices, into the cache as read-ahead: what NextChunk reported, which it
 // does only with a cache and read-ahead on.
 func (r *Reader) PrefetchNext(slices []base.Slice, from, upTo uint64) {
-	r.s.prefetch(slices, from, min(upTo, base.ChunkSize))
+	r.mu.Lock()
+	bg := r.bg
+	r.mu.Unlock()
+	r.s.prefetch(bg, slices, from, min(upTo, base.ChunkSize))
 }
 
 // prefetch starts background fetches into the cache of the blocks serving
-// chunk positions [a, b), as long as read-ahead slots are free.
-func (s *Store) prefetch(slices []base.Slice, a, b uint64) {
+// chunk positions [a, b), as long as read-ahead slots are free. ctx
+// is not cancelled; it carries the file being read (WithInode).
+func (s *Store) prefetch(ctx context.Context, slices []base.Slice, a, b uint64) {
 	pieces, err := resolve(slices, a, b)
 	if err != nil {
 		return
@@ -502,7 +513,7 @@ func (s *Store) prefetch(slices []base.Slice, a, b uint64) {
 			return // busy: stay out of the way
 		}
 		s.st.prefetches.Add(1)
-		c := s.startFetch(context.Background(), pt.key, pt.length)
+		c := s.startFetch(ctx, pt.key, pt.length)
 		go func() {
 			<-c.done
 			<-s.raSem
@@ -520,8 +531,8 @@ func (s *Store) prefetch(slices []base.Slice, a, b uint64) {
 // Options.DiskFills fills are running (bounded, so a random workload
 // cannot queue unbounded block fetches behind its small reads). The block
 // goes to the disk tier only: the memory tier keeps the segments reads
-// use.
-func (s *Store) fillDisk(key string, length int) {
+// use. The fill outlives ctx; it keeps only its values (WithInode).
+func (s *Store) fillDisk(ctx context.Context, key string, length int) {
 	if s.fillSem == nil || s.disk.Has(key) {
 		return
 	}
@@ -546,7 +557,7 @@ func (s *Store) fillDisk(key string, length int) {
 			s.sfMu.Unlock()
 			<-s.fillSem
 		}()
-		data, _, err := s.fetchObject(context.Background(), key, length)
+		data, _, err := s.fetchObject(context.WithoutCancel(ctx), key, length)
 		if err != nil {
 			return // logged by fetchObject; a later miss tries again
 		}

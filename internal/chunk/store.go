@@ -68,6 +68,7 @@ type Store struct {
 	disk  DiskCache  // may be nil
 	opts  Options
 	log   *slog.Logger
+	bad   *badBlocks // logs bad blocks, rate-limited
 
 	upSem   chan struct{} // upload slots (global)
 	raSem   chan struct{} // read-ahead slots (global, try-acquire only)
@@ -114,6 +115,7 @@ func New(obj object.Store, cache BlockCache, opts Options) (*Store, error) {
 		disk:     opts.DiskCache,
 		opts:     opts,
 		log:      opts.Logger,
+		bad:      newBadBlocks(opts.Logger),
 		upSem:    make(chan struct{}, opts.UploadConcurrency),
 		raSem:    make(chan struct{}, max(opts.ReadAhead, 1)*2),
 		inflight: make(map[string]*fetchCall),
@@ -125,6 +127,13 @@ func New(obj object.Store, cache BlockCache, opts Options) (*Store, error) {
 		s.fillSem = make(chan struct{}, opts.DiskFills)
 	}
 	return s, nil
+}
+
+// Space returns the room of the object store's storage
+// (object.SpaceOf), or an error wrapping object.ErrUnknownSpace when the
+// store cannot tell (S3).
+func (s *Store) Space(ctx context.Context) (object.Space, error) {
+	return object.SpaceOf(ctx, s.obj)
 }
 
 // Options returns the validated options in use.
@@ -259,23 +268,49 @@ func noFill(ctx context.Context) bool {
 // fetchObject reads and verifies one block object, and returns its data
 // and its segment checksums.
 func (s *Store) fetchObject(ctx context.Context, key string, length int) (data, sums []byte, err error) {
+	id, err := s.blockID(key, length)
+	if err != nil {
+		return nil, nil, err
+	}
 	s.st.objectGets.Add(1)
 	obj, err := object.ReadAll(ctx, s.obj, key)
 	if err != nil {
 		if errors.Is(err, object.ErrNotFound) {
-			s.log.Error("block object missing", "key", key, "store", s.obj.String())
-			return nil, nil, fmt.Errorf("chunk: block %s missing: %w: %w", key, base.ErrIO, err)
+			return nil, nil, s.missing(ctx, key, err)
 		}
 		return nil, nil, fmt.Errorf("chunk: get block %s: %w", key, err)
 	}
 	s.st.bytesFetched.Add(int64(len(obj)))
-	data, err = DecodeBlock(obj, length)
+	data, err = DecodeBlock(obj, id, s.opts.BlockFormat)
 	if err != nil {
-		s.st.checksumErrors.Add(1)
-		s.log.Error("block checksum mismatch", "key", key, "store", s.obj.String(), "err", err)
-		return nil, nil, fmt.Errorf("chunk: block %s: %w", key, err)
+		return nil, nil, s.mismatch(ctx, key, err)
 	}
-	return data, blockSums(obj, length), nil
+	return data, blockSums(obj, id, s.opts.BlockFormat), nil
+}
+
+// blockID returns the identity of the block under key, of length bytes.
+func (s *Store) blockID(key string, length int) (BlockID, error) {
+	id, err := blockIDOf(key)
+	if err == nil && id.Length != length {
+		err = fmt.Errorf("chunk: block key %s read as %d bytes: %w", key, length, base.ErrInvalid)
+	}
+	return id, err
+}
+
+// missing counts, logs (see badBlocks) and returns the failure of a read
+// of block key whose object is not in the store (err).
+func (s *Store) missing(ctx context.Context, key string, err error) error {
+	err = fmt.Errorf("chunk: block %s missing: %w: %w", key, base.ErrIO, err)
+	return s.bad.report(ctx, key, "block object missing", err, "store", s.obj.String())
+}
+
+// mismatch counts, logs (see badBlocks) and returns the failure of a
+// read of block key that did not pass its checks (err, wrapping
+// base.ErrChecksum).
+func (s *Store) mismatch(ctx context.Context, key string, err error) error {
+	s.st.checksumErrors.Add(1)
+	err = fmt.Errorf("chunk: block %s: %w", key, err)
+	return s.bad.report(ctx, key, "block checksum mismatch", err, "store", s.obj.String())
 }
 
 // putBlock encodes data as a block object and stores it under key, holding
@@ -294,10 +329,14 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory,
 		return ctx.Err()
 	}
 	defer func() { <-s.upSem }()
-	obj := EncodeBlock(data)
-	sums := blockSums(obj, len(data))
+	id, err := s.blockID(key, len(data))
+	if err != nil {
+		return err
+	}
+	obj := EncodeBlock(data, id, s.opts.BlockFormat)
+	sums := blockSums(obj, id, s.opts.BlockFormat)
 	s.st.objectPuts.Add(1)
-	putCtx := object.WithCRC32C(ctx, objectCRC(obj, len(data)))
+	putCtx := object.WithCRC32C(ctx, objectCRC(obj, len(data), sums))
 	if !toMemory {
 		putCtx = object.WithCold(putCtx) // a stream's block: not read back soon
 	}

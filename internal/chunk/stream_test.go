@@ -92,7 +92,7 @@ func (d *coldDisk) PutSums(key string, data, sums []byte, cold bool) {
 	} else {
 		d.warm = append(d.warm, key)
 	}
-	want := EncodeBlock(bytes.Clone(data))
+	want := EncodeBlock(bytes.Clone(data), BlockID{}, BlockFormat1) // untagged sums
 	if !bytes.Equal(sums, want[len(data):len(want)-4]) {
 		d.badSums = append(d.badSums, key)
 	}

@@ -1080,7 +1080,7 @@ func (w *Writer) commits(ctx context.Context, list []*wslice) ([]Commit, error) 
 			b := ws.blocks[0]
 			obj := make([]byte, b.n, EncodedLen(b.n)) // EncodeBlock appends in place
 			copy(obj, b.buf[:b.n])
-			out[i].Block = EncodeBlock(obj)
+			out[i].Block = EncodeBlock(obj, BlockID{Slice: out[i].Slice.ID, Length: int(out[i].Slice.Size)}, w.s.opts.BlockFormat)
 		}
 	}
 	return out, nil

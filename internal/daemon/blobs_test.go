@@ -85,7 +85,7 @@ func TestInlineBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.InlineMax != limit || s.FormatVersion != 2 {
+	if s.InlineMax != limit || s.FormatVersion != meta.CurrentFormatVersion {
 		t.Fatalf("default format: inline limit %d, format version %d", s.InlineMax, s.FormatVersion)
 	}
 	root := &meta.Caller{}

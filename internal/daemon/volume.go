@@ -457,6 +457,9 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 		CacheRandomWrites: !isLocal,
 		LocalStore:        isLocal,
 	}
+	if !v.Settings.BoundBlocks() {
+		co.BlockFormat = chunk.BlockFormat1 // the volume's blocks predate format version 3
+	}
 	if len(cacheDirs) > 0 {
 		v.disk, err = cache.OpenDisk(cache.DiskOptions{
 			Dirs:      cacheDirs,

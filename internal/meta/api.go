@@ -31,8 +31,18 @@ type Settings struct {
 
 // CurrentFormatVersion is written by Format; Open refuses newer versions.
 // Version 2 added Settings.InlineMax: a version 1 client would look for
-// the inline blocks in the object store.
-const CurrentFormatVersion = 2
+// the inline blocks in the object store. Version 3 binds every block
+// object to its identity (Settings.BoundBlocks): a version 2 client would
+// reject its blocks as corrupt.
+const CurrentFormatVersion = 3
+
+// BoundBlocks reports whether the volume's block objects are bound to
+// their identity, slice id, block index and length, so that an object
+// read under another block's key fails its check (chunk.BlockFormat2):
+// volumes of format version 3 and later. Older volumes keep writing and
+// reading blocks checksummed alone (chunk.BlockFormat1), which clients
+// of their own version can still read; see docs/design/0001-core.md.
+func (s Settings) BoundBlocks() bool { return s.FormatVersion >= 3 }
 
 // Caller identifies who performs an operation, for permission checks and
 // ownership of new inodes.

@@ -135,3 +135,13 @@ func TestIDAllocation(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundBlocks: volumes of format version 3 on bind their blocks to
+// their identity; older ones keep the blocks they have.
+func TestBoundBlocks(t *testing.T) {
+	for v, want := range map[int]bool{1: false, 2: false, 3: true} {
+		if got := (Settings{FormatVersion: v}).BoundBlocks(); got != want {
+			t.Errorf("format version %d: BoundBlocks %v, want %v", v, got, want)
+		}
+	}
+}

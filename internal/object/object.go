@@ -135,6 +135,37 @@ type BatchDeleter interface {
 	DeleteMany(ctx context.Context, keys []string) error
 }
 
+// Space is the room of the storage that holds a store's objects, in
+// bytes.
+type Space struct {
+	Total uint64
+	Free  uint64 // not in use
+	Avail uint64 // left to an unprivileged writer (at most Free)
+}
+
+// Spacer is implemented by stores that know the room of the storage
+// holding their objects: a local directory, its file system's. S3 has
+// no such figure. Space may do I/O and is safe to call concurrently with
+// anything. A store that wraps another implements it by passing the call
+// on (SpaceOf), so it may return ErrUnknownSpace.
+type Spacer interface {
+	Space(ctx context.Context) (Space, error)
+}
+
+// ErrUnknownSpace is returned by SpaceOf, and a wrapper's Space, for a
+// store that cannot tell its room.
+var ErrUnknownSpace = errors.New("object: the store cannot tell its space")
+
+// SpaceOf returns the room of s's storage if s is a Spacer, and
+// ErrUnknownSpace otherwise.
+func SpaceOf(ctx context.Context, s Store) (Space, error) {
+	sp, ok := s.(Spacer)
+	if !ok {
+		return Space{}, fmt.Errorf("%s: %w", s, ErrUnknownSpace)
+	}
+	return sp.Space(ctx)
+}
+
 // MaxBatchDelete is the most keys DeleteAll passes to one DeleteMany
 // (S3's limit per request).
 const MaxBatchDelete = 1000

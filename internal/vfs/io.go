@@ -157,6 +157,7 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, 
 		return 0, syscall.EBADF
 	}
 	f := h.f
+	ctx = readingFile(ctx, h.ino)
 	if e := v.checkSnapshot(ctx, f.t, false); e != 0 {
 		return 0, e
 	}

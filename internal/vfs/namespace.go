@@ -2,11 +2,13 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"syscall"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // Lookup resolves name in parent. The root's .snapshots is the virtual
@@ -254,11 +256,23 @@ func (v *VFS) Access(ctx context.Context, c *meta.Caller, ino base.Ino, mask uin
 	return v.errno("access", v.access(ctx, t, c, real, mask))
 }
 
-// StatFS reports capacity and usage.
+// StatFS reports capacity and usage. The size and the space left of a
+// volume without a capacity are those of its data store where the store
+// can tell (a local directory: its file system's), so that df shows the
+// disk that fills up; otherwise (S3) meta's large virtual size.
 func (v *VFS) StatFS(ctx context.Context) (meta.StatFS, syscall.Errno) {
 	s, err := v.m.StatFS(ctx)
 	if err != nil {
 		return s, v.errno("statfs", err)
+	}
+	if v.m.Settings().Capacity == 0 {
+		sp, err := v.cs.Space(ctx)
+		switch {
+		case err == nil && sp.Total > 0:
+			s.TotalBytes, s.AvailBytes = sp.Total, min(sp.Avail, sp.Total)
+		case err != nil && !errors.Is(err, object.ErrUnknownSpace):
+			v.log.Warn("statfs: the data store's space is unknown; reporting the virtual size", "err", err)
+		}
 	}
 	return s, 0
 }

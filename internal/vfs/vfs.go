@@ -147,13 +147,21 @@ func (v *VFS) Meta() *meta.Meta { return v.m }
 func (v *VFS) Chunks() *chunk.Store { return v.cs }
 
 // errno converts err, logging errors that become EIO so they are never
-// silent.
+// silent: all but the bad blocks chunk has logged (chunk.Logged), once
+// per block and minute, with the file (readingFile).
 func (v *VFS) errno(op string, err error) syscall.Errno {
 	e := Errno(err)
-	if e == syscall.EIO {
+	if e == syscall.EIO && !chunk.Logged(err) {
 		v.log.Error("I/O error", "op", op, "err", err)
 	}
 	return e
+}
+
+// readingFile marks ctx as reading the content of inode ino (as the
+// front end numbers it), so that the bad blocks chunk meets are logged
+// with the file as well as the object.
+func readingFile(ctx context.Context, ino base.Ino) context.Context {
+	return chunk.WithInode(ctx, ino)
 }
 
 func (v *VFS) roCheck() syscall.Errno {
@@ -350,6 +358,7 @@ const compactWindows = 16
 // write that finds the chunk fragmented schedules another attempt. See
 // docs/design/0005.
 func (v *VFS) compact(ctx context.Context, j compactJob) error {
+	ctx = readingFile(ctx, j.ino)
 	for round := 0; round < compactWindows; round++ {
 		slices, err := v.m.ReadChunk(ctx, j.ino, j.index)
 		if err != nil {

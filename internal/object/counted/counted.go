@@ -37,7 +37,7 @@ func Kinds() []Kind { return []Kind{Get, RangeGet, Put, Delete, List, Head} }
 
 // Store is an object.Store that counts what goes through it. It forwards
 // the optional abilities of the store it wraps (object.Syncer, io.Closer,
-// AllowsNesting). It is safe for concurrent use.
+// AllowsNesting, object.Spacer). It is safe for concurrent use.
 type Store struct {
 	inner object.Store
 	kinds [numKinds]kindStats
@@ -53,6 +53,7 @@ var (
 	_ object.Syncer       = (*Store)(nil)
 	_ io.Closer           = (*Store)(nil)
 	_ object.BatchDeleter = (*Store)(nil)
+	_ object.Spacer       = (*Store)(nil)
 )
 
 // New wraps inner.
@@ -60,6 +61,11 @@ func New(inner object.Store) *Store { return &Store{inner: inner} }
 
 // Unwrap returns the wrapped store.
 func (s *Store) Unwrap() object.Store { return s.inner }
+
+// Space implements object.Spacer: the wrapped store's, uncounted.
+func (s *Store) Space(ctx context.Context) (object.Space, error) {
+	return object.SpaceOf(ctx, s.inner)
+}
 
 func (s *Store) done(k Kind, start time.Time, n int, err error) {
 	ks := &s.kinds[k]

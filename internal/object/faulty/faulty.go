@@ -32,6 +32,7 @@ import (
 var (
 	_ object.Store  = (*Store)(nil)
 	_ object.Syncer = (*Store)(nil)
+	_ object.Spacer = (*Store)(nil)
 	_ io.Closer     = (*Store)(nil)
 )
 
@@ -131,7 +132,8 @@ func (f *Fault) Remove() {
 //
 // Store always implements object.Syncer. If the inner store does too, Sync
 // is passed on; otherwise the inner Put is durable already and Sync only
-// applies OpSync rules. Close and AllowsNesting are passed on undisturbed.
+// applies OpSync rules. Close, AllowsNesting and Space are passed on
+// undisturbed.
 type Store struct {
 	inner object.Store
 
@@ -163,6 +165,11 @@ func (s *Store) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = nil
+}
+
+// Space implements object.Spacer: the inner store's, undisturbed.
+func (s *Store) Space(ctx context.Context) (object.Space, error) {
+	return object.SpaceOf(ctx, s.inner)
 }
 
 // Inner returns the wrapped store, for checking what really happened.

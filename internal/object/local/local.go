@@ -43,6 +43,7 @@ import (
 var (
 	_ object.Store  = (*Store)(nil)
 	_ object.Syncer = (*Store)(nil)
+	_ object.Spacer = (*Store)(nil)
 )
 
 // tmpPrefix starts the name of every temporary file. It holds a byte that is
@@ -119,6 +120,16 @@ func (s *Store) Dir() string { return s.dir }
 
 // String implements object.Store.
 func (s *Store) String() string { return "file://" + s.dir }
+
+// Space implements object.Spacer: the size and free space of the file
+// system holding the store's directory (statfs(2)).
+func (s *Store) Space(ctx context.Context) (object.Space, error) {
+	sp, err := statfsSpace(s.dir)
+	if err != nil {
+		return object.Space{}, fmt.Errorf("local: statfs %s: %w", s.dir, err)
+	}
+	return sp, nil
+}
 
 func (s *Store) path(key string) string {
 	return filepath.Join(s.dir, filepath.FromSlash(key))

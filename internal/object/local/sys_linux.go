@@ -4,6 +4,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // startWriteback asks the kernel to start writing f's dirty pages now,
@@ -18,4 +20,18 @@ func startWriteback(f *os.File) {
 // (O_TMPFILE), to be linked into place once written.
 func openUnnamed(dir string) (int, error) {
 	return unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+}
+
+// statfsSpace returns the room of the file system holding dir, whose
+// block counts are in units of the fragment size.
+func statfsSpace(dir string) (object.Space, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return object.Space{}, err
+	}
+	bs := uint64(st.Frsize)
+	if bs == 0 {
+		bs = uint64(st.Bsize)
+	}
+	return object.Space{Total: st.Blocks * bs, Free: st.Bfree * bs, Avail: st.Bavail * bs}, nil
 }

@@ -31,6 +31,7 @@ var (
 	_ object.Syncer       = (*Store)(nil)
 	_ io.Closer           = (*Store)(nil)
 	_ object.BatchDeleter = (*Store)(nil)
+	_ object.Spacer       = (*Store)(nil)
 )
 
 // New returns a store over main and side.
@@ -174,6 +175,12 @@ func (s *Store) Sync(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Space implements object.Spacer: the main store's (the side store
+// holds the few small objects Route picks).
+func (s *Store) Space(ctx context.Context) (object.Space, error) {
+	return object.SpaceOf(ctx, s.main)
 }
 
 // Close closes each store that has a Close method.
