@@ -128,7 +128,7 @@ func TestBadInput(t *testing.T) {
 		{"inline limit too big", []string{"format", "--inline-max", "65K", "pebble://" + dir + "/m2", "v"}, "inline limit 66560: want at most 65536"},
 		{"inline limit not below the block size", []string{"format", "--block-size", "64K", "--inline-max", "64K", "pebble://" + dir + "/m2", "v"}, "less than the block size"},
 		{"bad inline limit", []string{"format", "--inline-max", "lots", "pebble://" + dir + "/m2", "v"}, "--inline-max"},
-		{"unformatted", []string{"status", "pebble://" + dir + "/empty"}, "holds no Cairn volume"},
+		{"unformatted", []string{"status", "pebble://" + dir + "/empty"}, "no Cairn volume at"},
 		{"missing mountpoint", []string{"mount", "pebble://" + dir + "/m3", dir + "/nope"}, "does not exist"},
 		{"mountpoint is a file", []string{"mount", "pebble://" + dir + "/m3", "/etc/hostname"}, "not a directory"},
 		{"mount unknown scheme", []string{"mount", "etcd://x", dir}, "unknown scheme"},

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairnfs/cairn/internal/daemon"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 func newFormatCommand() *cobra.Command {
@@ -59,7 +60,7 @@ instead of an object PUT. Fixed at format time.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "formatted volume %q (uuid %s)\n  metadata: %s\n  data:     %s\n  block size: %d bytes\n  inline limit: %d bytes\n",
-				s.Name, s.UUID, o.MetaURL, s.DataURL, s.BlockSize, s.InlineMax)
+				s.Name, s.UUID, object.RedactURL(o.MetaURL), object.RedactURL(s.DataURL), s.BlockSize, s.InlineMax)
 			return nil
 		},
 	}

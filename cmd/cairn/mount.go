@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,11 +18,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairnfs/cairn/internal/daemon"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // readyFDEnv names the environment variable that tells a daemonized mount
 // process which file descriptor to report readiness on.
 const readyFDEnv = "CAIRN_READY_FD"
+
+// metaURLFDEnv names the environment variable that tells a daemonized
+// mount process which file descriptor to read its metadata URL from, when
+// the URL holds a password: its command line, which ps shows to every
+// user, holds the URL redacted (object.RedactURL).
+const metaURLFDEnv = "CAIRN_META_URL_FD"
 
 func newMountCommand() *cobra.Command {
 	var (
@@ -86,7 +95,11 @@ doubled since the last collection, but not before it reaches 64 MiB (or
   cairn mount -d --nfs-listen 0.0.0.0:2049 --nfs-allow 10.0.0.0/8 --nfs-squash root pebble:///var/lib/cairn/meta /mnt/cairn`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			metaURL, mp := args[0], args[1]
+			metaURL, err := parentMetaURL(args[0])
+			if err != nil {
+				return err
+			}
+			mp := args[1]
 			loc, err := daemon.ParseMetaURL(metaURL)
 			if err != nil {
 				return err
@@ -115,7 +128,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 				return fmt.Errorf("--object-latency %s: want zero or more", objectLatency)
 			}
 			if background {
-				return daemonize(cmd, logFile, abs)
+				return daemonize(cmd, loc, logFile, abs)
 			}
 			var extra []string
 			for _, o := range opts {
@@ -216,7 +229,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&background, "daemon", "d", false, "run in the background; return once mounted")
-	f.StringVar(&logFile, "log", "", "log file (default: stderr; with -d: cairn-mount.log in the metadata directory)")
+	f.StringVar(&logFile, "log", "", "log file, created readable by its owner only (default: stderr; with -d: cairn-mount.log in the metadata directory, or cairn-mount-MOUNTPOINT.log in the temporary directory)")
 	f.StringSliceVarP(&opts, "options", "o", nil, "mount options, comma separated (allow_other, ro, ...)")
 	f.BoolVar(&allowOther, "allow-other", false, "let other users access the mount (needed by multi-user tests)")
 	f.BoolVar(&readOnly, "read-only", false, "mount read-only")
@@ -271,28 +284,58 @@ func readyReporter() func(error) {
 	}
 }
 
+// parentMetaURL returns the metadata URL of this mount: arg, or, in a
+// mount process started by daemonize with arg redacted, the URL its parent
+// sent through the pipe named by metaURLFDEnv.
+func parentMetaURL(arg string) (string, error) {
+	fdStr := os.Getenv(metaURLFDEnv)
+	if fdStr == "" {
+		return arg, nil
+	}
+	os.Unsetenv(metaURLFDEnv)
+	fd, err := strconv.Atoi(fdStr)
+	if err != nil || fd < 3 {
+		return "", fmt.Errorf("%s=%q: want a file descriptor above 2", metaURLFDEnv, fdStr)
+	}
+	f := os.NewFile(uintptr(fd), "meta-url")
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return "", fmt.Errorf("reading the metadata URL from the parent process: %w", err)
+	}
+	if u := string(b); object.RedactURL(u) == arg {
+		return u, nil
+	}
+	return "", fmt.Errorf("the metadata URL sent by the parent process is not %s", arg)
+}
+
 // daemonize starts this command again in the background without -d and
-// waits until it reports that the mount is ready (or why it failed).
-func daemonize(cmd *cobra.Command, logFile, mountpoint string) error {
-	loc, _ := daemon.ParseMetaURL(cmd.Flags().Arg(0))
-	if logFile == "" && loc.Shared() {
+// waits until it reports that the mount is ready (or why it failed). The
+// metadata URL's password is not in the new process's command line: that
+// holds the URL redacted, and the URL itself goes through a pipe.
+func daemonize(cmd *cobra.Command, loc daemon.MetaLocation, logFile, mountpoint string) error {
+	if logFile == "" {
+		// Beside an embedded store if there is one (mounting creates
+		// none), else in the temporary directory.
 		logFile = filepath.Join(os.TempDir(), "cairn-mount-"+strings.ReplaceAll(strings.Trim(mountpoint, "/"), "/", "_")+".log")
-	} else if logFile == "" {
-		if err := os.MkdirAll(loc.Path, 0o755); err == nil {
+		if ok, _ := daemon.StoreExists(loc); ok && !loc.Shared() {
 			logFile = loc.Path + "/cairn-mount.log"
-		} else {
-			logFile = os.DevNull
 		}
 	}
-	lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	lf, err := openLogFile(logFile)
 	if err != nil {
 		return fmt.Errorf("--log: %w", err)
 	}
 	defer lf.Close()
+	metaURL := cmd.Flags().Arg(0)
+	redacted := object.RedactURL(metaURL)
 	var args []string
 	for _, a := range os.Args[1:] {
 		if a == "-d" || a == "--daemon" || a == "--daemon=true" {
 			continue
+		}
+		if a == metaURL {
+			a = redacted
 		}
 		args = append(args, a)
 	}
@@ -304,6 +347,7 @@ func daemonize(cmd *cobra.Command, logFile, mountpoint string) error {
 	if err != nil {
 		return err
 	}
+	defer pr.Close()
 	c := exec.Command(exe, args...)
 	c.Env = append(os.Environ(), readyFDEnv+"=3")
 	c.Stdin = nil
@@ -311,10 +355,30 @@ func daemonize(cmd *cobra.Command, logFile, mountpoint string) error {
 	c.Stderr = lf
 	c.ExtraFiles = []*os.File{pw}
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := c.Start(); err != nil {
+	var urlR, urlW *os.File
+	if redacted != metaURL {
+		if urlR, urlW, err = os.Pipe(); err != nil {
+			pw.Close()
+			return err
+		}
+		c.ExtraFiles = append(c.ExtraFiles, urlR) // fd 4
+		c.Env = append(c.Env, metaURLFDEnv+"=4")
+	}
+	err = c.Start()
+	pw.Close()
+	if urlR != nil {
+		urlR.Close() // the child has its own
+		if err == nil {
+			if _, werr := io.WriteString(urlW, metaURL); werr != nil {
+				_ = c.Process.Kill()
+				err = fmt.Errorf("sending the metadata URL: %w", werr)
+			}
+		}
+		urlW.Close()
+	}
+	if err != nil {
 		return fmt.Errorf("starting the mount process: %w", err)
 	}
-	pw.Close()
 	line, _ := bufio.NewReader(pr).ReadString('\n')
 	line = strings.TrimSpace(line)
 	pid := c.Process.Pid

@@ -65,6 +65,13 @@ func runAdmin(ctx context.Context, metaURL string, req daemon.Request, w io.Writ
 	return daemon.RunAdmin(ctx, vol, req, w)
 }
 
+// openLogFile opens a log file for appending, creating it readable by its
+// owner only: a log names volumes, paths and hosts that are not everyone's
+// business.
+func openLogFile(file string) (*os.File, error) {
+	return os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+}
+
 // openLog returns the logger of a serving command: appending to file, or
 // to stderr when file is "", at debug level with debug, else info. Call
 // closeLog when done.
@@ -72,7 +79,7 @@ func openLog(file string, debug bool) (log *slog.Logger, closeLog func(), err er
 	var w io.Writer = os.Stderr
 	closeLog = func() {}
 	if file != "" {
-		f, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := openLogFile(file)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--log: %w", err)
 		}

@@ -119,7 +119,7 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	fmt.Fprintf(tw, "Format version\t%d\n", s.FormatVersion)
 	fmt.Fprintf(tw, "Created\t%s\n", s.Created.Format(time.RFC3339))
 	fmt.Fprintf(tw, "Metadata\t%s\n", v.Loc.Display())
-	fmt.Fprintf(tw, "Data\t%s\n", s.DataURL)
+	fmt.Fprintf(tw, "Data\t%s\n", object.RedactURL(s.DataURL))
 	fmt.Fprintf(tw, "Block size\t%s\n", humanBytes(uint64(s.BlockSize)))
 	if s.InlineMax > 0 {
 		fmt.Fprintf(tw, "Inline limit\t%s (smaller slices keep their data in the metadata engine)\n", humanBytes(uint64(s.InlineMax)))

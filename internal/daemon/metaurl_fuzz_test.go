@@ -18,6 +18,8 @@ func FuzzParseMetaURL(f *testing.F) {
 		"postgres://cairn:s3cret@db1:5432/vol1?sslmode=disable", "postgres://cairn:s3cret@db1:bad/vol1",
 		"postgres://cairn:s3cret@db1/", "postgresql://u:pw%41x@h/db", "postgres://u:pass%zzword@h/db",
 		"mysql://root:hunter22@h/db", "/plain/path", "::", "",
+		"postgres://cairn@db1/vol1?password=s3cret", "postgres://cairn@db1/vol1?sslmode=disable&password=s3cret%21",
+		"postgres://u:pa?ss@h/db", "postgres://db1?password=s3cret",
 	} {
 		f.Add(s)
 	}
@@ -37,9 +39,14 @@ func FuzzParseMetaURL(f *testing.F) {
 		// The password as url.Parse decodes it, and as written (also
 		// where url.Parse refuses the URL).
 		var pws []string
-		if u, perr := url.Parse(s); perr == nil && u.User != nil {
+		if u, perr := url.Parse(s); perr == nil {
 			if pw, ok := u.User.Password(); ok {
 				pws = append(pws, pw)
+			}
+			for k, vs := range u.Query() {
+				if k == "password" || k == "sslpassword" {
+					pws = append(pws, vs...)
+				}
 			}
 		}
 		if i, j, ok := object.URLPassword(s); ok {

@@ -55,6 +55,11 @@ type MetaLocation struct {
 func ParseMetaURL(s string) (MetaLocation, error) {
 	u, err := url.Parse(s)
 	if err != nil {
+		if len(object.URLSecrets(s)) > 0 {
+			// net/url's reason quotes a part of the URL, maybe of
+			// its password.
+			return MetaLocation{}, fmt.Errorf("metadata URL %q is malformed: in a password, write / ? # @ : %% as %%2F %%3F %%23 %%40 %%3A %%25", object.RedactURL(s))
+		}
 		return MetaLocation{}, fmt.Errorf("metadata URL %q: %w", object.RedactURL(s), object.URLParseReason(err))
 	}
 	switch u.Scheme {
@@ -75,7 +80,9 @@ func ParseMetaURL(s string) (MetaLocation, error) {
 	}
 }
 
-// Display is the URL with any password hidden, for logs and status.
+// Display is the URL with its secrets hidden (object.RedactURL: the
+// password of user:password@ and of ?password=), for every message, log
+// line, status and mount source that shows it.
 func (l MetaLocation) Display() string { return object.RedactURL(l.URL) }
 
 // Shared reports whether the engine serves many clients at once (shared
@@ -98,16 +105,34 @@ func (l MetaLocation) SocketPath() string {
 	return filepath.Join(l.Path, "cairn.sock")
 }
 
-// OpenStore opens the metadata engine. An embedded store held by another
-// process fails with an error wrapping kv.ErrLocked.
+// OpenStore opens the metadata engine of an existing volume. An embedded
+// store held by another process fails with an error wrapping kv.ErrLocked;
+// where there is none, OpenStore fails with an error wrapping
+// pebble.ErrNotExist and creates nothing (only Format creates one).
 func OpenStore(loc MetaLocation, log *slog.Logger) (kv.Store, error) {
+	return openStore(loc, false, log)
+}
+
+// openStore is OpenStore, which with create makes an embedded store where
+// there is none.
+func openStore(loc MetaLocation, create bool, log *slog.Logger) (kv.Store, error) {
 	switch loc.Scheme {
 	case "pebble":
-		return pebble.Open(loc.Path, pebble.Options{Logger: log})
+		return pebble.Open(loc.Path, pebble.Options{Logger: log, MustExist: !create})
 	case "postgres":
 		return postgres.Open(context.Background(), loc.URL, postgres.Options{Logger: log})
 	}
 	return nil, fmt.Errorf("unknown metadata scheme %q", loc.Scheme)
+}
+
+// StoreExists reports whether the metadata store of loc exists. It
+// creates nothing: an embedded store exists if its directory holds a
+// database; a shared engine is a server, whose store is taken to exist.
+func StoreExists(loc MetaLocation) (bool, error) {
+	if loc.Scheme != "pebble" {
+		return true, nil
+	}
+	return pebble.Exists(loc.Path)
 }
 
 // OpenObjects opens a data store by URL: file:///absolute/path, or
@@ -171,7 +196,9 @@ type FormatOptions struct {
 
 // Format creates a volume. It checks everything before writing anything:
 // the metadata URL, the data store (reachable, writable, not another
-// volume's), and whether a volume exists already.
+// volume's), and whether a volume exists already. When it fails, it
+// removes the directories and files it created for an embedded store and a
+// local data store (formatUndo), and only those.
 func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -201,6 +228,25 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 	if err := validateFormat(o); err != nil {
 		return meta.Settings{}, err
 	}
+	var undo formatUndo
+	if err := undo.noteData(o.DataURL); err != nil {
+		return meta.Settings{}, err
+	}
+	if err := undo.noteMeta(loc); err != nil {
+		return meta.Settings{}, err
+	}
+	s, err := format(ctx, loc, o)
+	if err != nil {
+		if uerr := undo.run(); uerr != nil {
+			return meta.Settings{}, fmt.Errorf("%w (removing what the format created: %v)", err, uerr)
+		}
+		return meta.Settings{}, err
+	}
+	return s, nil
+}
+
+// format is Format once its options are checked.
+func format(ctx context.Context, loc MetaLocation, o FormatOptions) (meta.Settings, error) {
 	objs, err := OpenObjects(ctx, o.DataURL, true, o.Logger)
 	if err != nil {
 		return meta.Settings{}, err
@@ -208,7 +254,7 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 	if c, ok := objs.(io.Closer); ok {
 		defer c.Close()
 	}
-	store, err := OpenStore(loc, o.Logger)
+	store, err := openStore(loc, true, o.Logger)
 	if err != nil {
 		return meta.Settings{}, describeLocked(loc, err)
 	}
@@ -357,12 +403,10 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	if loc.Scheme == "pebble" {
-		if _, err := os.Stat(loc.Path); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s holds no Cairn volume (%s does not exist): run 'cairn format %s NAME' first", loc.Display(), loc.Path, loc.Display())
-		}
-	}
 	store, err := OpenStore(loc, o.Logger)
+	if errors.Is(err, pebble.ErrNotExist) {
+		return nil, fmt.Errorf("no Cairn volume at %s (%s holds no metadata database; nothing was created): run 'cairn format %s NAME' first", loc.Display(), loc.Path, loc.Display())
+	}
 	if err != nil {
 		return nil, describeLocked(loc, err)
 	}
@@ -378,7 +422,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	}()
 	v.Settings, err = meta.LoadSettings(ctx, store)
 	if errors.Is(err, base.ErrNotFound) {
-		return nil, fmt.Errorf("%s holds no Cairn volume: run 'cairn format %s NAME' first", loc.Display(), loc.Display())
+		return nil, fmt.Errorf("no Cairn volume at %s: run 'cairn format %s NAME' first", loc.Display(), loc.Display())
 	}
 	if err != nil {
 		return nil, err

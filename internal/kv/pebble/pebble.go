@@ -49,6 +49,12 @@ type Options struct {
 	Logger *slog.Logger
 	// ReadOnly opens the store without writing to it; Update then fails.
 	ReadOnly bool
+	// MustExist opens only a database that exists: when path holds none
+	// (or does not exist), Open fails with an error wrapping ErrNotExist
+	// and leaves path as it found it, creating no directory and no file.
+	// Off by default: Open creates the database. Only what creates a
+	// volume (cairn format) leaves it off.
+	MustExist bool
 	// SyncCommits makes Update return only after its transaction is fsynced
 	// (see the package doc). Off by default; call Sync instead.
 	SyncCommits bool
@@ -160,14 +166,19 @@ var (
 // Observe implements kv.Observable: this process is the only writer.
 func (s *Store) Observe(o kv.CommitObserver) (func(), bool) { return s.observe.Add(o), true }
 
-// Open opens (creating if needed, unless opts.ReadOnly) the Pebble database
-// in directory path. If another process has it open, the error wraps
-// kv.ErrLocked.
+// Open opens the Pebble database in directory path, creating it if needed
+// unless opts.ReadOnly or opts.MustExist. If another process has it open,
+// the error wraps kv.ErrLocked.
 func Open(path string, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
+	if opts.MustExist {
+		if err := mustExist(path); err != nil {
+			return nil, err
+		}
+	}
 	if !opts.ReadOnly {
 		if err := os.MkdirAll(path, 0o755); err != nil {
 			return nil, fmt.Errorf("metadata at %s: %w", path, err)
@@ -213,6 +224,8 @@ func Open(path string, opts Options) (*Store, error) {
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	// Checked above; Pebble checks again, in case it went meanwhile.
+	po.ErrorIfNotExists = opts.MustExist
 	var db *pebble.DB
 	err = recoverFatal(func() (err error) {
 		db, err = pebble.Open(path, po)
