@@ -88,7 +88,7 @@ func TestPasswordShowsNowhere(t *testing.T) {
 			}
 			pid, _ := strconv.Atoi(m[1])
 			logFile := m[2]
-			t.Cleanup(func() { os.Remove(logFile) })
+			t.Cleanup(func() { os.Remove(m[2]) })
 
 			cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 			if err != nil {
