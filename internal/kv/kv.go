@@ -36,6 +36,13 @@ var ErrClosed = errors.New("kv: store closed")
 // state to find out; a file-system operation that gets it fails with EIO.
 var ErrUnknownOutcome = errors.New("kv: transaction outcome unknown (connection lost during commit)")
 
+// ErrUnavailable is wrapped by the errors of a backend on a server whose
+// server could not be reached for as long as its outage policy allows
+// (kv/postgres: ErrUnreachable). The backend already waited and retried;
+// a file-system operation that gets it fails with EIO, whatever socket
+// error (ECONNREFUSED, or ENOENT for a missing Unix socket) it wraps.
+var ErrUnavailable = errors.New("kv: store unavailable")
+
 // ErrGuard is returned by WriteIf when a guard found another pair than the
 // one it wants, or when a concurrent transaction changed a key the writes
 // touch; nothing was written. The caller reads again and decides anew.

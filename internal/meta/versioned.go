@@ -180,7 +180,7 @@ type wtx struct {
 
 	deletesQueued bool            // a pending slice delete was added
 	queuedIDs     map[uint64]bool // slices queued for deletion by this transaction
-	fenced        bool // the epoch fence shard is written
+	fenced        bool            // the epoch fence shard is written
 
 	// tops caches, per logical key read or written in this transaction,
 	// the epoch of its newest physical version (exists false: none), so

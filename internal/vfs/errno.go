@@ -6,6 +6,8 @@ import (
 	"syscall"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 var errnoTable = []struct {
@@ -56,6 +58,12 @@ var networkErrno = map[syscall.Errno]bool{
 func Errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
+	}
+	if errors.Is(err, kv.ErrUnavailable) || errors.Is(err, object.ErrUnavailable) || errors.Is(err, kv.ErrUnknownOutcome) {
+		// A store that could not be reached (or lost the answer to a
+		// commit): EIO, not the socket's errno inside (a stopped
+		// PostgreSQL's missing Unix socket is ENOENT).
+		return syscall.EIO
 	}
 	var en syscall.Errno
 	if errors.As(err, &en) {

@@ -3,6 +3,7 @@ package vfs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 	"testing"
@@ -312,6 +313,9 @@ func TestErrnoMapping(t *testing.T) {
 		fmt.Errorf("put: dial tcp: %w", syscall.ECONNREFUSED): syscall.EIO,
 		fmt.Errorf("put: %w", syscall.ETIMEDOUT):              syscall.EIO,
 		fmt.Errorf("write: %w", syscall.ENOSPC):               syscall.ENOSPC,
+		// A stopped PostgreSQL: its Unix socket is gone (ENOENT).
+		fmt.Errorf("lookup: %w", errors.Join(kv.ErrUnavailable, fmt.Errorf("dial unix: %w", syscall.ENOENT))): syscall.EIO,
+		fmt.Errorf("get: %w", errors.Join(object.ErrUnavailable, syscall.ENOENT)):                             syscall.EIO,
 	}
 	for err, want := range cases {
 		if got := Errno(err); got != want {

@@ -46,7 +46,9 @@ func (e *unreachableError) Error() string {
 	return fmt.Sprintf("cannot reach PostgreSQL at %s: %v", e.where, e.err)
 }
 
-func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
+func (e *unreachableError) Unwrap() []error {
+	return []error{ErrUnreachable, kv.ErrUnavailable, e.err}
+}
 
 // lostError is the failure of a transaction whose connection broke, or
 // that could not get one: Update waits for the server and retries it. Only
@@ -60,7 +62,7 @@ func (e *lostError) Error() string {
 	return fmt.Sprintf("lost the connection to PostgreSQL at %s: %v", e.where, e.err)
 }
 
-func (e *lostError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
+func (e *lostError) Unwrap() []error { return []error{ErrUnreachable, kv.ErrUnavailable, e.err} }
 
 // Store is a kv.Store on a PostgreSQL table. Open one with Open.
 type Store struct {
