@@ -28,6 +28,7 @@ func newGatewayNFSCommand() *cobra.Command {
 		logFile                   string
 		readOnly, debug           bool
 		mem                       memFlags
+		storeTimeout              storeTimeoutFlag
 		heartbeat, sessionTimeout time.Duration
 		export                    nfsExportFlags
 		metricsAddr               string
@@ -75,6 +76,9 @@ Clients mount with the port given for both programs, e.g. on Linux:
 			if err := mem.apply(&vo); err != nil {
 				return err
 			}
+			if err := storeTimeout.apply(&vo); err != nil {
+				return err
+			}
 			log, closeLog, err := openLog(logFile, debug)
 			if err != nil {
 				return err
@@ -104,6 +108,7 @@ Clients mount with the port given for both programs, e.g. on Linux:
 	f.BoolVar(&readOnly, "read-only", false, "refuse every modification (NFS3ERR_ROFS)")
 	f.BoolVar(&debug, "debug", false, "log every RPC call")
 	mem.register(f)
+	storeTimeout.register(f)
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")
 	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long this gateway may miss heartbeats before other clients declare it dead")
 	metricsFlag(f, &metricsAddr)

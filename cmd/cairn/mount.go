@@ -40,6 +40,7 @@ func newMountCommand() *cobra.Command {
 		readOnly                              bool
 		debug                                 bool
 		mem                                   memFlags
+		storeTimeout                          storeTimeoutFlag
 		attrTimeout, entryTimeout, negTimeout time.Duration
 		pprofAddr                             string
 		writeback                             bool
@@ -148,6 +149,9 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			if err := mem.apply(&vo); err != nil {
 				return err
 			}
+			if err := storeTimeout.apply(&vo); err != nil {
+				return err
+			}
 			ra, err := parseSize(maxReadAhead)
 			if err != nil || ra < 4096 || ra > 1<<30 {
 				return fmt.Errorf("--max-readahead %q: want a size from 4K to 1G", maxReadAhead)
@@ -235,6 +239,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 	f.BoolVar(&readOnly, "read-only", false, "mount read-only")
 	f.BoolVar(&debug, "debug", false, "log every FUSE request")
 	mem.register(f)
+	storeTimeout.register(f)
 	f.StringSliceVar(&cacheDirs, "cache-dir", nil, "keep a disk cache of blocks in these directories (repeat or separate with commas); it survives restarts. Fill it with cairn warmup")
 	f.StringVar(&cacheSize, "cache-size", "10G", "disk cache size bound (all --cache-dir together)")
 	f.Float64Var(&cacheFreeRatio, "cache-free-ratio", 0.1, "stop caching and evict when a cache directory's file system has less than this fraction free (0: no floor)")

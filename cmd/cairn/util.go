@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -109,6 +110,26 @@ func (m *memFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&m.cacheMem, "cache-mem", "256M", "memory block cache size")
 	f.StringVar(&m.bufferSize, "buffer-size", "256M", "write buffer bound; writers wait when it is full")
 	f.IntVar(&m.readAhead, "read-ahead", -1, fmt.Sprintf("blocks fetched ahead of a sequential reader, into the memory cache (0: none; default %d on a local directory, %d on S3)", chunk.DefaultReadAhead, daemon.RemoteReadAhead))
+}
+
+// storeTimeoutFlag is --store-timeout of a command that serves a volume.
+type storeTimeoutFlag struct{ d time.Duration }
+
+func (s *storeTimeoutFlag) register(f *pflag.FlagSet) {
+	f.DurationVar(&s.d, "store-timeout", daemon.DefaultStoreTimeout, "on a shared volume, how long operations wait for PostgreSQL or the S3 endpoint when they cannot be reached, counted from the start of the outage, before they fail with EIO; 0 waits for as long as it takes (as an NFS hard mount does; a signal still interrupts a waiting call)")
+}
+
+// apply sets o.StoreWait from the flag.
+func (s *storeTimeoutFlag) apply(o *daemon.VolumeOptions) error {
+	switch {
+	case s.d < 0:
+		return fmt.Errorf("--store-timeout %v: want a positive duration, or 0 to wait forever", s.d)
+	case s.d == 0:
+		o.StoreWait.Forever = true
+	default:
+		o.StoreWait.Timeout = s.d
+	}
+	return nil
 }
 
 // maxReadAheadBlocks bounds --read-ahead: 64 blocks of 4 MiB is a whole

@@ -110,17 +110,39 @@ func (l MetaLocation) SocketPath() string {
 // where there is none, OpenStore fails with an error wrapping
 // pebble.ErrNotExist and creates nothing (only Format creates one).
 func OpenStore(loc MetaLocation, log *slog.Logger) (kv.Store, error) {
-	return openStore(loc, false, log)
+	return openStore(loc, false, StoreWait{}, log)
+}
+
+// StoreWait is how long an operation waits for a metadata engine or data
+// store on a server (PostgreSQL, S3) that cannot be reached, counted from
+// the start of the outage: Timeout (0: DefaultStoreTimeout), after which
+// it fails (EIO); or, with Forever, for as long as the outage lasts (as
+// an NFS hard mount does), until the caller gives up (a signal). Embedded
+// engines and local directories have no outages.
+type StoreWait struct {
+	Timeout time.Duration
+	Forever bool
+}
+
+// DefaultStoreTimeout is StoreWait's default timeout.
+const DefaultStoreTimeout = 30 * time.Second
+
+func (w StoreWait) timeout() time.Duration {
+	if w.Timeout <= 0 {
+		return DefaultStoreTimeout
+	}
+	return w.Timeout
 }
 
 // openStore is OpenStore, which with create makes an embedded store where
 // there is none.
-func openStore(loc MetaLocation, create bool, log *slog.Logger) (kv.Store, error) {
+func openStore(loc MetaLocation, create bool, w StoreWait, log *slog.Logger) (kv.Store, error) {
 	switch loc.Scheme {
 	case "pebble":
 		return pebble.Open(loc.Path, pebble.Options{Logger: log, MustExist: !create})
 	case "postgres":
-		return postgres.Open(context.Background(), loc.URL, postgres.Options{Logger: log})
+		return postgres.Open(context.Background(), loc.URL,
+			postgres.Options{Logger: log, OutageTimeout: w.timeout(), WaitForever: w.Forever})
 	}
 	return nil, fmt.Errorf("unknown metadata scheme %q", loc.Scheme)
 }
@@ -140,14 +162,14 @@ func StoreExists(loc MetaLocation) (bool, error) {
 // (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY). Only format creates a
 // missing store (create); opening a volume whose store is missing must fail
 // rather than start an empty one.
-func OpenObjects(ctx context.Context, s string, create bool, log *slog.Logger) (object.Store, error) {
+func OpenObjects(ctx context.Context, s string, create bool, w StoreWait, log *slog.Logger) (object.Store, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		return nil, fmt.Errorf("data URL %q: %w", s, err)
 	}
 	switch u.Scheme {
 	case "s3":
-		st, err := s3.Open(ctx, s, s3.Options{Create: create, Logger: log})
+		st, err := s3.Open(ctx, s, s3.Options{Create: create, Logger: log, OutageTimeout: w.timeout(), WaitForever: w.Forever})
 		if err != nil {
 			return nil, fmt.Errorf("data store: %w", err)
 		}
@@ -247,14 +269,14 @@ func Format(ctx context.Context, o FormatOptions) (meta.Settings, error) {
 
 // format is Format once its options are checked.
 func format(ctx context.Context, loc MetaLocation, o FormatOptions) (meta.Settings, error) {
-	objs, err := OpenObjects(ctx, o.DataURL, true, o.Logger)
+	objs, err := OpenObjects(ctx, o.DataURL, true, StoreWait{}, o.Logger)
 	if err != nil {
 		return meta.Settings{}, err
 	}
 	if c, ok := objs.(io.Closer); ok {
 		defer c.Close()
 	}
-	store, err := openStore(loc, true, o.Logger)
+	store, err := openStore(loc, true, StoreWait{}, o.Logger)
 	if err != nil {
 		return meta.Settings{}, describeLocked(loc, err)
 	}
@@ -356,6 +378,9 @@ type VolumeOptions struct {
 	// --object-latency); the delay is counted in the object request
 	// latency of Stats. Default 0: none.
 	ObjectLatency time.Duration
+	// StoreWait bounds the wait for a shared volume's PostgreSQL and S3
+	// endpoint when they cannot be reached (default: 30 s, then EIO).
+	StoreWait StoreWait
 }
 
 // Volume is an open volume: metadata client, data store and chunk layer.
@@ -403,7 +428,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := OpenStore(loc, o.Logger)
+	store, err := openStore(loc, false, o.StoreWait, o.Logger)
 	if errors.Is(err, pebble.ErrNotExist) {
 		return nil, fmt.Errorf("no Cairn volume at %s (%s holds no metadata database; nothing was created): run 'cairn format %s NAME' first", loc.Display(), loc.Path, loc.Display())
 	}
@@ -427,7 +452,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := OpenObjects(ctx, v.Settings.DataURL, false, o.Logger)
+	objs, err := OpenObjects(ctx, v.Settings.DataURL, false, o.StoreWait, o.Logger)
 	if err != nil {
 		return nil, err
 	}
