@@ -368,6 +368,10 @@ type op struct {
 	ctx   context.Context
 	since time.Time // when the outage this call is waiting through began
 	waits int
+	// gaveUp: a wait for the server ended the call (the outage lasted
+	// OutageTimeout, ctx ended, the store closed); the server did not
+	// answer it, whatever error fn made of that.
+	gaveUp bool
 }
 
 // Back-off between tries to reach the server during an outage.
@@ -413,7 +417,8 @@ func (o *op) untilReached(attempt func() error) error {
 // outage has lasted OutageTimeout (or ctx ended, or the store was closed).
 // The first retry is immediate: a connection broken by a server restart
 // is usually followed by a good one.
-func (o *op) wait(lost *lostError) error {
+func (o *op) wait(lost *lostError) (err error) {
+	defer func() { o.gaveUp = err != nil }()
 	s := o.s
 	now := time.Now()
 	if o.since.IsZero() {
@@ -507,7 +512,11 @@ func (s *Store) update(o *op, first *txn, fn func(tx kv.Txn) error) error {
 		})
 		var lost *lostError
 		if !errors.As(err, &lost) {
-			if !errors.Is(err, ErrUnreachable) {
+			// Only an answer from the server ends the outage, not
+			// the end of a wait for it: a call whose context ended
+			// while it waited restarted the store's outage clock, and
+			// the next call waited a whole OutageTimeout again.
+			if err == nil || !o.gaveUp && o.ctx.Err() == nil && !errors.Is(err, ErrUnreachable) {
 				o.reached()
 			}
 			return err

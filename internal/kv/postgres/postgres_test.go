@@ -883,6 +883,64 @@ func TestOutageTimeout(t *testing.T) {
 	}
 }
 
+// TestOutageClockOutlivesEndedContexts: a call whose context ends while it
+// waits for the server does not end the outage. It did (the Update took
+// the context's error for an answer from the server), so the next call
+// started a clock of its own and waited a whole timeout again: a gateway's
+// CREATE took twice the 30 s timeout (meta's directory lease calls run
+// with a 10 s context).
+func TestOutageClockOutlivesEndedContexts(t *testing.T) {
+	srv := pgtest.Shared(t)
+	const timeout = 2 * time.Second
+	s := openClosed(t, srv.NewDatabase(t), postgres.Options{OutageTimeout: timeout})
+	put(t, s, "a", "1")
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if got := lookup(t, s, "a"); got != "1" {
+			t.Errorf("after restart a = %q", got)
+		}
+	}()
+	ctx := context.Background()
+	down := time.Now()
+	// In order: a View does not end the outage on a failure, and must
+	// not hide an Update that does.
+	ended := []struct {
+		name string
+		op   func(ctx context.Context) error
+	}{
+		{"View", func(ctx context.Context) error {
+			return s.View(ctx, func(r kv.Reader) error { _, err := r.Get([]byte("a")); return err })
+		}},
+		{"Update", func(ctx context.Context) error { _, err := counter(ctx, s, "a"); return err }},
+	}
+	for _, c := range ended {
+		cctx, cancel := context.WithTimeout(ctx, timeout/4)
+		err := c.op(cctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s with a short context = %v; want DeadlineExceeded", c.name, err)
+		}
+	}
+	// The outage began at down: the next call fails when it has lasted
+	// the timeout, not a timeout after the call's start.
+	start := time.Now()
+	_, err := counter(ctx, s, "a")
+	took := time.Since(start)
+	t.Logf("Update after two ended contexts: %v after %v (outage %v)", err, took, time.Since(down))
+	if !errors.Is(err, postgres.ErrUnreachable) {
+		t.Errorf("Update = %v; want ErrUnreachable", err)
+	}
+	if want := timeout - start.Sub(down) + timeout/4; took > want {
+		t.Errorf("Update started %v into the outage gave up after %v; want at most %v (the outage's timeout)",
+			start.Sub(down).Round(time.Millisecond), took.Round(time.Millisecond), want.Round(time.Millisecond))
+	}
+}
+
 // TestOutageWaitForever: with WaitForever an Update waits through an
 // outage longer than OutageTimeout and succeeds when the server returns;
 // its context still ends the wait.
