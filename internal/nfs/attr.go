@@ -130,7 +130,9 @@ func putPreOp(w *proto.Writer, pre wcc) {
 
 // getAttr reads the attributes of the inode a handle names: an inode
 // that no longer exists, or that is unlinked but still held open (by this
-// gateway's cache or another client), is a stale handle.
+// gateway's cache or another client), is a stale handle. ENOENT is the
+// store's answer that the inode is gone; a store that cannot answer is
+// EIO (vfs.Errno), and stays EIO.
 func (s *Server) getAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Errno) {
 	a, e := s.v.GetAttr(ctx, ino)
 	if e == syscall.ENOENT || e == 0 && a.Nlink == 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/cache"
 	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/kv/memkv"
 	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
@@ -33,9 +34,19 @@ type env struct {
 
 func newVFS(t testing.TB) (*vfs.VFS, *meta.Meta, *chunk.Store) {
 	t.Helper()
-	store := memkv.New()
+	return newVFSOver(t, nil)
+}
+
+// newVFSOver is newVFS whose metadata store is wrap's wrapper of the
+// memkv store (wrap nil: the memkv store itself).
+func newVFSOver(t testing.TB, wrap func(kv.Store) kv.Store) (*vfs.VFS, *meta.Meta, *chunk.Store) {
+	t.Helper()
+	var store kv.Store = memkv.New()
 	if err := meta.Format(ctx, store, meta.Settings{Name: "t", UUID: testUUID, BlockSize: 64 << 10}, false); err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		store = wrap(store)
 	}
 	m, err := meta.Open(ctx, store, meta.Options{})
 	if err != nil {

@@ -57,6 +57,9 @@ func nfsStatus(e syscall.Errno) uint32 {
 		// An open handle the gateway cached went away under it.
 		return proto.NFS3ErrStale
 	}
+	// EIO, which is also what a store that stayed unreachable for its
+	// timeout gives: not JUKEBOX, which Linux clients retry without end
+	// (docs/design/0004-nfs-gateway.md, "Store outages").
 	return proto.NFS3ErrIO
 }
 

@@ -227,7 +227,22 @@ func nfsAccess(s *Server, ctx context.Context, req *request, args *proto.Reader,
 		w.Bool(false)
 		return true
 	}
-	may := func(mask uint32) bool { return s.v.Access(ctx, req.caller, ino, mask) == 0 }
+	// A denial withholds the bits; any other failure (a store that
+	// cannot answer) is the call's: granting nothing would make the
+	// client fail its caller with EACCES, and cache that.
+	var fail syscall.Errno
+	may := func(mask uint32) bool {
+		switch e := s.v.Access(ctx, req.caller, ino, mask); e {
+		case 0:
+			return true
+		case syscall.EACCES, syscall.EPERM, syscall.EROFS:
+		default:
+			if fail == 0 {
+				fail = e
+			}
+		}
+		return false
+	}
 	var got uint32
 	if want&proto.AccessRead != 0 && may(meta.MayRead) {
 		got |= proto.AccessRead
@@ -244,6 +259,11 @@ func nfsAccess(s *Server, ctx context.Context, req *request, args *proto.Reader,
 		} else {
 			got |= want & proto.AccessExecute
 		}
+	}
+	if fail != 0 {
+		w.Uint32(nfsStatus(fail))
+		s.putAttr(w, ino, &a)
+		return true
 	}
 	w.Uint32(proto.NFS3OK)
 	s.putAttr(w, ino, &a)
