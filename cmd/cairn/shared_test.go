@@ -25,6 +25,9 @@ import (
 // server (versitygw), mounted by several cairn processes at once.
 
 func TestMain(m *testing.M) {
+	if cfg := os.Getenv(outageWorkerEnv); cfg != "" {
+		os.Exit(outageWorker(cfg)) // the load of TestSharedOutages, in a process of its own
+	}
 	pgtest.Wrap(func() { s3test.Main(m) })
 	if binPath != "" {
 		// The binary the end-to-end tests built (cairnBinary).

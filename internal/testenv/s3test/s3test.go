@@ -131,12 +131,13 @@ type Server struct {
 	// AccessKey and SecretKey are the root credentials, random per server.
 	AccessKey, SecretKey string
 
-	bin     string
-	dir     string // private temporary directory holding everything below
-	dataDir string // posix backend root: one directory per bucket
-	metaDir string // sidecar metadata
-	logPath string // server output
-	addr    string // 127.0.0.1:PORT
+	bin      string
+	dir      string // private temporary directory holding everything below
+	dataDir  string // posix backend root: one directory per bucket
+	metaDir  string // sidecar metadata
+	logPath  string // server output
+	lastWait string // why the last readiness probe failed (for the log of a slow start)
+	addr     string // 127.0.0.1:PORT
 
 	admin   *minio.Client // for making buckets and checking readiness
 	buckets atomic.Int64
@@ -265,6 +266,7 @@ func (s *Server) Start() error {
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
+	t0 := time.Now()
 	if err := s.waitReady(done); err != nil {
 		cmd.Process.Kill()
 		<-done
@@ -275,6 +277,12 @@ func (s *Server) Start() error {
 		return fmt.Errorf("versitygw on %s: %w; its output:\n%s", s.addr, err, bytes.TrimSpace(out))
 	}
 	s.proc, s.done = cmd, done
+	if took := time.Since(t0); took > 2*time.Second {
+		if f, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+			fmt.Fprintf(f, "--- s3test: ready after %v (slow: %s)\n", took, s.lastWait)
+			f.Close()
+		}
+	}
 	return nil
 }
 
@@ -289,11 +297,13 @@ func (s *Server) waitReady(done <-chan struct{}) error {
 		default:
 		}
 		rctx, rcancel := context.WithTimeout(ctx, time.Second)
+		t0 := time.Now()
 		_, err := s.admin.ListBuckets(rctx)
 		rcancel()
 		if err == nil {
 			return nil
 		}
+		s.lastWait = fmt.Sprintf("last try failed after %v: %v", time.Since(t0), err)
 		select {
 		case <-done:
 			return errors.New("exited during start")
@@ -402,4 +412,10 @@ func bucketSuffix(testName string) string {
 		out = "bucket"
 	}
 	return out
+}
+
+// Log returns what the server and s3test wrote to the server's log.
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(s.logPath)
+	return string(b)
 }
