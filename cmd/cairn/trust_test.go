@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairnfs/cairn/internal/kv"
+	"github.com/cairnfs/cairn/internal/kv/postgres"
 	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 )
 
@@ -299,4 +302,26 @@ func withoutDir(l, d string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestAdminCreatesNothingOnPostgres: the admin verbs on a PostgreSQL
+// database that holds no volume say so and leave the database as it was
+// (no Cairn table made).
+func TestAdminCreatesNothingOnPostgres(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	for _, args := range [][]string{
+		{"status", db},
+		{"fsck", db},
+		{"gc", db},
+		{"snapshot", "list", db},
+	} {
+		_, err := run(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "no Cairn volume at ") || !strings.Contains(err.Error(), "cairn format") {
+			t.Errorf("cairn %s: %v; want no Cairn volume ... cairn format", args[0], err)
+		}
+	}
+	_, err := postgres.Open(context.Background(), db, postgres.Options{MustExist: true})
+	if !errors.Is(err, kv.ErrNotExist) {
+		t.Errorf("after the admin verbs, opening the database finds %v; want no table (kv.ErrNotExist)", err)
+	}
 }

@@ -108,7 +108,8 @@ func (l MetaLocation) SocketPath() string {
 // OpenStore opens the metadata engine of an existing volume. An embedded
 // store held by another process fails with an error wrapping kv.ErrLocked;
 // where there is none, OpenStore fails with an error wrapping
-// pebble.ErrNotExist and creates nothing (only Format creates one).
+// kv.ErrNotExist and creates nothing (only Format creates one; a
+// PostgreSQL database without the table counts as none).
 func OpenStore(loc MetaLocation, log *slog.Logger) (kv.Store, error) {
 	return openStore(loc, false, StoreWait{}, log)
 }
@@ -142,7 +143,7 @@ func openStore(loc MetaLocation, create bool, w StoreWait, log *slog.Logger) (kv
 		return pebble.Open(loc.Path, pebble.Options{Logger: log, MustExist: !create})
 	case "postgres":
 		return postgres.Open(context.Background(), loc.URL,
-			postgres.Options{Logger: log, OutageTimeout: w.timeout(), WaitForever: w.Forever})
+			postgres.Options{Logger: log, OutageTimeout: w.timeout(), WaitForever: w.Forever, MustExist: !create})
 	}
 	return nil, fmt.Errorf("unknown metadata scheme %q", loc.Scheme)
 }
@@ -429,8 +430,12 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 		return nil, err
 	}
 	store, err := openStore(loc, false, o.StoreWait, o.Logger)
-	if errors.Is(err, pebble.ErrNotExist) {
-		return nil, fmt.Errorf("no Cairn volume at %s (%s holds no metadata database; nothing was created): run 'cairn format %s NAME' first", loc.Display(), loc.Path, loc.Display())
+	if errors.Is(err, kv.ErrNotExist) {
+		where := loc.Path + " holds no metadata database"
+		if loc.Shared() {
+			where = "the database has no Cairn table"
+		}
+		return nil, fmt.Errorf("no Cairn volume at %s (%s; nothing was created): run 'cairn format %s NAME' first", loc.Display(), where, loc.Display())
 	}
 	if err != nil {
 		return nil, describeLocked(loc, err)

@@ -43,6 +43,11 @@ var ErrUnknownOutcome = errors.New("kv: transaction outcome unknown (connection 
 // error (ECONNREFUSED, or ENOENT for a missing Unix socket) it wraps.
 var ErrUnavailable = errors.New("kv: store unavailable")
 
+// ErrNotExist is returned, wrapped, by an Open function told to open
+// only an existing store (pebble and postgres Options.MustExist) where
+// there is none; it created nothing.
+var ErrNotExist = errors.New("no metadata database")
+
 // ErrGuard is returned by WriteIf when a guard found another pair than the
 // one it wants, or when a concurrent transaction changed a key the writes
 // touch; nothing was written. The caller reads again and decides anew.

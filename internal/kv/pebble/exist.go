@@ -8,11 +8,13 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairnfs/cairn/internal/kv"
 )
 
 // ErrNotExist is returned, wrapped, by Open with Options.MustExist when
 // its directory holds no Pebble database, or does not exist.
-var ErrNotExist = errors.New("no metadata database")
+var ErrNotExist = kv.ErrNotExist
 
 // Exists reports whether directory path holds a Pebble database. It only
 // reads: it creates, locks and changes nothing, and a database another

@@ -39,6 +39,10 @@ type Options struct {
 	// OutageTimeout; only their context ends the wait. OutageTimeout
 	// still bounds the wait for a commit's answer.
 	WaitForever bool
+	// MustExist opens only a store whose table exists: Open fails with an
+	// error wrapping kv.ErrNotExist, and creates nothing, where there is
+	// none. Without it Open creates the table.
+	MustExist bool
 	// Table is the name of the table that holds the keys, created by Open
 	// if missing. Several stores can share a database with different
 	// tables; notifications are kept apart by table too. Zero means

@@ -262,8 +262,17 @@ func (s *Store) setup(ctx context.Context, cc *pgx.ConnConfig) error {
 			"server", s.where)
 	}
 	table := pgx.Identifier{s.opts.Table}.Sanitize()
+	if s.opts.MustExist {
+		var found *string
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1)::text", table).Scan(&found); err != nil {
+			return s.openError(err, cc)
+		}
+		if found == nil {
+			return fmt.Errorf("%s: database has no table %s: %w", s.name, s.opts.Table, kv.ErrNotExist)
+		}
+	}
 	create := "CREATE TABLE IF NOT EXISTS " + table + " (k bytea PRIMARY KEY, v bytea NOT NULL)"
-	for try := 0; ; try++ {
+	for try := 0; try < 2 && !s.opts.MustExist; try++ {
 		_, err = conn.Exec(ctx, create)
 		var pe *pgconn.PgError
 		// Two clients creating the table at once: one of them fails on
