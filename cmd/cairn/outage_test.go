@@ -377,16 +377,7 @@ func (e *outageEnv) startWorker(t *testing.T, prefix string) (stop func() worker
 func (e *outageEnv) outage(t *testing.T, name string, pg, s3 bool, d time.Duration) {
 	stopWorker := e.startWorker(t, name)
 	time.Sleep(time.Second) // the workers run before the outage too
-	if pg {
-		if err := e.pg.Stop(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if s3 {
-		if err := e.s3.Stop(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.servers(t, pg, s3, (*pgtest.Server).Stop, (*s3test.Server).Stop)
 	down := time.Now()
 	if s3 && d > 30*time.Second && d < 60*time.Second {
 		// A process blocked in fsync during the outage can be killed:
@@ -397,16 +388,7 @@ func (e *outageEnv) outage(t *testing.T, name string, pg, s3 bool, d time.Durati
 	}
 	time.Sleep(d - time.Since(down))
 	restart := time.Now()
-	if pg {
-		if err := e.pg.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if s3 {
-		if err := e.s3.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.servers(t, pg, s3, (*pgtest.Server).Start, (*s3test.Server).Start)
 	t.Logf("servers down for %v (restarting took %v)", time.Since(down).Round(time.Millisecond), time.Since(restart).Round(time.Millisecond))
 	time.Sleep(3 * time.Second) // the workers run after it too
 	rep := stopWorker()
@@ -466,6 +448,21 @@ func (e *outageEnv) outage(t *testing.T, name string, pg, s3 bool, d time.Durati
 	}
 	if log := e.mountLog(); strings.Contains(log, "panic") {
 		t.Errorf("the mount's log shows a panic:\n%s", lastLines(log, 40))
+	}
+}
+
+// servers runs pgf on PostgreSQL if pg, and s3f on the S3 server if s3.
+func (e *outageEnv) servers(t *testing.T, pg, s3 bool, pgf func(*pgtest.Server) error, s3f func(*s3test.Server) error) {
+	t.Helper()
+	if pg {
+		if err := pgf(e.pg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s3 {
+		if err := s3f(e.s3); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

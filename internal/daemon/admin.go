@@ -120,21 +120,21 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	fmt.Fprintf(tw, "Created\t%s\n", s.Created.Format(time.RFC3339))
 	fmt.Fprintf(tw, "Metadata\t%s\n", v.Loc.Display())
 	fmt.Fprintf(tw, "Data\t%s\n", object.RedactURL(s.DataURL))
-	fmt.Fprintf(tw, "Block size\t%s\n", humanBytes(uint64(s.BlockSize)))
+	fmt.Fprintf(tw, "Block size\t%s\n", base.IBytes(uint64(s.BlockSize)))
 	if s.InlineMax > 0 {
-		fmt.Fprintf(tw, "Inline limit\t%s (smaller slices keep their data in the metadata engine)\n", humanBytes(uint64(s.InlineMax)))
+		fmt.Fprintf(tw, "Inline limit\t%s (smaller slices keep their data in the metadata engine)\n", base.IBytes(uint64(s.InlineMax)))
 	} else {
 		fmt.Fprintf(tw, "Inline limit\tnone\n")
 	}
-	fmt.Fprintf(tw, "Chunk size\t%s\n", humanBytes(uint64(s.ChunkSize)))
+	fmt.Fprintf(tw, "Chunk size\t%s\n", base.IBytes(uint64(s.ChunkSize)))
 	capStr := "unlimited"
 	if s.Capacity > 0 {
-		capStr = humanBytes(s.Capacity)
+		capStr = base.IBytes(s.Capacity)
 	}
 	fmt.Fprintf(tw, "Capacity\t%s\n", capStr)
-	fmt.Fprintf(tw, "Used\t%s (%d bytes)\n", humanBytes(u.Bytes), u.Bytes)
+	fmt.Fprintf(tw, "Used\t%s (%d bytes)\n", base.IBytes(u.Bytes), u.Bytes)
 	fmt.Fprintf(tw, "Inodes\t%d\n", u.Inodes)
-	fmt.Fprintf(tw, "Available\t%s, %d inodes\n", humanBytes(sf.AvailBytes), sf.AvailFiles)
+	fmt.Fprintf(tw, "Available\t%s, %d inodes\n", base.IBytes(sf.AvailBytes), sf.AvailFiles)
 	tw.Flush()
 	expired, err := v.Meta.ListExpiredSessions(ctx)
 	if err != nil {
@@ -188,7 +188,7 @@ func Info(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Wr
 			fmt.Fprintf(w, "%s:\n", p)
 		}
 		fmt.Fprintf(w, "  inode: %d\n  type: %s\n  mode: %04o\n  uid: %d\n  gid: %d\n  nlink: %d\n  length: %d (%s)\n",
-			ino, a.Type, a.Mode, a.Uid, a.Gid, a.Nlink, a.Length, humanBytes(a.Length))
+			ino, a.Type, a.Mode, a.Uid, a.Gid, a.Nlink, a.Length, base.IBytes(a.Length))
 		fmt.Fprintf(w, "  mtime: %s\n  ctime: %s\n", base.NsToTime(a.Mtime).Format(time.RFC3339Nano), base.NsToTime(a.Ctime).Format(time.RFC3339Nano))
 		if a.Type != base.TypeFile {
 			continue
@@ -356,7 +356,7 @@ func GC(ctx context.Context, v *Volume, del bool, w io.Writer) error {
 		fmt.Fprintf(w, "orphan %s (%d bytes)\n", o.Key, o.Size)
 	}
 	fmt.Fprintf(w, "%d objects (%s): %d referenced slices, %d orphans (%s), %d pending or in flight\n",
-		total, humanBytes(uint64(totalBytes)), len(live), len(orphans), humanBytes(uint64(orphanBytes)), skipped)
+		total, base.IBytes(uint64(totalBytes)), len(live), len(orphans), base.IBytes(uint64(orphanBytes)), skipped)
 	if !del {
 		if len(orphans) > 0 {
 			fmt.Fprintln(w, "run again with --delete to remove the orphans")
@@ -370,7 +370,7 @@ func GC(ctx context.Context, v *Volume, del bool, w io.Writer) error {
 		}
 		deleted++
 	}
-	fmt.Fprintf(w, "deleted %d orphan objects (%s)\n", deleted, humanBytes(uint64(orphanBytes)))
+	fmt.Fprintf(w, "deleted %d orphan objects (%s)\n", deleted, base.IBytes(uint64(orphanBytes)))
 	return deletePending(ctx, v, pd, w)
 }
 
@@ -403,19 +403,6 @@ func deletePending(ctx context.Context, v *Volume, pd []base.Slice, w io.Writer)
 	if err := v.Meta.FinishDeletes(ctx, ids); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "deleted %d slices queued for deletion (%s)\n", len(ids), humanBytes(bytes))
+	fmt.Fprintf(w, "deleted %d slices queued for deletion (%s)\n", len(ids), base.IBytes(bytes))
 	return nil
-}
-
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

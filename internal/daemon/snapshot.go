@@ -76,7 +76,7 @@ func SnapshotList(ctx context.Context, v *Volume, asJSON bool, w io.Writer) erro
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCREATED\tEPOCH\tONLY IN SNAPSHOT")
 	for _, s := range infos {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s (%d slices)\n", s.Name, s.Created.Local().Format(time.RFC3339), s.Epoch, humanBytes(s.Bytes), s.Slices)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s (%d slices)\n", s.Name, s.Created.Local().Format(time.RFC3339), s.Epoch, base.IBytes(s.Bytes), s.Slices)
 	}
 	return tw.Flush()
 }
@@ -136,7 +136,7 @@ func SnapshotRestore(ctx context.Context, v *Volume, name, src, dst string, w io
 		return fmt.Errorf("restore %s from snapshot %q: %w (what was restored before the error stays in place)", src, name, err)
 	}
 	_, err = fmt.Fprintf(w, "restored %s from snapshot %q to %s: %d files (%s), %d directories, %d symlinks, %d other, %d hard links, in %s; no data copied\n",
-		src, name, dst, st.Files, humanBytes(st.Bytes), st.Dirs, st.Symlinks, st.Others, st.Links, time.Since(start).Round(time.Millisecond))
+		src, name, dst, st.Files, base.IBytes(st.Bytes), st.Dirs, st.Symlinks, st.Others, st.Links, time.Since(start).Round(time.Millisecond))
 	return err
 }
 

@@ -692,21 +692,12 @@ func (m *Meta) dropSharedOwners(ctx context.Context, ps []base.Slice) ([]base.Sl
 			if pend == nil {
 				continue // another client took it
 			}
-			v, err := t.Get(sharedKey(id))
+			dropped, err := t.dropOwner(id)
 			if err != nil {
 				return err
 			}
-			if v == nil {
+			if !dropped {
 				continue // its last extra owner went meanwhile: free
-			}
-			n, err := decodeU32(v)
-			if err != nil {
-				return fmt.Errorf("slice %d owners: %w", id, err)
-			}
-			if n > 1 {
-				t.Set(sharedKey(id), u32(nil, n-1))
-			} else {
-				t.Delete(sharedKey(id))
 			}
 			t.Delete(pendingKey(id))
 		}

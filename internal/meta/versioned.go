@@ -864,7 +864,7 @@ func (t *wtx) freeSlices(dropped []base.Slice, kept ...[]base.Slice) error {
 		}
 		used[s.ID] = true
 		if t.queuedIDs[s.ID] {
-			if err := t.dropOwner(s.ID); err != nil {
+			if _, err := t.dropOwner(s.ID); err != nil {
 				return err
 			}
 			continue
@@ -879,23 +879,23 @@ func (t *wtx) freeSlices(dropped []base.Slice, kept ...[]base.Slice) error {
 	return nil
 }
 
-// dropOwner takes one extra owner off slice id (keys.go "O"), if it has
-// any.
-func (t *wtx) dropOwner(id uint64) error {
+// dropOwner takes one extra owner off slice id (keys.go "O") and
+// reports whether it had one.
+func (t *wtx) dropOwner(id uint64) (bool, error) {
 	v, err := t.Get(sharedKey(id))
 	if err != nil || v == nil {
-		return err
+		return false, err
 	}
 	n, err := decodeU32(v)
 	if err != nil {
-		return fmt.Errorf("slice %d owners: %w", id, err)
+		return false, fmt.Errorf("slice %d owners: %w", id, err)
 	}
 	if n > 1 {
 		t.Set(sharedKey(id), u32(nil, n-1))
 	} else {
 		t.Delete(sharedKey(id))
 	}
-	return nil
+	return true, nil
 }
 
 // versionSlices decodes the slice list of a chunk version (none for a

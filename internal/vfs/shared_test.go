@@ -7,13 +7,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/cache"
-	"github.com/cairnfs/cairn/internal/chunk"
 	"github.com/cairnfs/cairn/internal/kv"
-	"github.com/cairnfs/cairn/internal/meta"
 )
 
 // peer returns a second client of e's volume: its own Meta (and
@@ -21,22 +17,7 @@ import (
 // stores, as another host's mount has.
 func (e *env) peer(t *testing.T, opts Options) *env {
 	t.Helper()
-	m, err := meta.Open(ctx, e.kv, meta.Options{CompactThreshold: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.NewSession(ctx, meta.SessionInfo{Host: "peer"}); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := chunk.New(e.fobj, cache.NewMemory(8<<20), chunk.Options{BlockSize: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.FlushInterval = time.Hour
-	if opts.DeleteDelay == 0 {
-		opts.DeleteDelay = time.Millisecond
-	}
-	v := New(m, cs, opts)
+	m, cs, v := newClient(t, e.kv, e.fobj, "peer", opts)
 	t.Cleanup(func() {
 		if err := v.Close(ctx); err != nil {
 			t.Errorf("close the peer: %v", err)

@@ -60,24 +60,9 @@ func newEnvOver(t *testing.T, opts Options, wrap func(kv.Store) kv.Store) *env {
 	if wrap != nil {
 		mstore = wrap(cstore)
 	}
-	m, err := meta.Open(ctx, mstore, meta.Options{CompactThreshold: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.NewSession(ctx, meta.SessionInfo{Host: "t"}); err != nil {
-		t.Fatal(err)
-	}
 	obj := mem.New()
 	fobj := faulty.New(obj, 1)
-	cs, err := chunk.New(fobj, cache.NewMemory(8<<20), chunk.Options{BlockSize: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.FlushInterval = time.Hour
-	if opts.DeleteDelay == 0 {
-		opts.DeleteDelay = time.Millisecond
-	}
-	v := New(m, cs, opts)
+	m, cs, v := newClient(t, mstore, fobj, "t", opts)
 	t.Cleanup(func() {
 		if err := v.Close(ctx); err != nil {
 			t.Errorf("close: %v", err)
@@ -88,6 +73,29 @@ func newEnvOver(t *testing.T, opts Options, wrap func(kv.Store) kv.Store) *env {
 		}
 	})
 	return &env{v: v, m: m, cs: cs, obj: obj, fobj: fobj, store: store, kv: cstore}
+}
+
+// newClient opens a client of the volume in mstore and objs, as one
+// host's mount: its Meta (with a session), chunk store and VFS (with
+// FlushInterval set for the tests, and DeleteDelay unless given).
+func newClient(t *testing.T, mstore kv.Store, objs object.Store, host string, opts Options) (*meta.Meta, *chunk.Store, *VFS) {
+	t.Helper()
+	m, err := meta.Open(ctx, mstore, meta.Options{CompactThreshold: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.NewSession(ctx, meta.SessionInfo{Host: host}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := chunk.New(objs, cache.NewMemory(8<<20), chunk.Options{BlockSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.FlushInterval = time.Hour
+	if opts.DeleteDelay == 0 {
+		opts.DeleteDelay = time.Millisecond
+	}
+	return m, cs, New(m, cs, opts)
 }
 
 func (e *env) create(t *testing.T, name string) (base.Ino, uint64) {

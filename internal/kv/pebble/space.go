@@ -84,13 +84,13 @@ func (g *spaceGuard) admit(n int, freeing bool) error {
 		if !g.refusing {
 			g.refusing = true
 			g.log.Error("metadata disk is nearly full: refusing writes (deletes are still allowed) until space is freed",
-				"dir", g.dir, "free", fmtBytes(g.free), "reserve", fmtBytes(g.reserve), "floor", fmtBytes(g.floor))
+				"dir", g.dir, "free", base.IBytes(g.free), "reserve", base.IBytes(g.reserve), "floor", base.IBytes(g.floor))
 		}
 		return g.fullError(need)
 	}
 	if g.refusing && !freeing {
 		g.refusing = false
-		g.log.Info("metadata disk has room again: writes resume", "dir", g.dir, "free", fmtBytes(g.free))
+		g.log.Info("metadata disk has room again: writes resume", "dir", g.dir, "free", base.IBytes(g.free))
 	}
 	g.spent += cost
 	return nil
@@ -98,7 +98,7 @@ func (g *spaceGuard) admit(n int, freeing bool) error {
 
 func (g *spaceGuard) fullError(need uint64) error {
 	return fmt.Errorf("metadata disk %s is nearly full (%s free, writes need %s): free space and retry: %w",
-		g.dir, fmtBytes(g.free), fmtBytes(need), base.ErrNoSpace)
+		g.dir, base.IBytes(g.free), base.IBytes(need), base.ErrNoSpace)
 }
 
 // checkOpen fails if the file system holding dir has less than reserve
@@ -112,23 +112,9 @@ func checkOpen(dir string, reserve int64) error {
 	}
 	if free < uint64(reserve) {
 		return fmt.Errorf("metadata disk %s is full (%s free, need %s): free space and retry: %w",
-			dir, fmtBytes(free), fmtBytes(uint64(reserve)), base.ErrNoSpace)
+			dir, base.IBytes(free), base.IBytes(uint64(reserve)), base.ErrNoSpace)
 	}
 	return nil
-}
-
-// fmtBytes formats n for a message: "3.2 MiB".
-func fmtBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // backgroundErrors logs Pebble's background errors (a failed flush or

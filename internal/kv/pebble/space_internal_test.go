@@ -31,11 +31,3 @@ func TestBackgroundErrorsRateLimited(t *testing.T) {
 		t.Fatalf("after %v: want a second line counting 99999 left out:\n%s", backgroundErrorEvery, buf.String())
 	}
 }
-
-func TestFmtBytes(t *testing.T) {
-	for n, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 64 << 20: "64.0 MiB", 3 << 40: "3.0 TiB"} {
-		if got := fmtBytes(n); got != want {
-			t.Errorf("fmtBytes(%d) = %q; want %q", n, got, want)
-		}
-	}
-}
