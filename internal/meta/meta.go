@@ -116,6 +116,10 @@ type Meta struct {
 	inflight          map[uint64]bool // slice ids handed out, not yet committed
 	reserved          [][2]uint64     // slice id ranges recorded for this session (gc guard)
 	lost              map[uint64]bool // in flight when the session was declared dead
+	// renew is set while a session declared dead waits for its
+	// replacement (its registration failed): Heartbeat tries again, and
+	// slice ids handed out meanwhile are lost (no reservation keeps them).
+	renew bool
 
 	// holdMu is held for writing while the session changes and for
 	// reading by opens and closes, which inoMu serializes per inode.
@@ -125,6 +129,7 @@ type Meta struct {
 	mu      sync.Mutex
 	sid     uint64
 	session SessionInfo
+	reach   reachState       // this client's access to the store, for sweeps
 	opened  map[base.Ino]int // open handles per inode in this client
 	// holdToucher, if set, makes opened the only record of this
 	// client's holds (Options.MemoryHolds) and orders changes of it
@@ -228,6 +233,10 @@ func (m *Meta) Close() error {
 	var err error
 	if sid != 0 {
 		err = m.CloseSession(context.Background())
+	} else {
+		m.idMu.Lock()
+		m.renew = false // no session to renew after Close
+		m.idMu.Unlock()
 	}
 	m.mu.Lock()
 	m.closed = true
@@ -397,13 +406,7 @@ func (m *Meta) allocIno(ctx context.Context) (base.Ino, error) {
 // caller calls ForgetSlice. The caller may commit it with base.InlineBit
 // set (a small slice whose block it put in the metadata engine).
 func (m *Meta) NewSliceID(ctx context.Context) (uint64, error) {
-	id, err := m.alloc(ctx, counterNextSlice, &m.nextSlic, &m.maxSlic, m.opts.SliceBatch)
-	if err == nil {
-		m.idMu.Lock()
-		m.inflight[id] = true
-		m.idMu.Unlock()
-	}
-	return id, err
+	return m.alloc(ctx, counterNextSlice, &m.nextSlic, &m.maxSlic, m.opts.SliceBatch)
 }
 
 // CompactThreshold is the slice count above which WriteSlice reports a
@@ -466,5 +469,13 @@ func (m *Meta) alloc(ctx context.Context, kind byte, next, max *uint64, batch ui
 	}
 	id := *next
 	*next++
+	if kind == counterNextSlice {
+		// In flight from the moment it is handed out, under idMu: a
+		// session declared dead meanwhile finds it (Heartbeat).
+		m.inflight[id] = true
+		if m.renew {
+			m.lost[id] = true
+		}
+	}
 	return id, nil
 }

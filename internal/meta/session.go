@@ -106,15 +106,18 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 		return nil
 	})
 	if err != nil {
+		m.noteReach(false, false)
 		return 0, fmt.Errorf("new session: %w", err)
 	}
 	m.reserved = m.reserved[:0]
 	if res[1] > res[0] {
 		m.reserved = append(m.reserved, res)
 	}
+	m.renew = false
 	m.mu.Lock()
 	m.sid, m.session = info.ID, info
 	m.mu.Unlock()
+	m.noteReach(true, true)
 	m.startLeases(info.Timeout, now)
 	return info.ID, nil
 }
@@ -123,12 +126,25 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 // of slice ids that are all committed or abandoned. If another client
 // declared the session dead meanwhile (its locks and holds are gone), it
 // registers a new session, taking the holds of open files again, and
-// returns an error wrapping base.ErrStale that says so. ErrInvalid if the
-// client has no session.
+// returns an error wrapping base.ErrStale that says so; if that
+// registration fails, the next Heartbeat tries again. ErrInvalid if the
+// client has no session. Its outcome is what this client knows of its own
+// access to the store, which ExpireSessions waits for (reach.go).
 func (m *Meta) Heartbeat(ctx context.Context) error {
 	sid := m.sessionID()
 	if sid == 0 {
-		return fmt.Errorf("heartbeat without a session: %w", base.ErrInvalid)
+		m.idMu.Lock()
+		renew := m.renew
+		m.idMu.Unlock()
+		if !renew {
+			return fmt.Errorf("heartbeat without a session: %w", base.ErrInvalid)
+		}
+		id, err := m.renewSession(ctx)
+		if err != nil {
+			return fmt.Errorf("this client's session was declared dead and could still not be renewed: %v: %w", err, base.ErrStale)
+		}
+		m.log.Warn("registered a new session after the last one was declared dead", "session", id)
+		return nil
 	}
 	m.idMu.Lock()
 	var done [][2]uint64
@@ -174,6 +190,7 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 		}
 		return err
 	})
+	m.noteReach(err == nil, false)
 	if err == nil && !gone && m.leases != nil {
 		m.leases.alive(start)
 		m.releaseLeases(ctx, recalled)
@@ -186,23 +203,34 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 		m.spec.invalidate()
 	}
 	m.mu.Lock()
-	info := m.session
 	m.sid = 0
 	m.mu.Unlock()
 	// Writes in flight belonged to the dead session: gc may have taken
 	// their blocks, so their commits must fail rather than reference them.
+	// So must those of ids handed out before a new session has them
+	// reserved (alloc).
 	m.idMu.Lock()
 	for id := range m.inflight {
 		m.lost[id] = true
 	}
 	clear(m.inflight)
+	m.renew = true
 	m.idMu.Unlock()
-	info.Started = time.Time{}
-	id, err := m.NewSession(ctx, info)
+	id, err := m.renewSession(ctx)
 	if err != nil {
 		return fmt.Errorf("session %d was declared dead by another client and could not be renewed: %v: %w", sid, err, base.ErrStale)
 	}
 	return fmt.Errorf("session %d was declared dead by another client (its locks were released); continuing as session %d: %w", sid, id, base.ErrStale)
+}
+
+// renewSession registers a new session in place of the one declared dead,
+// with the same description.
+func (m *Meta) renewSession(ctx context.Context) (uint64, error) {
+	m.mu.Lock()
+	info := m.session
+	m.mu.Unlock()
+	info.ID, info.Started = 0, time.Time{}
+	return m.NewSession(ctx, info)
 }
 
 // inflightIn reports whether an in-flight slice id lies in [r[0], r[1]).
@@ -223,6 +251,9 @@ func (m *Meta) inflightIn(r [2]uint64) bool {
 func (m *Meta) CloseSession(ctx context.Context) error {
 	m.holdMu.Lock()
 	defer m.holdMu.Unlock()
+	m.idMu.Lock()
+	m.renew = false // a session declared dead is not renewed after this
+	m.idMu.Unlock()
 	sid := m.sessionID()
 	if sid == 0 {
 		return nil
@@ -387,10 +418,17 @@ type ExpiredSession struct {
 const expiredKeep = 24 * time.Hour
 
 // ExpireSessions declares dead every other session whose last heartbeat is
-// older than its own Timeout, or than timeout for sessions that give none: it deletes the session, releases its locks, holds
-// (destroying the unlinked files only it kept) and slice reservations, and
-// keeps an ExpiredSession record for a day. It returns the expired
-// sessions. Clocks of the clients must agree to well within timeout.
+// older than its own Timeout, or than timeout for sessions that give none:
+// it deletes the session, releases its locks, holds (destroying the
+// unlinked files only it kept) and slice reservations, and keeps an
+// ExpiredSession record for a day. It returns the expired sessions. Clocks
+// of the clients must agree to well within timeout.
+//
+// It judges a session only once this client has reached the store without
+// a break for that session's timeout and half again (reach.go): after an
+// outage of the store every client gets that long to heartbeat again. So
+// the caller must heartbeat (Heartbeat) more often than its own session
+// timeout; a client without a session expires nothing.
 func (m *Meta) ExpireSessions(ctx context.Context, timeout time.Duration) ([]SessionInfo, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("session timeout %v: %w", timeout, base.ErrInvalid)
@@ -408,9 +446,17 @@ func (m *Meta) ExpireAllSessions(ctx context.Context) ([]SessionInfo, error) {
 func (m *Meta) expireSessions(ctx context.Context, timeout time.Duration, all bool) ([]SessionInfo, error) {
 	me := m.sessionID()
 	var expired []SessionInfo
-	now := time.Now().UTC()
+	wall := time.Now()
+	// The ages are taken at this moment even if the transaction runs
+	// later (retried across an outage): they can only come out younger.
+	now := wall.UTC()
+	reached := m.reachedFor(wall, timeout)
+	if !all && reached == 0 {
+		return nil, nil // not judging anyone: see reach.go
+	}
+	held := 0
 	err := m.mutateRaw(ctx, func(o *op) error {
-		expired = expired[:0]
+		expired, held = expired[:0], 0
 		var derr error
 		if err := o.Scan([]byte{pSession}, kv.PrefixEnd([]byte{pSession}), false, func(k, v []byte) bool {
 			var info SessionInfo
@@ -422,8 +468,15 @@ func (m *Meta) expireSessions(ctx context.Context, timeout time.Duration, all bo
 			if info.Timeout > 0 {
 				limit = info.Timeout
 			}
-			if info.ID != me && (all || now.Sub(info.Heartbeat) > limit) {
+			switch {
+			case info.ID == me:
+			case all:
 				expired = append(expired, info)
+			case now.Sub(info.Heartbeat) <= limit:
+			case reached >= judgeAfter(limit):
+				expired = append(expired, info)
+			default:
+				held++ // stale, but maybe only because the store was away
 			}
 			return true
 		}); err != nil {
@@ -462,6 +515,10 @@ func (m *Meta) expireSessions(ctx context.Context, timeout time.Duration, all bo
 	})
 	if err != nil {
 		return nil, fmt.Errorf("expiring sessions: %w", err)
+	}
+	if held > 0 {
+		m.log.Debug("sessions without a recent heartbeat not judged yet: this client has not reached the store long enough",
+			"sessions", held, "reached_for", reached)
 	}
 	if len(expired) > 0 {
 		for _, info := range expired {
@@ -978,12 +1035,10 @@ type reservationGuard struct {
 }
 
 // reservationKeys returns the reservation records that cover the given
-// slice ids in this client's session (none without a session).
+// slice ids in this client's session (none without a session), and a
+// guard without a record for each id that is lost.
 func (m *Meta) reservationKeys(ids []uint64) []reservationGuard {
 	sid := m.sessionID()
-	if sid == 0 {
-		return nil
-	}
 	m.idMu.Lock()
 	defer m.idMu.Unlock()
 	var out []reservationGuard
@@ -991,7 +1046,12 @@ func (m *Meta) reservationKeys(ids []uint64) []reservationGuard {
 	for _, id := range ids {
 		id = base.SliceNumber(id)
 		if m.lost[id] {
+			// Also without a session: one declared dead and not yet
+			// renewed.
 			out = append(out, reservationGuard{id: id})
+			continue
+		}
+		if sid == 0 {
 			continue
 		}
 		for _, r := range m.reserved {
