@@ -93,11 +93,31 @@ run_suites() {
 			;;
 		esac
 	done
+	# The suites remove their files: leave fsck a tree to check (the
+	# source tree, many small files; and a file of whole 4 MiB blocks).
+	cp -a internal "$mnt/tree"
+	head -c 50M /dev/urandom >"$mnt/tree/random.bin"
+	local sum
+	sum=$(sha256sum <"$mnt/tree/random.bin")
 	"$CAIRN" umount "$mnt"
-	if ! "$CAIRN" fsck "$meta"; then
+	local fsck_out
+	if ! fsck_out=$("$CAIRN" fsck "$meta" 2>&1); then
 		log "$mode: fsck failed after the suites"
 		status=1
 	fi
+	printf '%s\n' "$fsck_out"
+	if grep -q 'checked 0 slices' <<<"$fsck_out"; then
+		log "$mode: fsck had nothing to check"
+		status=1
+	fi
+	summary+=("$mode fsck: $(printf '%s\n' "$fsck_out" | grep -E '^checked' | tail -1)")
+	# The tree reads back after a remount.
+	"$CAIRN" mount -d -o allow_other --log "$work/$mode/mount.log" "$meta" "$mnt"
+	if [[ $(sha256sum <"$mnt/tree/random.bin") != "$sum" ]] || ! diff -r internal "$mnt/tree" --exclude=random.bin >/dev/null; then
+		log "$mode: the tree written before fsck does not read back"
+		status=1
+	fi
+	"$CAIRN" umount "$mnt"
 	if [[ $status -ne 0 ]]; then
 		log "$mode: mount log tail:"
 		tail -50 "$work/$mode/mount.log" >&2 || true
