@@ -28,7 +28,7 @@ func mkdirOffline(t *testing.T, metaURL, name string) {
 		t.Fatal(err)
 	}
 	defer vol.Close()
-	if _, _, err := vol.Meta.Mknod(ctx, meta.RootCaller, base.RootIno, name, base.TypeDir, 0o755, 0, 0, ""); err != nil {
+	if _, _, err := vol.Meta.Mknod(ctx, base.RootCaller, base.RootIno, name, base.TypeDir, 0o755, 0, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -150,7 +150,7 @@ func TestSnapshotVerbsThroughControlSocket(t *testing.T) {
 	if err != nil || !strings.Contains(out, "held") {
 		t.Fatalf("list through the socket: %v\n%s", err, out)
 	}
-	if _, _, err := vol.Meta.Mknod(ctx, meta.RootCaller, base.RootIno, "d", base.TypeDir, 0o755, 0, 0, ""); err != nil {
+	if _, _, err := vol.Meta.Mknod(ctx, base.RootCaller, base.RootIno, "d", base.TypeDir, 0o755, 0, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	out, err = run(t, "snapshot", "diff", url, "held")

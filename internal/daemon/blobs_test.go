@@ -88,7 +88,7 @@ func TestInlineBlocks(t *testing.T) {
 	if s.InlineMax != limit || s.FormatVersion != meta.CurrentFormatVersion {
 		t.Fatalf("default format: inline limit %d, format version %d", s.InlineMax, s.FormatVersion)
 	}
-	root := &meta.Caller{}
+	root := &base.Caller{}
 	files := map[string][]byte{
 		"one-byte": []byte("x"),
 		"small":    bytes.Repeat([]byte("small file "), 500),
@@ -291,7 +291,7 @@ func newInlineVolume(t *testing.T, name string) (*Volume, *vfs.VFS) {
 func TestInlineBlocksSnapshots(t *testing.T) {
 	ctx := context.Background()
 	vol, v := newInlineVolume(t, "snap")
-	root := &meta.Caller{}
+	root := &base.Caller{}
 	var out strings.Builder
 	write := func(name string, ino base.Ino, data string) base.Ino {
 		t.Helper()
@@ -389,7 +389,7 @@ func TestInlineBlocksSnapshots(t *testing.T) {
 func TestInlineCompaction(t *testing.T) {
 	ctx := context.Background()
 	vol, v := newInlineVolume(t, "compact")
-	root := &meta.Caller{}
+	root := &base.Caller{}
 	ino, _, fh, errno := v.Create(ctx, root, base.RootIno, "log", 0o644, 0, syscall.O_RDWR)
 	if errno != 0 {
 		t.Fatal(errno)

@@ -54,7 +54,7 @@ func TestBlockFormatOfVolume(t *testing.T) {
 		}
 		v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{})
 		for name, data := range files {
-			ino, _, fh, errno := v.Create(ctx, &meta.Caller{}, base.RootIno, name, 0o644, 0, syscall.O_RDWR)
+			ino, _, fh, errno := v.Create(ctx, &base.Caller{}, base.RootIno, name, 0o644, 0, syscall.O_RDWR)
 			if errno != 0 {
 				t.Fatal(errno)
 			}
@@ -98,7 +98,7 @@ func TestBlockFormatOfVolume(t *testing.T) {
 		}
 		v = vfs.New(vol.Meta, vol.Chunks, vfs.Options{})
 		for name, data := range files {
-			fh, errno := v.Open(ctx, &meta.Caller{}, inos[name], syscall.O_RDONLY)
+			fh, errno := v.Open(ctx, &base.Caller{}, inos[name], syscall.O_RDONLY)
 			if errno != 0 {
 				t.Fatal(errno)
 			}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/nfs"
 	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
 	"github.com/cairnfs/cairn/internal/nfs/proto"
@@ -31,7 +30,7 @@ func TestMetaAndNFSStats(t *testing.T) {
 	if before.NFS != nil {
 		t.Errorf("NFS stats without a gateway: %+v", before.NFS)
 	}
-	_, _, fh, errno := v.Create(ctx, &meta.Caller{}, base.RootIno, "f", 0o644, 0, syscall.O_RDWR)
+	_, _, fh, errno := v.Create(ctx, &base.Caller{}, base.RootIno, "f", 0o644, 0, syscall.O_RDWR)
 	if errno != 0 {
 		t.Fatal(errno)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
 
@@ -26,7 +25,7 @@ func TestReadTierStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	vo := VolumeOptions{MetaURL: url, CacheDirs: []string{dir + "/cache"}, CacheOnStoreFS: true, CacheSize: 64 << 20, CacheFreeRatio: -1}
-	root := &meta.Caller{}
+	root := &base.Caller{}
 	data := bytes.Repeat([]byte("cairn-tiers "), 2*bs/12+1)[:2*bs]
 
 	vol, err := OpenVolume(ctx, vo)

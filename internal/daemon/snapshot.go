@@ -113,7 +113,7 @@ func SnapshotDelete(ctx context.Context, v *Volume, name string, w io.Writer) er
 func SnapshotRestore(ctx context.Context, v *Volume, name, src, dst string, w io.Writer) error {
 	start := time.Now()
 	last := start
-	st, err := v.Meta.Restore(ctx, meta.RootCaller, name, src, dst, func(st meta.RestoreStats) {
+	st, err := v.Meta.Restore(ctx, base.RootCaller, name, src, dst, func(st meta.RestoreStats) {
 		if now := time.Now(); now.Sub(last) >= progressEvery {
 			last = now
 			fmt.Fprintf(w, "restoring: %d files, %d directories (%s)\n", st.Files, st.Dirs, now.Sub(start).Round(time.Second))
@@ -125,7 +125,7 @@ func SnapshotRestore(ctx context.Context, v *Volume, name, src, dst string, w io
 		// attributes (and a lookup of dst made during the restore) for
 		// long on an embedded volume.
 		clean := path.Clean("/" + dst)
-		if parent, _, perr := v.Meta.ResolvePath(ctx, meta.RootCaller, nil, path.Dir(clean)); perr == nil {
+		if parent, _, perr := v.Meta.ResolvePath(ctx, base.RootCaller, nil, path.Dir(clean)); perr == nil {
 			v.kernelChanged(parent, path.Base(clean))
 		}
 	}

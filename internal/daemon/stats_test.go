@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
 
@@ -32,7 +31,7 @@ func TestStatsThroughVFS(t *testing.T) {
 	}
 	vo := VolumeOptions{MetaURL: url, CacheDirs: []string{dir + "/cache"}, CacheOnStoreFS: true, CacheSize: 16 << 20, CacheFreeRatio: -1}
 	data := bytes.Repeat([]byte("cairn-stats "), nblocks*bs/12+1)[:nblocks*bs]
-	root := &meta.Caller{}
+	root := &base.Caller{}
 
 	open := func() (*Volume, *vfs.VFS) {
 		vol, err := OpenVolume(ctx, vo)
@@ -156,7 +155,7 @@ func TestWarmup(t *testing.T) {
 	defer vol.Close()
 	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{})
 	defer v.Close(ctx)
-	root := &meta.Caller{}
+	root := &base.Caller{}
 	var inos []string
 	for i, size := range []int{0, 1000, 200 << 10} {
 		ino, _, fh, errno := v.Create(ctx, root, base.RootIno, "f"+string(rune('a'+i)), 0o644, 0, syscall.O_RDWR)

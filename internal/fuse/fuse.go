@@ -16,7 +16,6 @@ import (
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
 
@@ -204,8 +203,8 @@ type rawFS struct {
 
 func (fs *rawFS) String() string { return "cairn" }
 
-func caller(h *gofuse.InHeader) *meta.Caller {
-	return &meta.Caller{Uid: h.Uid, Gid: h.Gid, Pid: h.Pid, KernelChecked: true}
+func caller(h *gofuse.InHeader) *base.Caller {
+	return &base.Caller{Uid: h.Uid, Gid: h.Gid, Pid: h.Pid, KernelChecked: true}
 }
 
 func st(e syscall.Errno) gofuse.Status { return gofuse.Status(e) }
@@ -298,43 +297,43 @@ func (fs *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofu
 	defer fs.done(OpSetAttr, time.Now())
 	ctx, end := fs.interruptible(cancel)
 	defer end()
-	var req meta.SetAttrRequest
+	var req base.SetAttrRequest
 	valid := in.Valid
 	if valid&gofuse.FATTR_MODE != 0 {
-		req.Valid |= meta.SetMode
+		req.Valid |= base.SetMode
 		req.Mode = in.Mode & 0o7777
 	}
 	if valid&gofuse.FATTR_UID != 0 {
-		req.Valid |= meta.SetUid
+		req.Valid |= base.SetUid
 		req.Uid = in.Uid
 	}
 	if valid&gofuse.FATTR_GID != 0 {
-		req.Valid |= meta.SetGid
+		req.Valid |= base.SetGid
 		req.Gid = in.Gid
 	}
 	if valid&gofuse.FATTR_SIZE != 0 {
-		req.Valid |= meta.SetSize
+		req.Valid |= base.SetSize
 		req.Size = in.Size
 	}
 	if valid&gofuse.FATTR_ATIME_NOW != 0 {
-		req.Valid |= meta.SetAtimeNow
+		req.Valid |= base.SetAtimeNow
 	} else if valid&gofuse.FATTR_ATIME != 0 {
-		req.Valid |= meta.SetAtime
+		req.Valid |= base.SetAtime
 		req.Atime = int64(in.Atime)*1e9 + int64(in.Atimensec)
 	}
 	if valid&gofuse.FATTR_MTIME_NOW != 0 {
-		req.Valid |= meta.SetMtimeNow
+		req.Valid |= base.SetMtimeNow
 	} else if valid&gofuse.FATTR_MTIME != 0 {
-		req.Valid |= meta.SetMtime
+		req.Valid |= base.SetMtime
 		req.Mtime = int64(in.Mtime)*1e9 + int64(in.Mtimensec)
 	}
 	if valid&gofuse.FATTR_CTIME != 0 {
-		req.Valid |= meta.SetCtime
+		req.Valid |= base.SetCtime
 		req.Ctime = int64(in.Ctime)*1e9 + int64(in.Ctimensec)
 	}
 	if valid&gofuse.FATTR_KILL_SUIDGID != 0 {
 		// a truncation by a process without CAP_FSETID (HANDLE_KILLPRIV_V2)
-		req.Valid |= meta.SetKillSuidgid
+		req.Valid |= base.SetKillSuidgid
 	}
 	a, e := fs.v.SetAttr(ctx, caller(&in.InHeader), base.Ino(in.NodeId), req)
 	if e != 0 {
@@ -411,10 +410,10 @@ func (fs *rawFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, ne
 	defer end()
 	var flags uint32
 	if in.Flags&1 != 0 { // RENAME_NOREPLACE
-		flags |= meta.RenameNoReplace
+		flags |= base.RenameNoReplace
 	}
 	if in.Flags&2 != 0 { // RENAME_EXCHANGE
-		flags |= meta.RenameExchange
+		flags |= base.RenameExchange
 	}
 	if in.Flags&^3 != 0 { // RENAME_WHITEOUT and unknown flags
 		return gofuse.EINVAL
@@ -683,15 +682,15 @@ func (fs *rawFS) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.
 }
 
 // lockFromKernel converts a FUSE lock to a meta lock request.
-func lockFromKernel(lk *gofuse.FileLock) (meta.Lock, bool) {
-	l := meta.Lock{Start: lk.Start, End: min(lk.End, meta.LockEOF), Pid: lk.Pid}
+func lockFromKernel(lk *gofuse.FileLock) (base.Lock, bool) {
+	l := base.Lock{Start: lk.Start, End: min(lk.End, base.LockEOF), Pid: lk.Pid}
 	switch lk.Typ {
 	case syscall.F_RDLCK:
-		l.Type = meta.ReadLock
+		l.Type = base.ReadLock
 	case syscall.F_WRLCK:
-		l.Type = meta.WriteLock
+		l.Type = base.WriteLock
 	case syscall.F_UNLCK:
-		l.Type = meta.Unlock
+		l.Type = base.Unlock
 	default:
 		return l, false
 	}
@@ -709,9 +708,9 @@ func (fs *rawFS) GetLk(cancel <-chan struct{}, in *gofuse.LkIn, out *gofuse.LkOu
 		return st(e)
 	}
 	out.Lk = gofuse.FileLock{Typ: syscall.F_UNLCK}
-	if got.Type != meta.Unlock {
+	if got.Type != base.Unlock {
 		out.Lk = gofuse.FileLock{Start: got.Start, End: got.End, Pid: got.Pid, Typ: syscall.F_RDLCK}
-		if got.Type == meta.WriteLock {
+		if got.Type == base.WriteLock {
 			out.Lk.Typ = syscall.F_WRLCK
 		}
 	}

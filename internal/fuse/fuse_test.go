@@ -18,7 +18,6 @@ import (
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/fstest"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
 
@@ -110,7 +109,7 @@ func TestFUSEKillPriv(t *testing.T) {
 			t.Fatal(err)
 		}
 		asNobody(t, "echo hi >> "+p) // the kernel has seen a write without privileges to drop
-		if _, e := m.VFS.SetAttr(ctx, meta.RootCaller, inoOf(t, p), meta.SetAttrRequest{Valid: meta.SetMode, Mode: 0o4777}); e != 0 {
+		if _, e := m.VFS.SetAttr(ctx, base.RootCaller, inoOf(t, p), base.SetAttrRequest{Valid: base.SetMode, Mode: 0o4777}); e != 0 {
 			t.Fatal(e)
 		}
 		time.Sleep(2 * mountAttrTTL)
@@ -126,7 +125,7 @@ func TestFUSEKillPriv(t *testing.T) {
 				t.Fatal(err)
 			}
 			if viaVFS {
-				if e := m.VFS.SetXattr(ctx, meta.RootCaller, inoOf(t, p), "security.capability", capV2(), 0); e != 0 {
+				if e := m.VFS.SetXattr(ctx, base.RootCaller, inoOf(t, p), "security.capability", capV2(), 0); e != 0 {
 					t.Fatal(e)
 				}
 				time.Sleep(2 * mountAttrTTL)
@@ -143,7 +142,7 @@ func TestFUSEKillPriv(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if _, e := m.VFS.GetXattr(ctx, meta.RootCaller, inoOf(t, p), "security.capability"); e != syscall.ENODATA {
+			if _, e := m.VFS.GetXattr(ctx, base.RootCaller, inoOf(t, p), "security.capability"); e != syscall.ENODATA {
 				t.Errorf("capability set (through the kernel: %v) still there after a write: errno %v", !viaVFS, e)
 			}
 		}
@@ -246,7 +245,7 @@ func TestFUSEKeepCache(t *testing.T) {
 			return
 		}
 		ctx := context.Background()
-		fh, e := m.VFS.Open(ctx, meta.RootCaller, inoOf(t, p), os.O_WRONLY)
+		fh, e := m.VFS.Open(ctx, base.RootCaller, inoOf(t, p), os.O_WRONLY)
 		if e != 0 {
 			t.Fatal(e)
 		}
@@ -376,7 +375,7 @@ func TestFUSELiveTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	kernelMode(p)
-	if _, e := m.VFS.SetAttr(ctx, meta.RootCaller, inoOf(t, p), meta.SetAttrRequest{Valid: meta.SetMode, Mode: 0o600}); e != 0 {
+	if _, e := m.VFS.SetAttr(ctx, base.RootCaller, inoOf(t, p), base.SetAttrRequest{Valid: base.SetMode, Mode: 0o600}); e != 0 {
 		t.Fatal(e)
 	}
 	time.Sleep(2 * mountAttrTTL)
@@ -408,7 +407,7 @@ func TestFUSELiveTimeout(t *testing.T) {
 	if err := syscall.Stat(dir, &before); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, e := m.VFS.Mknod(ctx, meta.RootCaller, base.Ino(before.Ino), "sub", base.TypeDir, 0o755, 0, 0, ""); e != 0 {
+	if _, _, e := m.VFS.Mknod(ctx, base.RootCaller, base.Ino(before.Ino), "sub", base.TypeDir, 0o755, 0, 0, ""); e != 0 {
 		t.Fatal(e)
 	}
 	m.Changed(base.Ino(before.Ino), "sub")

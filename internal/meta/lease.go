@@ -188,7 +188,7 @@ func (l *leaseState) lookup(c *Caller, dir base.Ino, name string) (hit bool, err
 	d.used = now
 	l.answered.Add(1)
 	// As lookupAt answers, in its order.
-	if err := c.access(&d.attr, MayExec); err != nil {
+	if err := access(c, &d.attr, MayExec); err != nil {
 		return true, fmt.Errorf("lookup %q in %d: %w", name, dir, err)
 	}
 	if err := validName(name); err != nil {

@@ -197,7 +197,7 @@ func (c *listingCache) lookup(cl *Caller, parent base.Ino, name string) (base.In
 		return 0, base.Attr{}, base.Attr{}, false
 	}
 	p := l.parent
-	if cl.access(&p, MayExec) != nil {
+	if access(cl, &p, MayExec) != nil {
 		return 0, base.Attr{}, base.Attr{}, false
 	}
 	l.hits++

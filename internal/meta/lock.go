@@ -44,45 +44,6 @@ const (
 	lockGuard = 'g'
 )
 
-// LockType is the type of a lock or lock request.
-type LockType uint8
-
-// Lock types.
-const (
-	Unlock LockType = iota
-	ReadLock
-	WriteLock
-)
-
-func (t LockType) String() string {
-	switch t {
-	case Unlock:
-		return "unlock"
-	case ReadLock:
-		return "read"
-	case WriteLock:
-		return "write"
-	}
-	return fmt.Sprintf("locktype(%d)", t)
-}
-
-// LockEOF is the End of a POSIX lock that extends to the end of the file
-// and beyond.
-const LockEOF = 1<<63 - 1
-
-// Lock is a lock held or requested. Ranges are inclusive; flock locks
-// cover the whole file (Start 0, End LockEOF).
-type Lock struct {
-	Type       LockType
-	Start, End uint64
-	// Pid is the process that took the lock, as seen by its client. Locks
-	// reported from another client carry Pid 0: the number would name no
-	// process here.
-	Pid uint32
-	// Session and Owner identify the holder (filled in by GetLock).
-	Session, Owner uint64
-}
-
 // LockRecheck is how long a blocked lock request waits for a release
 // notification before it checks again anyway.
 var LockRecheck = 5 * time.Second
@@ -91,7 +52,7 @@ var LockRecheck = 5 * time.Second
 // inode number, or "*" for a release of many inodes (a session's end).
 const lockChannel = "cairn_locks"
 
-func (t LockType) conflicts(u LockType) bool {
+func conflicts(t, u LockType) bool {
 	return t != Unlock && u != Unlock && (t == WriteLock || u == WriteLock)
 }
 
@@ -289,7 +250,7 @@ func scanLocks(r kv.Reader, ino base.Ino, kind byte, sid, owner uint64, l Lock) 
 			return true
 		}
 		for _, h := range ls {
-			if h.Start <= l.End && l.Start <= h.End && h.Type.conflicts(l.Type) {
+			if h.Start <= l.End && l.Start <= h.End && conflicts(h.Type, l.Type) {
 				h.Session, h.Owner = ksid, kowner
 				conflict = &h
 				break

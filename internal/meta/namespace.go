@@ -89,7 +89,7 @@ func lookupAt(r kv.Reader, c *Caller, parent base.Ino, name string, epoch uint64
 	if p.Type != base.TypeDir {
 		return 0, base.Attr{}, fmt.Errorf("lookup in inode %d: %w", parent, base.ErrNotDir)
 	}
-	if err := c.access(&p, MayExec); err != nil {
+	if err := access(c, &p, MayExec); err != nil {
 		return 0, base.Attr{}, fmt.Errorf("lookup %q in %d: %w", name, parent, err)
 	}
 	switch name {
@@ -143,7 +143,7 @@ func (m *Meta) Access(ctx context.Context, c *Caller, ino base.Ino, mask uint32)
 	if err != nil {
 		return err
 	}
-	if !c.permits(&a, mask) {
+	if !permits(c, &a, mask) {
 		return fmt.Errorf("access %o to inode %d: %w", mask, ino, base.ErrAccess)
 	}
 	return nil
@@ -245,7 +245,7 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		// Parent of a non-directory is a hint (the directory of its
 		// first or last-renamed name), for diff's path names.
 		a = base.Attr{Type: typ, Nlink: 1, Atime: o.now, Mtime: o.now, Ctime: o.now, Btime: o.now, Parent: parent}
-		a.Uid, a.Gid, a.Mode = c.newOwnership(p, typ, perm)
+		a.Uid, a.Gid, a.Mode = newOwnership(c, p, typ, perm)
 		switch typ {
 		case base.TypeDir:
 			if p.Nlink >= MaxLinks {
@@ -324,7 +324,7 @@ func (o *op) freeName(c *Caller, parent base.Ino, name, verb string) (*base.Attr
 	if err != nil {
 		return nil, err
 	}
-	if err := c.access(p, MayWrite|MayExec); err != nil {
+	if err := access(c, p, MayWrite|MayExec); err != nil {
 		return nil, fmt.Errorf("%s %q in %d: %w", verb, name, parent, err)
 	}
 	if _, _, ok, err := getDentry(o, parent, name); err != nil {
@@ -348,7 +348,7 @@ func (o *op) childEntry(c *Caller, parent base.Ino, name string) (*base.Attr, ba
 		return nil, 0, 0, err
 	}
 	if !ok {
-		if err := c.access(p, MayExec); err != nil {
+		if err := access(c, p, MayExec); err != nil {
 			return nil, 0, 0, err
 		}
 		return nil, 0, 0, fmt.Errorf("%q in %d: %w", name, parent, base.ErrNotFound)
@@ -405,7 +405,7 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 		if err != nil {
 			return err
 		}
-		if err := c.mayDelete(p, a); err != nil {
+		if err := mayDelete(c, p, a); err != nil {
 			return fmt.Errorf("unlink %q in %d: %w", name, parent, err)
 		}
 		if err := o.vdel(dentryKey(parent, name)); err != nil {
@@ -456,7 +456,7 @@ func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 		if err != nil {
 			return err
 		}
-		if err := c.mayDelete(p, a); err != nil {
+		if err := mayDelete(c, p, a); err != nil {
 			return fmt.Errorf("rmdir %q in %d: %w", name, parent, err)
 		}
 		if full, err := hasEntries(o, ino); err != nil {
@@ -504,7 +504,7 @@ func readdirDir(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, p
 	if d.Type != base.TypeDir {
 		return base.Attr{}, nil, fmt.Errorf("readdir %d: %w", dir, base.ErrNotDir)
 	}
-	if err := c.access(&d, MayRead); err != nil {
+	if err := access(c, &d, MayRead); err != nil {
 		return base.Attr{}, nil, fmt.Errorf("readdir %d: %w", dir, err)
 	}
 	prefix := dentryPrefix(dir)

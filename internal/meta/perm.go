@@ -6,23 +6,16 @@ import (
 	"github.com/cairnfs/cairn/internal/base"
 )
 
-// Access masks, as in access(2).
-const (
-	MayExec  = 1
-	MayWrite = 2
-	MayRead  = 4
-)
-
 const (
 	modeSetuid = 0o4000
 	modeSetgid = 0o2000
 	modeSticky = 0o1000
 )
 
-func (c *Caller) isRoot() bool { return c.Uid == 0 }
+func isRoot(c *Caller) bool { return c.Uid == 0 }
 
 // inGroup reports whether gid is the caller's primary or a supplementary group.
-func (c *Caller) inGroup(gid uint32) bool {
+func inGroup(c *Caller, gid uint32) bool {
 	if c.Gid == gid {
 		return true
 	}
@@ -35,9 +28,9 @@ func (c *Caller) inGroup(gid uint32) bool {
 }
 
 // permits applies POSIX rwx rules to a (ignoring KernelChecked).
-func (c *Caller) permits(a *base.Attr, mask uint32) bool {
+func permits(c *Caller, a *base.Attr, mask uint32) bool {
 	mask &= 7
-	if c.isRoot() {
+	if isRoot(c) {
 		// root bypasses rw; execute needs some x bit except on directories.
 		return mask&MayExec == 0 || a.Type == base.TypeDir || a.Mode&0o111 != 0
 	}
@@ -45,7 +38,7 @@ func (c *Caller) permits(a *base.Attr, mask uint32) bool {
 	switch {
 	case c.Uid == a.Uid:
 		bits = a.Mode >> 6
-	case c.inGroup(a.Gid):
+	case inGroup(c, a.Gid):
 		bits = a.Mode >> 3
 	default:
 		bits = a.Mode
@@ -54,16 +47,16 @@ func (c *Caller) permits(a *base.Attr, mask uint32) bool {
 }
 
 // access checks rwx access unless the kernel already did.
-func (c *Caller) access(a *base.Attr, mask uint32) error {
-	if c.KernelChecked || c.permits(a, mask) {
+func access(c *Caller, a *base.Attr, mask uint32) error {
+	if c.KernelChecked || permits(c, a, mask) {
 		return nil
 	}
 	return base.ErrAccess
 }
 
 // ownerOrRoot: operations reserved to the owner (chmod, explicit utimes).
-func (c *Caller) ownerOrRoot(a *base.Attr) error {
-	if c.isRoot() || c.Uid == a.Uid {
+func ownerOrRoot(c *Caller, a *base.Attr) error {
+	if isRoot(c) || c.Uid == a.Uid {
 		return nil
 	}
 	return base.ErrPermission
@@ -71,11 +64,11 @@ func (c *Caller) ownerOrRoot(a *base.Attr) error {
 
 // mayDelete checks removing (or replacing) the entry of victim in dir:
 // w+x on dir, and the sticky rule.
-func (c *Caller) mayDelete(dir, victim *base.Attr) error {
-	if err := c.access(dir, MayWrite|MayExec); err != nil {
+func mayDelete(c *Caller, dir, victim *base.Attr) error {
+	if err := access(c, dir, MayWrite|MayExec); err != nil {
 		return err
 	}
-	if dir.Mode&modeSticky != 0 && !c.isRoot() && c.Uid != dir.Uid && c.Uid != victim.Uid {
+	if dir.Mode&modeSticky != 0 && !isRoot(c) && c.Uid != dir.Uid && c.Uid != victim.Uid {
 		return fmt.Errorf("sticky directory: %w", base.ErrPermission)
 	}
 	return nil
@@ -83,13 +76,13 @@ func (c *Caller) mayDelete(dir, victim *base.Attr) error {
 
 // newOwnership computes uid, gid and mode of an inode created by c in
 // parent (mode already masked by umask), following Linux inode_init_owner.
-func (c *Caller) newOwnership(parent *base.Attr, typ base.FileType, mode uint32) (uid, gid, outMode uint32) {
+func newOwnership(c *Caller, parent *base.Attr, typ base.FileType, mode uint32) (uid, gid, outMode uint32) {
 	uid, gid = c.Uid, c.Gid
 	if parent.Mode&modeSetgid != 0 {
 		gid = parent.Gid
 		if typ == base.TypeDir {
 			mode |= modeSetgid
-		} else if mode&(modeSetgid|0o010) == modeSetgid|0o010 && !c.inGroup(gid) && !c.isRoot() {
+		} else if mode&(modeSetgid|0o010) == modeSetgid|0o010 && !inGroup(c, gid) && !isRoot(c) {
 			mode &^= modeSetgid
 		}
 	}

@@ -61,10 +61,10 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 	if dexists && flags&RenameNoReplace != 0 {
 		return fmt.Errorf("rename target %q in %d: %w", dn, dp, base.ErrExist)
 	}
-	if err := c.access(spa, MayWrite|MayExec); err != nil {
+	if err := access(c, spa, MayWrite|MayExec); err != nil {
 		return fmt.Errorf("rename from %d: %w", sp, err)
 	}
-	if err := c.access(dpa, MayWrite|MayExec); err != nil {
+	if err := access(c, dpa, MayWrite|MayExec); err != nil {
 		return fmt.Errorf("rename into %d: %w", dp, err)
 	}
 	if dexists && dino == sino {
@@ -74,7 +74,7 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 	if err != nil {
 		return err
 	}
-	if err := c.mayDelete(spa, sa); err != nil {
+	if err := mayDelete(c, spa, sa); err != nil {
 		return fmt.Errorf("rename %q: %w", sn, err)
 	}
 	var da *base.Attr
@@ -82,7 +82,7 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 		if da, err = o.attr(dino); err != nil {
 			return err
 		}
-		if err := c.mayDelete(dpa, da); err != nil {
+		if err := mayDelete(c, dpa, da); err != nil {
 			return fmt.Errorf("rename over %q: %w", dn, err)
 		}
 	}
@@ -92,7 +92,7 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 		if sp == dp {
 			return nil
 		}
-		if err := c.access(a, MayWrite); err != nil {
+		if err := access(c, a, MayWrite); err != nil {
 			return fmt.Errorf("move directory %d: %w", ino, err)
 		}
 		return o.checkNotAncestor(ino, to)

@@ -50,7 +50,7 @@ func (o *op) setattr(c *Caller, ino base.Ino, a *base.Attr, req SetAttrRequest) 
 		if v&SetGid != 0 {
 			gid = req.Gid
 		}
-		if !c.isRoot() && !c.KernelChecked && (uid != a.Uid || c.Uid != a.Uid || (gid != a.Gid && !c.inGroup(gid))) {
+		if !isRoot(c) && !c.KernelChecked && (uid != a.Uid || c.Uid != a.Uid || (gid != a.Gid && !inGroup(c, gid))) {
 			return fmt.Errorf("chown to %d:%d: %w", uid, gid, base.ErrPermission)
 		}
 		a.Uid, a.Gid = uid, gid
@@ -66,11 +66,11 @@ func (o *op) setattr(c *Caller, ino base.Ino, a *base.Attr, req SetAttrRequest) 
 	// not pass on; its own changes (dropping setuid/setgid on a write by
 	// another user, times kept by the writeback cache) must go through.
 	if v&SetMode != 0 {
-		if err := c.ownerOrRoot(a); err != nil && !c.KernelChecked {
+		if err := ownerOrRoot(c, a); err != nil && !c.KernelChecked {
 			return fmt.Errorf("chmod: %w", err)
 		}
 		mode := req.Mode & 0o7777
-		if !c.isRoot() && !c.KernelChecked && !c.inGroup(a.Gid) {
+		if !isRoot(c) && !c.KernelChecked && !inGroup(c, a.Gid) {
 			mode &^= modeSetgid
 		}
 		a.Mode = mode
@@ -84,12 +84,12 @@ func (o *op) setattr(c *Caller, ino base.Ino, a *base.Attr, req SetAttrRequest) 
 	if c.KernelChecked {
 		// checked by the kernel, see above
 	} else if v&(SetAtime|SetMtime) != 0 {
-		if err := c.ownerOrRoot(a); err != nil {
+		if err := ownerOrRoot(c, a); err != nil {
 			return fmt.Errorf("set times: %w", err)
 		}
 	} else if v&(SetAtimeNow|SetMtimeNow) != 0 {
-		if c.ownerOrRoot(a) != nil {
-			if err := c.access(a, MayWrite); err != nil {
+		if ownerOrRoot(c, a) != nil {
+			if err := access(c, a, MayWrite); err != nil {
 				return fmt.Errorf("set times to now: %w", err)
 			}
 		}
@@ -114,7 +114,7 @@ func (o *op) setattr(c *Caller, ino base.Ino, a *base.Attr, req SetAttrRequest) 
 		default:
 			return fmt.Errorf("truncate a %s: %w", a.Type, base.ErrInvalid)
 		}
-		if err := c.access(a, MayWrite); err != nil {
+		if err := access(c, a, MayWrite); err != nil {
 			return fmt.Errorf("truncate: %w", err)
 		}
 		if err := o.truncate(ino, a, req.Size); err != nil {
@@ -126,7 +126,7 @@ func (o *op) setattr(c *Caller, ino base.Ino, a *base.Attr, req SetAttrRequest) 
 	}
 	a.Ctime = o.now
 	if v&SetCtime != 0 {
-		if !c.isRoot() && !c.KernelChecked {
+		if !isRoot(c) && !c.KernelChecked {
 			return fmt.Errorf("set ctime: %w", base.ErrPermission)
 		}
 		a.Ctime = req.Ctime

@@ -24,7 +24,7 @@ func xattrName(name string) error {
 
 // xattrAccess checks access to attribute name of inode a for reading
 // (write=false) or writing.
-func (c *Caller) xattrAccess(a *base.Attr, name string, write bool) error {
+func xattrAccess(c *Caller, a *base.Attr, name string, write bool) error {
 	switch {
 	case strings.HasPrefix(name, "user."):
 		if a.Type != base.TypeFile && a.Type != base.TypeDir {
@@ -33,22 +33,22 @@ func (c *Caller) xattrAccess(a *base.Attr, name string, write bool) error {
 			}
 			return fmt.Errorf("user xattr on a %s: %w", a.Type, base.ErrNoAttr)
 		}
-		if a.Type == base.TypeDir && a.Mode&modeSticky != 0 && write && !c.isRoot() && c.Uid != a.Uid {
+		if a.Type == base.TypeDir && a.Mode&modeSticky != 0 && write && !isRoot(c) && c.Uid != a.Uid {
 			return fmt.Errorf("user xattr on sticky directory: %w", base.ErrPermission)
 		}
 		mask := uint32(MayRead)
 		if write {
 			mask = MayWrite
 		}
-		return c.access(a, mask)
+		return access(c, a, mask)
 	case strings.HasPrefix(name, "trusted."):
-		if !c.isRoot() {
+		if !isRoot(c) {
 			return fmt.Errorf("trusted xattr: %w", base.ErrPermission)
 		}
 		return nil
 	case strings.HasPrefix(name, "security."):
 		if write {
-			return c.ownerOrRoot(a)
+			return ownerOrRoot(c, a)
 		}
 		return nil
 	}
@@ -73,7 +73,7 @@ func getXattrAt(r kv.Reader, c *Caller, ino base.Ino, name string, epoch uint64)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.xattrAccess(&a, name, false); err != nil {
+	if err := xattrAccess(c, &a, name, false); err != nil {
 		return nil, err
 	}
 	v, ok, err := vget(r, xattrKey(ino, name), epoch)
@@ -105,7 +105,7 @@ func listXattrAt(r kv.Reader, c *Caller, ino base.Ino, epoch uint64) ([]string, 
 	p := xattrPrefix(ino)
 	err := vscan(r, p, nil, epoch, func(k, _ []byte) bool {
 		name := string(k[len(p) : len(k)-1])
-		if !strings.HasPrefix(name, "trusted.") || c.isRoot() {
+		if !strings.HasPrefix(name, "trusted.") || isRoot(c) {
 			out = append(out, name)
 		}
 		return true
@@ -152,7 +152,7 @@ func (o *op) xattrForWrite(c *Caller, ino base.Ino, name string) (*base.Attr, bo
 	if err != nil {
 		return nil, false, err
 	}
-	if err := c.xattrAccess(a, name, true); err != nil {
+	if err := xattrAccess(c, a, name, true); err != nil {
 		return nil, false, err
 	}
 	_, ok, err := vget(o, xattrKey(ino, name), latestEpoch)

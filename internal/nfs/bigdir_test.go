@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
 )
 
@@ -29,13 +28,13 @@ func TestReadDirPlusLargeDirectory(t *testing.T) {
 		}
 	}
 	e := newEnv(t)
-	dir, _, en := e.v.Mknod(ctx, meta.RootCaller, base.RootIno, "big", base.TypeDir, 0o755, 0, 0, "")
+	dir, _, en := e.v.Mknod(ctx, base.RootCaller, base.RootIno, "big", base.TypeDir, 0o755, 0, 0, "")
 	if en != 0 {
 		t.Fatal(en)
 	}
 	start := time.Now()
 	for i := range n {
-		if _, _, en := e.v.Mknod(ctx, meta.RootCaller, dir, fmt.Sprintf("entry-%06d", i), base.TypeFile, 0o644, 0, 0, ""); en != 0 {
+		if _, _, en := e.v.Mknod(ctx, base.RootCaller, dir, fmt.Sprintf("entry-%06d", i), base.TypeFile, 0o644, 0, 0, ""); en != 0 {
 			t.Fatal(en)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/nfs/proto"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
@@ -61,7 +60,7 @@ func (c *dirCache) take(ctx context.Context, ino base.Ino, cookie uint64) (uint6
 	if ok {
 		return p.fh, 0
 	}
-	return c.v.OpenDir(ctx, meta.RootCaller, ino)
+	return c.v.OpenDir(ctx, base.RootCaller, ino)
 }
 
 // park keeps a handle for the READDIR that continues at cookie.
@@ -144,7 +143,7 @@ func (s *Server) readDir(ctx context.Context, req *request, args *proto.Reader, 
 		s.putAttr(w, ino, &a)
 		return true
 	default:
-		st = nfsStatus(s.v.Access(ctx, req.caller, ino, meta.MayRead))
+		st = nfsStatus(s.v.Access(ctx, req.caller, ino, base.MayRead))
 	}
 	if st != proto.NFS3OK {
 		w.Uint32(st)

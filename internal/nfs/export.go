@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/nfs/proto"
 )
 
@@ -124,12 +124,12 @@ func (x *Export) allows(remote net.Addr) bool {
 
 // caller maps an AUTH_SYS identity (nil: AUTH_NONE) to the caller the
 // gateway passes to vfs.
-func (x *Export) caller(a *proto.AuthSysParams) *meta.Caller {
-	anon := &meta.Caller{Uid: x.AnonUid, Gid: x.AnonGid}
+func (x *Export) caller(a *proto.AuthSysParams) *base.Caller {
+	anon := &base.Caller{Uid: x.AnonUid, Gid: x.AnonGid}
 	if a == nil || x.Squash == SquashAll {
 		return anon
 	}
-	c := &meta.Caller{Uid: a.Uid, Gid: a.Gid, Gids: a.Gids}
+	c := &base.Caller{Uid: a.Uid, Gid: a.Gid, Gids: a.Gids}
 	if x.Squash == SquashRoot {
 		if c.Uid == 0 {
 			c.Uid = x.AnonUid

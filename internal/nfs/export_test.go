@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
 	"github.com/cairnfs/cairn/internal/nfs/proto"
 )
@@ -96,7 +95,7 @@ func TestExportAllow(t *testing.T) {
 			t.Errorf("%s from outside the allowed networks: %v, want NFS3ERR_ACCES", proc, err)
 		}
 	}
-	if _, _, en := v.Lookup(ctx, meta.RootCaller, base.RootIno, "x"); en == 0 {
+	if _, _, en := v.Lookup(ctx, base.RootCaller, base.RootIno, "x"); en == 0 {
 		t.Error("a refused client created x")
 	}
 	if p, err := exec.LookPath("nfs-ls"); err == nil {
@@ -123,7 +122,7 @@ func TestExportAllow(t *testing.T) {
 func TestExportReadOnly(t *testing.T) {
 	v, m, cs := newVFS(t)
 	e := &env{v: v, m: m, cs: cs}
-	fino, _, fh, en := v.Create(ctx, meta.RootCaller, base.RootIno, "f", 0o666, 0, 2)
+	fino, _, fh, en := v.Create(ctx, base.RootCaller, base.RootIno, "f", 0o666, 0, 2)
 	if en != 0 {
 		t.Fatal(en)
 	}
@@ -152,7 +151,7 @@ func TestExportReadOnly(t *testing.T) {
 	if a, err := c.Access(f, proto.AccessRead|proto.AccessModify|proto.AccessExtend); err != nil || a != proto.AccessRead {
 		t.Errorf("access on a read-only export: %#x %v", a, err)
 	}
-	if _, en := v.SetAttr(ctx, meta.RootCaller, fino, meta.SetAttrRequest{Valid: meta.SetSize, Size: 1}); en != 0 {
+	if _, en := v.SetAttr(ctx, base.RootCaller, fino, base.SetAttrRequest{Valid: base.SetSize, Size: 1}); en != 0 {
 		t.Errorf("the volume is not writable through vfs beside a read-only export: %v", en)
 	}
 }
@@ -181,10 +180,10 @@ func TestExportSquash(t *testing.T) {
 	for i, tc := range tests {
 		t.Run(fmt.Sprintf("%d-%s-uid%d", i, tc.squash, tc.uid), func(t *testing.T) {
 			v, m, cs := newVFS(t)
-			if _, en := v.SetAttr(ctx, meta.RootCaller, base.RootIno, meta.SetAttrRequest{Valid: meta.SetMode, Mode: 0o777}); en != 0 {
+			if _, en := v.SetAttr(ctx, base.RootCaller, base.RootIno, base.SetAttrRequest{Valid: base.SetMode, Mode: 0o777}); en != 0 {
 				t.Fatal(en)
 			}
-			_, _, fh, en := v.Create(ctx, meta.RootCaller, base.RootIno, "group0", 0o660, 0, 2)
+			_, _, fh, en := v.Create(ctx, base.RootCaller, base.RootIno, "group0", 0o660, 0, 2)
 			if en != 0 {
 				t.Fatal(en)
 			}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
 
@@ -55,7 +54,7 @@ func (c *fileCache) get(ctx context.Context, ino base.Ino, write bool) (*openFil
 	if write {
 		flags = syscall.O_RDWR
 	}
-	fh, e := c.v.Open(ctx, meta.RootCaller, ino, flags)
+	fh, e := c.v.Open(ctx, base.RootCaller, ino, flags)
 	if e != 0 {
 		return nil, e
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/testenv"
 )
 
@@ -72,11 +71,11 @@ func TestLibnfs(t *testing.T) {
 			t.Fatalf("%s: %d bytes back, want %d (%v)", name, len(got), len(data), err)
 		}
 		// Through vfs.
-		ino, a, en := e.v.Lookup(ctx, meta.RootCaller, base.RootIno, name)
+		ino, a, en := e.v.Lookup(ctx, base.RootCaller, base.RootIno, name)
 		if en != 0 || a.Length != uint64(len(data)) {
 			t.Fatalf("%s through vfs: %v, %d bytes", name, en, a.Length)
 		}
-		fh, en := e.v.Open(ctx, meta.RootCaller, ino, syscall.O_RDONLY)
+		fh, en := e.v.Open(ctx, base.RootCaller, ino, syscall.O_RDONLY)
 		if en != 0 {
 			t.Fatal(en)
 		}
@@ -91,7 +90,7 @@ func TestLibnfs(t *testing.T) {
 		t.Fatalf("nfs-cat: %q", got)
 	}
 	// A file written through vfs, listed and read over NFS.
-	ino, _, vfh, en := e.v.Create(ctx, meta.RootCaller, base.RootIno, "from-vfs", 0o600, 0, syscall.O_RDWR)
+	ino, _, vfh, en := e.v.Create(ctx, base.RootCaller, base.RootIno, "from-vfs", 0o600, 0, syscall.O_RDWR)
 	if en != 0 {
 		t.Fatal(en)
 	}

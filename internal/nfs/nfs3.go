@@ -7,7 +7,6 @@ import (
 	"syscall"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/nfs/proto"
 )
 
@@ -137,36 +136,36 @@ func nfsSetAttr(s *Server, ctx context.Context, req *request, args *proto.Reader
 }
 
 // setAttrRequest converts a sattr3 into a vfs request.
-func setAttrRequest(sa *proto.Sattr3) meta.SetAttrRequest {
-	var r meta.SetAttrRequest
+func setAttrRequest(sa *proto.Sattr3) base.SetAttrRequest {
+	var r base.SetAttrRequest
 	if sa.Mode != nil {
-		r.Valid |= meta.SetMode
+		r.Valid |= base.SetMode
 		r.Mode = *sa.Mode & 0o7777
 	}
 	if sa.Uid != nil {
-		r.Valid |= meta.SetUid
+		r.Valid |= base.SetUid
 		r.Uid = *sa.Uid
 	}
 	if sa.Gid != nil {
-		r.Valid |= meta.SetGid
+		r.Valid |= base.SetGid
 		r.Gid = *sa.Gid
 	}
 	if sa.Size != nil {
-		r.Valid |= meta.SetSize
+		r.Valid |= base.SetSize
 		r.Size = *sa.Size
 	}
 	switch sa.AtimeHow {
 	case proto.SetToServerTime:
-		r.Valid |= meta.SetAtimeNow
+		r.Valid |= base.SetAtimeNow
 	case proto.SetToClientTime:
-		r.Valid |= meta.SetAtime
+		r.Valid |= base.SetAtime
 		r.Atime = timeNs(sa.Atime)
 	}
 	switch sa.MtimeHow {
 	case proto.SetToServerTime:
-		r.Valid |= meta.SetMtimeNow
+		r.Valid |= base.SetMtimeNow
 	case proto.SetToClientTime:
-		r.Valid |= meta.SetMtime
+		r.Valid |= base.SetMtime
 		r.Mtime = timeNs(sa.Mtime)
 	}
 	return r
@@ -244,16 +243,16 @@ func nfsAccess(s *Server, ctx context.Context, req *request, args *proto.Reader,
 		return false
 	}
 	var got uint32
-	if want&proto.AccessRead != 0 && may(meta.MayRead) {
+	if want&proto.AccessRead != 0 && may(base.MayRead) {
 		got |= proto.AccessRead
 	}
-	if want&(proto.AccessModify|proto.AccessExtend|proto.AccessDelete) != 0 && !s.opts.Export.ReadOnly && may(meta.MayWrite) {
+	if want&(proto.AccessModify|proto.AccessExtend|proto.AccessDelete) != 0 && !s.opts.Export.ReadOnly && may(base.MayWrite) {
 		got |= want & (proto.AccessModify | proto.AccessExtend)
 		if a.Type == base.TypeDir {
 			got |= want & proto.AccessDelete
 		}
 	}
-	if want&(proto.AccessLookup|proto.AccessExecute) != 0 && may(meta.MayExec) {
+	if want&(proto.AccessLookup|proto.AccessExecute) != 0 && may(base.MayExec) {
 		if a.Type == base.TypeDir {
 			got |= want & proto.AccessLookup
 		} else {
@@ -310,10 +309,10 @@ func (s *Server) mayIO(ctx context.Context, req *request, ino base.Ino, a *base.
 	case req.caller.Uid == a.Uid:
 		return 0
 	case write:
-		return s.v.Access(ctx, req.caller, ino, meta.MayWrite)
+		return s.v.Access(ctx, req.caller, ino, base.MayWrite)
 	}
-	e := s.v.Access(ctx, req.caller, ino, meta.MayRead)
-	if e == syscall.EACCES && s.v.Access(ctx, req.caller, ino, meta.MayExec) == 0 {
+	e := s.v.Access(ctx, req.caller, ino, base.MayRead)
+	if e == syscall.EACCES && s.v.Access(ctx, req.caller, ino, base.MayExec) == 0 {
 		e = 0
 	}
 	return e
@@ -488,7 +487,7 @@ func (s *Server) startDirOp(ctx context.Context, d dirOp) (wcc, uint32) {
 
 // applyAttrs sets what a sattr3 asks for beyond the mode given at
 // creation.
-func (s *Server) applyAttrs(ctx context.Context, c *meta.Caller, ino base.Ino, sa proto.Sattr3, a *base.Attr) syscall.Errno {
+func (s *Server) applyAttrs(ctx context.Context, c *base.Caller, ino base.Ino, sa proto.Sattr3, a *base.Attr) syscall.Errno {
 	sa.Mode = nil
 	r := setAttrRequest(&sa)
 	if r.Valid == 0 {
@@ -537,7 +536,7 @@ func nfsCreate(s *Server, ctx context.Context, req *request, args *proto.Reader,
 		// The verifier is kept in atime and mtime until the client sets
 		// the real attributes, so a retransmitted create finds it.
 		va, vm := exclusiveTimes(verf)
-		a, e = s.v.SetAttr(ctx, req.caller, ino, meta.SetAttrRequest{Valid: meta.SetAtime | meta.SetMtime, Atime: va, Mtime: vm})
+		a, e = s.v.SetAttr(ctx, req.caller, ino, base.SetAttrRequest{Valid: base.SetAtime | base.SetMtime, Atime: va, Mtime: vm})
 	case e == 0:
 		// The new file already has length 0 and the caller as owner (as
 		// Linux asks for an O_TRUNC create): only what differs costs a
@@ -778,7 +777,7 @@ func nfsFSStat(s *Server, ctx context.Context, req *request, args *proto.Reader,
 		return false
 	}
 	a, st := s.handleAttr(ctx, ino, st)
-	var fs meta.StatFS
+	var fs base.StatFS
 	if st == proto.NFS3OK {
 		var e syscall.Errno
 		fs, e = s.v.StatFS(ctx)

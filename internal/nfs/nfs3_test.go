@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
 	"github.com/cairnfs/cairn/internal/nfs/proto"
 )
@@ -89,11 +88,11 @@ func TestFileIO(t *testing.T) {
 		t.Fatalf("read back %d bytes, differ from the %d written", len(got), len(data))
 	}
 	// The same bytes through vfs.
-	ino, _, en := e.v.Lookup(ctx, meta.RootCaller, base.RootIno, "f")
+	ino, _, en := e.v.Lookup(ctx, base.RootCaller, base.RootIno, "f")
 	if en != 0 {
 		t.Fatal(en)
 	}
-	vfh, en := e.v.Open(ctx, meta.RootCaller, ino, syscall.O_RDONLY)
+	vfh, en := e.v.Open(ctx, base.RootCaller, ino, syscall.O_RDONLY)
 	if en != 0 {
 		t.Fatal(en)
 	}
@@ -267,7 +266,7 @@ func TestReadDir(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		name := fmt.Sprintf("file-%04d", i)
 		want = append(want, name)
-		_, _, vfh, en := e.v.Create(ctx, meta.RootCaller, mustLookup(t, e, "big"), name, 0o644, 0, syscall.O_RDWR)
+		_, _, vfh, en := e.v.Create(ctx, base.RootCaller, mustLookup(t, e, "big"), name, 0o644, 0, syscall.O_RDWR)
 		if en != 0 {
 			t.Fatal(en)
 		}
@@ -307,7 +306,7 @@ func TestReadDir(t *testing.T) {
 
 func mustLookup(t *testing.T, e *env, name string) base.Ino {
 	t.Helper()
-	ino, _, en := e.v.Lookup(ctx, meta.RootCaller, base.RootIno, name)
+	ino, _, en := e.v.Lookup(ctx, base.RootCaller, base.RootIno, name)
 	if en != 0 {
 		t.Fatal(en)
 	}

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/nfs/proto"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
@@ -350,7 +350,7 @@ func (s *Server) serveConn(c net.Conn) {
 type request struct {
 	remote string
 	call   proto.Call
-	caller *meta.Caller // after squashing
+	caller *base.Caller // after squashing
 }
 
 // handleRecord serves one record from a client at remote, which the

@@ -6,7 +6,6 @@ import (
 	"syscall"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 )
 
 // dirBatch is how many entries a directory handle reads from meta at a
@@ -38,7 +37,7 @@ type DirEntry struct {
 }
 
 // OpenDir opens a directory for listing.
-func (v *VFS) OpenDir(ctx context.Context, c *meta.Caller, ino base.Ino) (uint64, syscall.Errno) {
+func (v *VFS) OpenDir(ctx context.Context, c *base.Caller, ino base.Ino) (uint64, syscall.Errno) {
 	t, real, e := v.resolve(ino)
 	if e != 0 {
 		return 0, e
@@ -51,7 +50,7 @@ func (v *VFS) OpenDir(ctx context.Context, c *meta.Caller, ino base.Ino) (uint64
 		return 0, syscall.ENOTDIR
 	}
 	if !c.KernelChecked {
-		if err := v.access(ctx, t, c, real, meta.MayRead); err != nil {
+		if err := v.access(ctx, t, c, real, base.MayRead); err != nil {
 			return 0, v.errno("opendir", err)
 		}
 	}
@@ -64,7 +63,7 @@ func (v *VFS) OpenDir(ctx context.Context, c *meta.Caller, ino base.Ino) (uint64
 // until fn returns false (the caller's buffer is full: that entry is not
 // consumed and comes first next time) or the directory ends. With plus,
 // entries carry attributes.
-func (v *VFS) ReadDir(ctx context.Context, c *meta.Caller, fh uint64, off uint64, plus bool, fn func(DirEntry) bool) syscall.Errno {
+func (v *VFS) ReadDir(ctx context.Context, c *base.Caller, fh uint64, off uint64, plus bool, fn func(DirEntry) bool) syscall.Errno {
 	h := v.handle(fh)
 	if h == nil || h.dir == nil {
 		return syscall.EBADF
@@ -155,7 +154,7 @@ func (v *VFS) ReadDir(ctx context.Context, c *meta.Caller, fh uint64, off uint64
 // fill reads the next batch of entries. The root's listing leaves out
 // .snapshots: the virtual directory is found by lookup only, and a real
 // entry of that name is shadowed by it.
-func (v *VFS) fill(ctx context.Context, c *meta.Caller, d *dirState) syscall.Errno {
+func (v *VFS) fill(ctx context.Context, c *base.Caller, d *dirState) syscall.Errno {
 	ents, err := d.t.r.Readdir(ctx, c, d.rino, d.last, dirBatch, d.plus)
 	if err != nil {
 		return v.errno("readdir", err)

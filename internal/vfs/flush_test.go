@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/object/faulty"
 )
 
@@ -184,7 +183,7 @@ func TestBackgroundFlushErrorAtWrite(t *testing.T) {
 func TestSetMtimeAfterWrites(t *testing.T) {
 	e := newEnv(t)
 	ino, fh := e.create(t, "f")
-	mtime := meta.SetAttrRequest{Valid: meta.SetMtime, Mtime: 5}
+	mtime := base.SetAttrRequest{Valid: base.SetMtime, Mtime: 5}
 	getMtime := func() int64 {
 		t.Helper()
 		a, en := e.v.GetAttr(ctx, ino)
@@ -256,7 +255,7 @@ func TestReadPastCommittedLength(t *testing.T) {
 	if en := e.v.Flush(ctx, fh); en != 0 {
 		t.Fatal(en)
 	}
-	if _, en := e.v.SetAttr(ctx, root, ino, meta.SetAttrRequest{Valid: meta.SetSize, Size: 10}); en != 0 {
+	if _, en := e.v.SetAttr(ctx, root, ino, base.SetAttrRequest{Valid: base.SetSize, Size: 10}); en != 0 {
 		t.Fatal(en)
 	}
 	e.write(t, fh, base.ChunkSize+5, []byte{9})

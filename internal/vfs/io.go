@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 )
 
 // maxFileSize is the largest file length Cairn accepts (2^50 bytes: 16M
@@ -26,7 +25,7 @@ func accessMask(flags int) uint32 {
 }
 
 // Open opens ino with open(2) flags and returns a handle.
-func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int) (uint64, syscall.Errno) {
+func (v *VFS) Open(ctx context.Context, c *base.Caller, ino base.Ino, flags int) (uint64, syscall.Errno) {
 	t, real, e := v.resolve(ino)
 	if e != 0 {
 		return 0, e
@@ -86,7 +85,7 @@ func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int)
 	}
 	if a.Type == base.TypeFile {
 		if flags&syscall.O_TRUNC != 0 && a.Length > 0 {
-			if _, e := v.SetAttr(ctx, c, ino, meta.SetAttrRequest{Valid: meta.SetSize}); e != 0 {
+			if _, e := v.SetAttr(ctx, c, ino, base.SetAttrRequest{Valid: base.SetSize}); e != 0 {
 				_ = v.releaseFile(ctx, h.f)
 				return 0, e
 			}
@@ -96,7 +95,7 @@ func (v *VFS) Open(ctx context.Context, c *meta.Caller, ino base.Ino, flags int)
 }
 
 // Create makes a regular file and opens it.
-func (v *VFS) Create(ctx context.Context, c *meta.Caller, parent base.Ino, name string, mode, umask uint32, flags int) (base.Ino, base.Attr, uint64, syscall.Errno) {
+func (v *VFS) Create(ctx context.Context, c *base.Caller, parent base.Ino, name string, mode, umask uint32, flags int) (base.Ino, base.Attr, uint64, syscall.Errno) {
 	if _, e := v.writable(parent); e != 0 {
 		return 0, base.Attr{}, 0, e
 	}
@@ -121,7 +120,7 @@ func (v *VFS) Create(ctx context.Context, c *meta.Caller, parent base.Ino, name 
 // checked by anyone (the kernel checked the create), so Open checks them.
 // A directory gives EISDIR; another type keeps EEXIST (the kernel, which
 // would follow a symbolic link, did not see one).
-func (v *VFS) openCreated(ctx context.Context, c *meta.Caller, parent base.Ino, name string, flags int) (base.Ino, base.Attr, uint64, syscall.Errno) {
+func (v *VFS) openCreated(ctx context.Context, c *base.Caller, parent base.Ino, name string, flags int) (base.Ino, base.Attr, uint64, syscall.Errno) {
 	ino, a, e := v.Lookup(ctx, c, parent, name)
 	if e != 0 {
 		return 0, base.Attr{}, 0, e
@@ -310,7 +309,7 @@ const (
 // blocks for unwritten ranges, so only the size may change), PUNCH_HOLE and
 // ZERO_RANGE (both write a zero slice over the range: no data is stored or
 // copied). Other modes get EOPNOTSUPP.
-func (v *VFS) Fallocate(ctx context.Context, c *meta.Caller, fh uint64, mode uint32, off, length int64) syscall.Errno {
+func (v *VFS) Fallocate(ctx context.Context, c *base.Caller, fh uint64, mode uint32, off, length int64) syscall.Errno {
 	h := v.handle(fh)
 	if h == nil || h.f == nil {
 		return syscall.EBADF
@@ -351,7 +350,7 @@ func (v *VFS) Fallocate(ctx context.Context, c *meta.Caller, fh uint64, mode uin
 		}
 	}
 	if mode&fallocKeepSize == 0 && uint64(end) > a.Length {
-		_, e = v.SetAttr(ctx, meta.RootCaller, h.ino, meta.SetAttrRequest{Valid: meta.SetSize, Size: uint64(end)})
+		_, e = v.SetAttr(ctx, base.RootCaller, h.ino, base.SetAttrRequest{Valid: base.SetSize, Size: uint64(end)})
 		return e
 	}
 	return 0

@@ -5,7 +5,6 @@ import (
 	"syscall"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/meta"
 )
 
 // File locks. They live in meta, shared by every client of the volume, so
@@ -15,18 +14,18 @@ import (
 // are granted without being recorded (see snapshot.go).
 
 // GetLock returns a lock of another owner that conflicts with l, or a Lock
-// of type meta.Unlock if l could be taken now.
-func (v *VFS) GetLock(ctx context.Context, fh, owner uint64, l meta.Lock) (meta.Lock, syscall.Errno) {
+// of type base.Unlock if l could be taken now.
+func (v *VFS) GetLock(ctx context.Context, fh, owner uint64, l base.Lock) (base.Lock, syscall.Errno) {
 	h := v.handle(fh)
 	if h == nil {
-		return meta.Lock{}, syscall.EBADF
+		return base.Lock{}, syscall.EBADF
 	}
 	if h.t.ro {
-		return meta.Lock{Type: meta.Unlock}, 0
+		return base.Lock{Type: base.Unlock}, 0
 	}
 	got, err := v.m.GetPosixLock(ctx, h.ino, owner, l)
 	if err != nil {
-		return meta.Lock{}, v.errno("getlk", err)
+		return base.Lock{}, v.errno("getlk", err)
 	}
 	return got, 0
 }
@@ -35,7 +34,7 @@ func (v *VFS) GetLock(ctx context.Context, fh, owner uint64, l meta.Lock) (meta.
 // file when flock is set, else a POSIX lock on [l.Start, l.End]. With wait
 // it blocks until granted or ctx ends (EINTR); without, a conflict is
 // EAGAIN.
-func (v *VFS) SetLock(ctx context.Context, fh, owner uint64, l meta.Lock, flock, wait bool) syscall.Errno {
+func (v *VFS) SetLock(ctx context.Context, fh, owner uint64, l base.Lock, flock, wait bool) syscall.Errno {
 	h := v.handle(fh)
 	if h == nil {
 		return syscall.EBADF
@@ -47,7 +46,7 @@ func (v *VFS) SetLock(ctx context.Context, fh, owner uint64, l meta.Lock, flock,
 	if flock {
 		err = v.m.Flock(ctx, h.ino, owner, l.Type, l.Pid, wait)
 	} else {
-		if l.Type != meta.Unlock {
+		if l.Type != base.Unlock {
 			v.lockMu.Lock()
 			if v.lockOwners == nil {
 				v.lockOwners = make(map[lockRef]bool)
@@ -66,7 +65,7 @@ func (v *VFS) SetLock(ctx context.Context, fh, owner uint64, l meta.Lock, flock,
 // ReleaseFlock drops the flock lock owner holds through handle fh (the
 // kernel asks for it when the last reference to a flocked file closes).
 func (v *VFS) ReleaseFlock(ctx context.Context, fh, owner uint64) syscall.Errno {
-	return v.SetLock(ctx, fh, owner, meta.Lock{Type: meta.Unlock}, true, false)
+	return v.SetLock(ctx, fh, owner, base.Lock{Type: base.Unlock}, true, false)
 }
 
 // lockRef is an (inode, owner) pair that took POSIX locks through this
@@ -93,7 +92,7 @@ func (v *VFS) ReleasePosixLocks(ctx context.Context, fh, owner uint64) syscall.E
 	if !had {
 		return 0
 	}
-	if err := v.m.SetPosixLock(ctx, h.ino, owner, meta.Lock{Type: meta.Unlock, End: meta.LockEOF}, false); err != nil {
+	if err := v.m.SetPosixLock(ctx, h.ino, owner, base.Lock{Type: base.Unlock, End: base.LockEOF}, false); err != nil {
 		return v.errno("release-locks", err)
 	}
 	return 0

@@ -14,7 +14,7 @@ import (
 // Lookup resolves name in parent. The root's .snapshots is the virtual
 // directory of snapshots, and the ".." of a snapshot's root is that
 // directory.
-func (v *VFS) Lookup(ctx context.Context, c *meta.Caller, parent base.Ino, name string) (base.Ino, base.Attr, syscall.Errno) {
+func (v *VFS) Lookup(ctx context.Context, c *base.Caller, parent base.Ino, name string) (base.Ino, base.Attr, syscall.Errno) {
 	t, real, e := v.resolve(parent)
 	if e != 0 {
 		return 0, base.Attr{}, e
@@ -22,7 +22,7 @@ func (v *VFS) Lookup(ctx context.Context, c *meta.Caller, parent base.Ino, name 
 	switch {
 	case v.reserved(parent, name):
 		if !c.KernelChecked {
-			if err := v.access(ctx, t, c, real, meta.MayExec); err != nil {
+			if err := v.access(ctx, t, c, real, base.MayExec); err != nil {
 				return 0, base.Attr{}, v.errno("lookup", err)
 			}
 		}
@@ -42,12 +42,12 @@ func (v *VFS) Lookup(ctx context.Context, c *meta.Caller, parent base.Ino, name 
 
 // dirLookuper is a tree that reads an entry and its directory together.
 type dirLookuper interface {
-	LookupDir(ctx context.Context, c *meta.Caller, parent base.Ino, name string) (base.Ino, base.Attr, base.Attr, error)
+	LookupDir(ctx context.Context, c *base.Caller, parent base.Ino, name string) (base.Ino, base.Attr, base.Attr, error)
 }
 
 // LookupDir is Lookup, and also returns the attributes of parent (as
 // GetAttr would), read in one view where the tree can.
-func (v *VFS) LookupDir(ctx context.Context, c *meta.Caller, parent base.Ino, name string) (base.Ino, base.Attr, base.Attr, syscall.Errno) {
+func (v *VFS) LookupDir(ctx context.Context, c *base.Caller, parent base.Ino, name string) (base.Ino, base.Attr, base.Attr, syscall.Errno) {
 	t, real, e := v.resolve(parent)
 	if e != 0 {
 		return 0, base.Attr{}, base.Attr{}, e
@@ -101,7 +101,7 @@ func (v *VFS) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Err
 // while no commit of the file runs, and the later commits of the writes
 // buffered before it leave the times alone: no flush, which would cut the
 // buffered slices' blocks short in the middle of a stream.
-func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req meta.SetAttrRequest) (base.Attr, syscall.Errno) {
+func (v *VFS) SetAttr(ctx context.Context, c *base.Caller, ino base.Ino, req base.SetAttrRequest) (base.Attr, syscall.Errno) {
 	if _, e := v.writable(ino); e != 0 {
 		return base.Attr{}, e
 	}
@@ -115,14 +115,14 @@ func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req met
 	var a base.Attr
 	var err error
 	switch {
-	case f != nil && req.Valid&meta.SetSize != 0:
+	case f != nil && req.Valid&base.SetSize != 0:
 		f.wmu.Lock()
 		defer f.wmu.Unlock()
 		if err := f.flush(ctx); err != nil {
 			return base.Attr{}, v.errno("setattr-flush", err)
 		}
 		a, err = v.m.SetAttr(ctx, c, ino, req)
-	case f != nil && req.Valid&(meta.SetMtime|meta.SetMtimeNow|meta.SetCtime) != 0:
+	case f != nil && req.Valid&(base.SetMtime|base.SetMtimeNow|base.SetCtime) != 0:
 		err = f.holdCommits(func() error {
 			var err error
 			a, err = v.m.SetAttr(ctx, c, ino, req)
@@ -146,7 +146,7 @@ func (v *VFS) SetAttr(ctx context.Context, c *meta.Caller, ino base.Ino, req met
 
 // Mknod creates a file, directory, symlink (target non-empty), device,
 // fifo or socket.
-func (v *VFS) Mknod(ctx context.Context, c *meta.Caller, parent base.Ino, name string, typ base.FileType, mode, umask, rdev uint32, target string) (base.Ino, base.Attr, syscall.Errno) {
+func (v *VFS) Mknod(ctx context.Context, c *base.Caller, parent base.Ino, name string, typ base.FileType, mode, umask, rdev uint32, target string) (base.Ino, base.Attr, syscall.Errno) {
 	if _, e := v.writable(parent); e != 0 {
 		return 0, base.Attr{}, e
 	}
@@ -161,7 +161,7 @@ func (v *VFS) Mknod(ctx context.Context, c *meta.Caller, parent base.Ino, name s
 }
 
 // Link creates a hard link to ino as parent/name.
-func (v *VFS) Link(ctx context.Context, c *meta.Caller, ino, parent base.Ino, name string) (base.Attr, syscall.Errno) {
+func (v *VFS) Link(ctx context.Context, c *base.Caller, ino, parent base.Ino, name string) (base.Attr, syscall.Errno) {
 	if _, e := v.writable(ino); e != 0 {
 		return base.Attr{}, e
 	}
@@ -180,7 +180,7 @@ func (v *VFS) Link(ctx context.Context, c *meta.Caller, ino, parent base.Ino, na
 }
 
 // Unlink removes a non-directory entry.
-func (v *VFS) Unlink(ctx context.Context, c *meta.Caller, parent base.Ino, name string) syscall.Errno {
+func (v *VFS) Unlink(ctx context.Context, c *base.Caller, parent base.Ino, name string) syscall.Errno {
 	_, e := v.UnlinkChange(ctx, c, parent, name)
 	return e
 }
@@ -188,7 +188,7 @@ func (v *VFS) Unlink(ctx context.Context, c *meta.Caller, parent base.Ino, name 
 // UnlinkChange is Unlink, and tells what it did to parent (its
 // attributes before and after, in the same transaction) and which inode
 // the name named.
-func (v *VFS) UnlinkChange(ctx context.Context, c *meta.Caller, parent base.Ino, name string) (meta.DirChange, syscall.Errno) {
+func (v *VFS) UnlinkChange(ctx context.Context, c *base.Caller, parent base.Ino, name string) (meta.DirChange, syscall.Errno) {
 	if _, e := v.writable(parent); e != 0 {
 		return meta.DirChange{}, e
 	}
@@ -203,7 +203,7 @@ func (v *VFS) UnlinkChange(ctx context.Context, c *meta.Caller, parent base.Ino,
 }
 
 // Rmdir removes an empty directory.
-func (v *VFS) Rmdir(ctx context.Context, c *meta.Caller, parent base.Ino, name string) syscall.Errno {
+func (v *VFS) Rmdir(ctx context.Context, c *base.Caller, parent base.Ino, name string) syscall.Errno {
 	if _, e := v.writable(parent); e != 0 {
 		return e
 	}
@@ -214,7 +214,7 @@ func (v *VFS) Rmdir(ctx context.Context, c *meta.Caller, parent base.Ino, name s
 }
 
 // Rename moves sp/sn to dp/dn with renameat2 flags.
-func (v *VFS) Rename(ctx context.Context, c *meta.Caller, sp base.Ino, sn string, dp base.Ino, dn string, flags uint32) syscall.Errno {
+func (v *VFS) Rename(ctx context.Context, c *base.Caller, sp base.Ino, sn string, dp base.Ino, dn string, flags uint32) syscall.Errno {
 	if _, e := v.writable(sp); e != 0 {
 		return e
 	}
@@ -224,8 +224,8 @@ func (v *VFS) Rename(ctx context.Context, c *meta.Caller, sp base.Ino, sn string
 	if v.reserved(sp, sn) || v.reserved(dp, dn) {
 		return syscall.EROFS
 	}
-	if flags&^(meta.RenameNoReplace|meta.RenameExchange) != 0 ||
-		flags == meta.RenameNoReplace|meta.RenameExchange {
+	if flags&^(base.RenameNoReplace|base.RenameExchange) != 0 ||
+		flags == base.RenameNoReplace|base.RenameExchange {
 		return syscall.EINVAL
 	}
 	return v.errno("rename", v.m.Rename(ctx, c, sp, sn, dp, dn, flags))
@@ -245,12 +245,12 @@ func (v *VFS) Readlink(ctx context.Context, ino base.Ino) (string, syscall.Errno
 }
 
 // Access checks mask (R_OK=4, W_OK=2, X_OK=1) for the caller.
-func (v *VFS) Access(ctx context.Context, c *meta.Caller, ino base.Ino, mask uint32) syscall.Errno {
+func (v *VFS) Access(ctx context.Context, c *base.Caller, ino base.Ino, mask uint32) syscall.Errno {
 	t, real, e := v.resolve(ino)
 	if e != 0 {
 		return e
 	}
-	if mask&meta.MayWrite != 0 && (v.opts.ReadOnly || t.ro) {
+	if mask&base.MayWrite != 0 && (v.opts.ReadOnly || t.ro) {
 		return syscall.EROFS
 	}
 	return v.errno("access", v.access(ctx, t, c, real, mask))
@@ -260,7 +260,7 @@ func (v *VFS) Access(ctx context.Context, c *meta.Caller, ino base.Ino, mask uin
 // volume without a capacity are those of its data store where the store
 // can tell (a local directory: its file system's), so that df shows the
 // disk that fills up; otherwise (S3) meta's large virtual size.
-func (v *VFS) StatFS(ctx context.Context) (meta.StatFS, syscall.Errno) {
+func (v *VFS) StatFS(ctx context.Context) (base.StatFS, syscall.Errno) {
 	s, err := v.m.StatFS(ctx)
 	if err != nil {
 		return s, v.errno("statfs", err)
@@ -291,7 +291,7 @@ const noCapTTL = time.Second
 // process sets or removes an xattr of it): the kernel asks for it before
 // every write, and answering from the metadata engine each time cost a
 // sixth of a small-write workload's CPU.
-func (v *VFS) GetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name string) ([]byte, syscall.Errno) {
+func (v *VFS) GetXattr(ctx context.Context, c *base.Caller, ino base.Ino, name string) ([]byte, syscall.Errno) {
 	if name == capXattr {
 		if t, ok := v.noCap.Load(ino); ok && time.Since(t.(time.Time)) < noCapTTL {
 			return nil, syscall.ENODATA
@@ -324,13 +324,13 @@ func (v *VFS) KillPriv(ctx context.Context, ino base.Ino) (dropped bool, e sysca
 		return false, e
 	}
 	if a.Type != base.TypeDir && (a.Mode&0o4000 != 0 || a.Mode&0o2010 == 0o2010) {
-		if _, e := v.SetAttr(ctx, meta.RootCaller, ino, meta.SetAttrRequest{Valid: meta.SetKillSuidgid}); e != 0 {
+		if _, e := v.SetAttr(ctx, base.RootCaller, ino, base.SetAttrRequest{Valid: base.SetKillSuidgid}); e != 0 {
 			return false, e
 		}
 		dropped = true
 	}
-	if _, e := v.GetXattr(ctx, meta.RootCaller, ino, capXattr); e == 0 {
-		if e := v.RemoveXattr(ctx, meta.RootCaller, ino, capXattr); e != 0 && e != syscall.ENODATA {
+	if _, e := v.GetXattr(ctx, base.RootCaller, ino, capXattr); e == 0 {
+		if e := v.RemoveXattr(ctx, base.RootCaller, ino, capXattr); e != 0 && e != syscall.ENODATA {
 			return dropped, e
 		}
 	}
@@ -338,7 +338,7 @@ func (v *VFS) KillPriv(ctx context.Context, ino base.Ino) (dropped bool, e sysca
 }
 
 // ListXattr lists extended attribute names.
-func (v *VFS) ListXattr(ctx context.Context, c *meta.Caller, ino base.Ino) ([]string, syscall.Errno) {
+func (v *VFS) ListXattr(ctx context.Context, c *base.Caller, ino base.Ino) ([]string, syscall.Errno) {
 	t, real, e := v.resolve(ino)
 	if e != 0 {
 		return nil, e
@@ -350,8 +350,8 @@ func (v *VFS) ListXattr(ctx context.Context, c *meta.Caller, ino base.Ino) ([]st
 	return names, 0
 }
 
-// SetXattr sets an extended attribute (flags: meta.XattrCreate/Replace).
-func (v *VFS) SetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name string, value []byte, flags int) syscall.Errno {
+// SetXattr sets an extended attribute (flags: base.XattrCreate/Replace).
+func (v *VFS) SetXattr(ctx context.Context, c *base.Caller, ino base.Ino, name string, value []byte, flags int) syscall.Errno {
 	if _, e := v.writable(ino); e != 0 {
 		return e
 	}
@@ -360,7 +360,7 @@ func (v *VFS) SetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name s
 }
 
 // RemoveXattr removes an extended attribute.
-func (v *VFS) RemoveXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name string) syscall.Errno {
+func (v *VFS) RemoveXattr(ctx context.Context, c *base.Caller, ino base.Ino, name string) syscall.Errno {
 	if _, e := v.writable(ino); e != 0 {
 		return e
 	}

@@ -77,14 +77,14 @@ func AtRoot(ino base.Ino) bool { return uint64(ino)>>slotShift == 0 }
 // of a deleted snapshot returns base.ErrStale. Returned slices belong to
 // the caller.
 type reader interface {
-	Lookup(ctx context.Context, c *meta.Caller, parent base.Ino, name string) (base.Ino, base.Attr, error)
+	Lookup(ctx context.Context, c *base.Caller, parent base.Ino, name string) (base.Ino, base.Attr, error)
 	GetAttr(ctx context.Context, ino base.Ino) (base.Attr, error)
-	Readdir(ctx context.Context, c *meta.Caller, dir base.Ino, after string, limit int, plus bool) ([]base.Entry, error)
+	Readdir(ctx context.Context, c *base.Caller, dir base.Ino, after string, limit int, plus bool) ([]base.Entry, error)
 	Readlink(ctx context.Context, ino base.Ino) (string, error)
-	GetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name string) ([]byte, error)
-	ListXattr(ctx context.Context, c *meta.Caller, ino base.Ino) ([]string, error)
+	GetXattr(ctx context.Context, c *base.Caller, ino base.Ino, name string) ([]byte, error)
+	ListXattr(ctx context.Context, c *base.Caller, ino base.Ino) ([]string, error)
 	ReadChunk(ctx context.Context, ino base.Ino, index uint32) ([]base.Slice, error)
-	Access(ctx context.Context, c *meta.Caller, ino base.Ino, mask uint32) error
+	Access(ctx context.Context, c *base.Caller, ino base.Ino, mask uint32) error
 }
 
 var (
@@ -218,7 +218,7 @@ func (v *VFS) checkSnapshot(ctx context.Context, t *tree, fresh bool) syscall.Er
 }
 
 // access checks an access(2) mask on ino of t.
-func (v *VFS) access(ctx context.Context, t *tree, c *meta.Caller, ino base.Ino, mask uint32) error {
+func (v *VFS) access(ctx context.Context, t *tree, c *base.Caller, ino base.Ino, mask uint32) error {
 	return t.r.Access(ctx, c, ino, mask)
 }
 
@@ -226,7 +226,7 @@ func (v *VFS) access(ctx context.Context, t *tree, c *meta.Caller, ino base.Ino,
 // only and returns front-end inode numbers (its tree has slot 0).
 type snapshotsDir struct{ v *VFS }
 
-func (d snapshotsDir) Lookup(ctx context.Context, c *meta.Caller, parent base.Ino, name string) (base.Ino, base.Attr, error) {
+func (d snapshotsDir) Lookup(ctx context.Context, c *base.Caller, parent base.Ino, name string) (base.Ino, base.Attr, error) {
 	switch name {
 	case ".":
 		a, err := d.GetAttr(ctx, SnapshotsIno)
@@ -287,15 +287,15 @@ func (d snapshotsDir) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, err
 
 // Access grants read and search to everyone (mode 0555); write is EROFS
 // before it gets here.
-func (d snapshotsDir) Access(ctx context.Context, c *meta.Caller, ino base.Ino, mask uint32) error {
-	if mask&meta.MayWrite != 0 {
+func (d snapshotsDir) Access(ctx context.Context, c *base.Caller, ino base.Ino, mask uint32) error {
+	if mask&base.MayWrite != 0 {
 		return base.ErrReadOnly
 	}
 	return nil
 }
 
 // Readdir lists the snapshots in name order.
-func (d snapshotsDir) Readdir(ctx context.Context, c *meta.Caller, dir base.Ino, after string, limit int, plus bool) ([]base.Entry, error) {
+func (d snapshotsDir) Readdir(ctx context.Context, c *base.Caller, dir base.Ino, after string, limit int, plus bool) ([]base.Entry, error) {
 	snaps, err := d.v.m.Snapshots(ctx)
 	if err != nil {
 		return nil, err
@@ -329,11 +329,11 @@ func (d snapshotsDir) Readlink(ctx context.Context, ino base.Ino) (string, error
 	return "", fmt.Errorf("readlink %s: %w", SnapshotsDir, base.ErrInvalid)
 }
 
-func (d snapshotsDir) GetXattr(ctx context.Context, c *meta.Caller, ino base.Ino, name string) ([]byte, error) {
+func (d snapshotsDir) GetXattr(ctx context.Context, c *base.Caller, ino base.Ino, name string) ([]byte, error) {
 	return nil, fmt.Errorf("xattr %q of %s: %w", name, SnapshotsDir, base.ErrNoAttr)
 }
 
-func (d snapshotsDir) ListXattr(ctx context.Context, c *meta.Caller, ino base.Ino) ([]string, error) {
+func (d snapshotsDir) ListXattr(ctx context.Context, c *base.Caller, ino base.Ino) ([]string, error) {
 	return nil, nil
 }
 

@@ -152,7 +152,7 @@ func TestSnapshotShowsOldState(t *testing.T) {
 	if en := e.v.Rename(ctx, root, base.RootIno, "c", sub, "c2", 0); en != 0 {
 		t.Fatal(en)
 	}
-	if _, en := e.v.SetAttr(ctx, root, d, meta.SetAttrRequest{Valid: meta.SetSize | meta.SetMode, Size: 7, Mode: 0o600}); en != 0 {
+	if _, en := e.v.SetAttr(ctx, root, d, base.SetAttrRequest{Valid: base.SetSize | base.SetMode, Size: 7, Mode: 0o600}); en != 0 {
 		t.Fatal(en)
 	}
 	if en := e.v.SetXattr(ctx, root, a, "user.k", []byte("v2"), 0); en != 0 {
@@ -239,10 +239,10 @@ func TestSnapshotShowsOldState(t *testing.T) {
 		t.Fatalf("%d holds with a snapshot file open", n)
 	}
 	// Locks on it are granted without being recorded.
-	if en := e.v.SetLock(ctx, fh, 1, meta.Lock{Type: meta.ReadLock, End: meta.LockEOF}, false, false); en != 0 {
+	if en := e.v.SetLock(ctx, fh, 1, base.Lock{Type: base.ReadLock, End: base.LockEOF}, false, false); en != 0 {
 		t.Fatalf("read lock on a snapshot file: %v", en)
 	}
-	if l, en := e.v.GetLock(ctx, fh, 2, meta.Lock{Type: meta.WriteLock, End: meta.LockEOF}); en != 0 || l.Type != meta.Unlock {
+	if l, en := e.v.GetLock(ctx, fh, 2, base.Lock{Type: base.WriteLock, End: base.LockEOF}); en != 0 || l.Type != base.Unlock {
 		t.Fatalf("getlk on a snapshot file: %+v %v", l, en)
 	}
 	e.release(t, fh)
@@ -351,36 +351,36 @@ func TestSnapshotRefusesWrites(t *testing.T) {
 		_, en = e.v.Link(ctx, root, f, dir, "new")
 		want("link into", en)
 		want("rename into", e.v.Rename(ctx, root, base.RootIno, "f", dir, "new", 0))
-		_, en = e.v.SetAttr(ctx, root, dir, meta.SetAttrRequest{Valid: meta.SetMode, Mode: 0o777})
+		_, en = e.v.SetAttr(ctx, root, dir, base.SetAttrRequest{Valid: base.SetMode, Mode: 0o777})
 		want("chmod dir", en)
 		want("setxattr dir", e.v.SetXattr(ctx, root, dir, "user.y", []byte("2"), 0))
-		want("access W_OK", e.v.Access(ctx, root, dir, meta.MayWrite))
+		want("access W_OK", e.v.Access(ctx, root, dir, base.MayWrite))
 	}
 	want("unlink", e.v.Unlink(ctx, root, sr, "f"))
 	want("rmdir", e.v.Rmdir(ctx, root, sr, "d"))
 	want("rmdir snapshot root", e.v.Rmdir(ctx, root, SnapshotsIno, "s"))
 	want("rename within", e.v.Rename(ctx, root, sr, "f", sr, "g", 0))
 	want("rename out", e.v.Rename(ctx, root, sr, "f", base.RootIno, "g", 0))
-	want("exchange", e.v.Rename(ctx, root, sr, "f", base.RootIno, "f", meta.RenameExchange))
+	want("exchange", e.v.Rename(ctx, root, sr, "f", base.RootIno, "f", base.RenameExchange))
 	_, en := e.v.Link(ctx, root, sf, base.RootIno, "g")
 	want("link out", en)
-	for _, req := range []meta.SetAttrRequest{
-		{Valid: meta.SetSize, Size: 0},
-		{Valid: meta.SetMode, Mode: 0o600},
-		{Valid: meta.SetUid | meta.SetGid, Uid: 5, Gid: 5},
-		{Valid: meta.SetMtimeNow | meta.SetAtimeNow},
+	for _, req := range []base.SetAttrRequest{
+		{Valid: base.SetSize, Size: 0},
+		{Valid: base.SetMode, Mode: 0o600},
+		{Valid: base.SetUid | base.SetGid, Uid: 5, Gid: 5},
+		{Valid: base.SetMtimeNow | base.SetAtimeNow},
 	} {
 		_, en := e.v.SetAttr(ctx, root, sf, req)
 		want("setattr", en)
 	}
 	want("setxattr", e.v.SetXattr(ctx, root, sf, "user.x", []byte("2"), 0))
 	want("removexattr", e.v.RemoveXattr(ctx, root, sf, "user.x"))
-	want("access W_OK", e.v.Access(ctx, root, sf, meta.MayWrite))
+	want("access W_OK", e.v.Access(ctx, root, sf, base.MayWrite))
 	for _, flags := range []int{syscall.O_WRONLY, syscall.O_RDWR, syscall.O_RDONLY | syscall.O_TRUNC} {
 		_, en := e.v.Open(ctx, root, sf, flags)
 		want("open for writing", en)
 	}
-	if en := e.v.Access(ctx, root, sf, meta.MayRead); en != 0 {
+	if en := e.v.Access(ctx, root, sf, base.MayRead); en != 0 {
 		t.Errorf("access R_OK: %v", en)
 	}
 	fh, en := e.v.Open(ctx, root, sf, syscall.O_RDONLY)

@@ -44,7 +44,7 @@ func TestStatFSOfDataStore(t *testing.T) {
 	}
 	t.Cleanup(func() { ls.Close() })
 	wrapped := split.New(counted.New(faulty.New(ls, 1)), mem.New(), chunk.InlineBlock)
-	statfs := func(capacity uint64, obj object.Store, write int) meta.StatFS {
+	statfs := func(capacity uint64, obj object.Store, write int) base.StatFS {
 		t.Helper()
 		store := memkv.New()
 		if err := meta.Format(ctx, store, meta.Settings{Name: "t", Capacity: capacity}, false); err != nil {

@@ -23,7 +23,7 @@ import (
 
 var ctx = context.Background()
 
-var root = &meta.Caller{}
+var root = &base.Caller{}
 
 type env struct {
 	v     *VFS
@@ -339,7 +339,7 @@ func TestErrnoMapping(t *testing.T) {
 func TestSetAttrAfterUnlink(t *testing.T) {
 	e := newEnv(t)
 	updates := func() int64 { return e.kv.Stats().Kinds[counted.Update.String()].Transactions }
-	mtime := meta.SetAttrRequest{Valid: meta.SetMtime, Mtime: 5}
+	mtime := base.SetAttrRequest{Valid: base.SetMtime, Mtime: 5}
 
 	ino, fh := e.create(t, "closed")
 	e.release(t, fh)
