@@ -4,6 +4,12 @@ package base
 // o / ChunkSize at position o % ChunkSize.
 const ChunkSize = 64 << 20
 
+// MaxFileSize is the largest file length Cairn accepts: 2^50 bytes, 16M
+// chunks of ChunkSize, well inside the 32-bit chunk index. vfs refuses
+// writes and allocations past it (EFBIG) and the NFS gateway announces it
+// in FSINFO.
+const MaxFileSize = 1 << 50
+
 // Slice is one reference from a chunk to (part of) an immutable slice of
 // data. A slice with ID 0 is a hole: it reads as zeros (used by truncate).
 //

@@ -36,9 +36,6 @@ var nfsProcs = []procedure{
 	proto.NFSProcCommit:      nfsCommit,
 }
 
-// maxFileSize is what FSINFO announces (vfs refuses writes past 2^50).
-const maxFileSize = 1 << 50
-
 // fileHandle reads an nfs_fh3 and decodes it; the status is NFS3OK or
 // why the handle is unusable.
 func (s *Server) fileHandle(ctx context.Context, r *proto.Reader) (base.Ino, uint32) {
@@ -328,7 +325,7 @@ func nfsRead(s *Server, ctx context.Context, req *request, args *proto.Reader, w
 	a, st := s.handleAttr(ctx, ino, st)
 	if st == proto.NFS3OK {
 		e := s.mayIO(ctx, req, ino, &a, false)
-		if e == 0 && off >= maxFileSize {
+		if e == 0 && off >= base.MaxFileSize {
 			e = syscall.EINVAL
 		}
 		st = nfsStatus(e)
@@ -395,7 +392,7 @@ func nfsWrite(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 	}
 	pre := preOp(&a)
 	e := s.mayIO(ctx, req, ino, &a, true)
-	if e == 0 && off+uint64(len(data)) > maxFileSize {
+	if e == 0 && off+uint64(len(data)) > base.MaxFileSize {
 		e = syscall.EFBIG
 	}
 	n := 0
@@ -836,7 +833,7 @@ func nfsFSInfo(s *Server, ctx context.Context, req *request, args *proto.Reader,
 		w.Uint32(io)       // wtpref
 		w.Uint32(4096)     // wtmult
 		w.Uint32(64 << 10) // dtpref
-		w.Uint64(maxFileSize)
+		w.Uint64(base.MaxFileSize)
 		w.Uint32(0) // time_delta: nanoseconds
 		w.Uint32(1)
 		w.Uint32(fsfLink | fsfSymlink | fsfHomogeneous | fsfCanSetTime)

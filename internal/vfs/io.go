@@ -9,10 +9,6 @@ import (
 	"github.com/cairnfs/cairn/internal/base"
 )
 
-// maxFileSize is the largest file length Cairn accepts (2^50 bytes: 16M
-// chunks of 64 MiB, well inside the 32-bit chunk index).
-const maxFileSize = 1 << 50
-
 // accessMask converts open flags into an access mask (R=4, W=2).
 func accessMask(flags int) uint32 {
 	switch flags & syscall.O_ACCMODE {
@@ -221,7 +217,7 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off int64, data []byte) (int
 	if v.opts.ReadOnly {
 		return 0, syscall.EROFS
 	}
-	if off < 0 || off+int64(len(data)) > maxFileSize {
+	if off < 0 || off+int64(len(data)) > base.MaxFileSize {
 		return 0, syscall.EFBIG
 	}
 	f := h.f
@@ -241,7 +237,7 @@ func (v *VFS) Write(ctx context.Context, fh uint64, off int64, data []byte) (int
 		if err != nil {
 			return 0, v.errno("append", err)
 		}
-		if off+int64(len(data)) > maxFileSize {
+		if off+int64(len(data)) > base.MaxFileSize {
 			return 0, syscall.EFBIG
 		}
 		if err := f.w.Append(ctx, off, data); err != nil {
@@ -322,7 +318,7 @@ func (v *VFS) Fallocate(ctx context.Context, c *base.Caller, fh uint64, mode uin
 	if off < 0 || length <= 0 {
 		return syscall.EINVAL
 	}
-	if off+length > maxFileSize {
+	if off+length > base.MaxFileSize {
 		return syscall.EFBIG
 	}
 	if h.flags&syscall.O_ACCMODE == syscall.O_RDONLY {
