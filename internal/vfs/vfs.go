@@ -268,30 +268,18 @@ func (v *VFS) deleteLoop() {
 				due = append(due, s)
 			}
 		}
-		var done []uint64
-		if err := v.cs.DeleteSlices(ctx, due); err == nil {
-			for _, s := range due {
-				done = append(done, s.ID)
-			}
-		} else {
-			// One at a time, to find the ones that fail.
-			v.log.Warn("deleting slices in batches failed; deleting one at a time", "slices", len(due), "err", err)
-			for _, s := range due {
-				if err := v.cs.DeleteSlice(ctx, s.ID, s.Size); err != nil {
-					v.log.Warn("deleting slice", "slice", s.ID, "err", err)
-					continue
-				}
-				done = append(done, s.ID)
-			}
+		r, err := v.cs.DeleteQueued(ctx, v.m, due)
+		if r.BatchErr != nil {
+			v.log.Warn("deleting slices in batches failed; deleting one at a time", "slices", len(due), "err", r.BatchErr)
 		}
-		if len(done) == 0 {
-			continue
+		for _, f := range r.Failed {
+			v.log.Warn("deleting slice", "slice", f.ID, "err", f.Err)
 		}
-		if err := v.m.FinishDeletes(ctx, done); err != nil {
+		if err != nil {
 			v.log.Warn("finishing deletes", "err", err)
 			continue
 		}
-		for _, id := range done {
+		for _, id := range r.Finished {
 			delete(seen, id)
 		}
 	}
