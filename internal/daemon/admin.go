@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/gc"
 	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/object"
 )
@@ -292,117 +292,45 @@ func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
 	return nil
 }
 
-// GC lists block objects that no metadata references (orphans of writes
-// that never committed, or of deletes that did not finish) and deletes
-// them with del. Slices being written by a live client of this volume are
-// never touched. It first finishes the snapshot deletions that were
-// interrupted, so the versions only they could see stop holding blocks.
+// GC runs a collection (gc.Collect) and prints its report: the orphans,
+// then a summary, then what it deleted. del deletes the orphans and, when
+// no client is mounted, the slices queued for deletion.
 func GC(ctx context.Context, v *Volume, del bool, w io.Writer) error {
-	resumed := 0
-	if err := v.Meta.ResumeSnapshotJobs(ctx, func(done int) { resumed = done }); err != nil {
-		return fmt.Errorf("finishing interrupted snapshot deletions: %w", err)
+	r, err := gc.Collect(ctx, v.Meta, v.Objects, v.Chunks, gc.Options{Delete: del, DataURL: v.Settings.DataURL})
+	printGC(w, r, del)
+	return err
+}
+
+// printGC prints what a collection found and did, as far as it got.
+func printGC(w io.Writer, r gc.Report, del bool) {
+	if r.Resumed > 0 {
+		fmt.Fprintf(w, "finished interrupted snapshot deletions: %d changed records pruned\n", r.Resumed)
 	}
-	if resumed > 0 {
-		fmt.Fprintf(w, "finished interrupted snapshot deletions: %d changed records pruned\n", resumed)
+	for _, k := range r.Foreign {
+		fmt.Fprintf(w, "not a block object, left alone: %s\n", k)
 	}
-	// The guard is read first: a slice committed after it is referenced in
-	// the scan below, and one handed out after it is above guard.Next.
-	guard, err := v.Meta.SliceGuard(ctx)
-	if err != nil {
-		return err
+	if !r.Listed {
+		return
 	}
-	inflight := v.Meta.InFlightSlices()
-	live := map[uint64]bool{}
-	if err := v.Meta.ForEachSlice(ctx, func(u meta.SliceUse) error {
-		live[u.ID] = true
-		return nil
-	}); err != nil {
-		return err
-	}
-	pending := map[uint64]bool{}
-	pd, err := v.Meta.TakeDeletes(ctx, 1<<30)
-	if err != nil {
-		return err
-	}
-	for _, s := range pd {
-		pending[s.ID] = true
-	}
-	var orphans []object.Info
-	var total, totalBytes, orphanBytes, skipped int64
-	err = v.Objects.List(ctx, "chunks/", func(info object.Info) bool {
-		total++
-		totalBytes += info.Size
-		id, _, _, perr := chunk.ParseBlockKey(info.Key)
-		if perr != nil {
-			fmt.Fprintf(w, "not a block object, left alone: %s\n", info.Key)
-			return true
-		}
-		if live[id] {
-			return true
-		}
-		if pending[id] || inflight[base.SliceNumber(id)] || guard.Protects(id) {
-			skipped++
-			return true
-		}
-		orphans = append(orphans, info)
-		orphanBytes += info.Size
-		return true
-	})
-	if err != nil {
-		return fmt.Errorf("listing %s: %w", v.Settings.DataURL, err)
-	}
-	sort.Slice(orphans, func(i, j int) bool { return orphans[i].Key < orphans[j].Key })
-	for _, o := range orphans {
+	for _, o := range r.Orphans {
 		fmt.Fprintf(w, "orphan %s (%d bytes)\n", o.Key, o.Size)
 	}
 	fmt.Fprintf(w, "%d objects (%s): %d referenced slices, %d orphans (%s), %d pending or in flight\n",
-		total, base.IBytes(uint64(totalBytes)), len(live), len(orphans), base.IBytes(uint64(orphanBytes)), skipped)
+		r.Objects, base.IBytes(uint64(r.Bytes)), r.Referenced, len(r.Orphans), base.IBytes(uint64(r.OrphanBytes)), r.Pending)
 	if !del {
-		if len(orphans) > 0 {
+		if len(r.Orphans) > 0 {
 			fmt.Fprintln(w, "run again with --delete to remove the orphans")
 		}
-		return nil
+		return
 	}
-	var deleted int
-	for _, o := range orphans {
-		if err := v.Objects.Delete(ctx, o.Key); err != nil {
-			return fmt.Errorf("deleting %s: %w (deleted %d of %d)", o.Key, err, deleted, len(orphans))
-		}
-		deleted++
+	if r.Deleted < len(r.Orphans) {
+		return
 	}
-	fmt.Fprintf(w, "deleted %d orphan objects (%s)\n", deleted, base.IBytes(uint64(orphanBytes)))
-	return deletePending(ctx, v, pd, w)
-}
-
-// deletePending deletes the objects of slices queued for deletion (by a
-// snapshot deletion or unlinks while no client was mounted) when no
-// client could still be reading them: this process is an admin command,
-// not a mount, and no session of any client is recorded. Otherwise the
-// mounts' delete loops remove them after their delay.
-func deletePending(ctx context.Context, v *Volume, pd []base.Slice, w io.Writer) error {
-	if len(pd) == 0 {
-		return nil
+	fmt.Fprintf(w, "deleted %d orphan objects (%s)\n", r.Deleted, base.IBytes(uint64(r.OrphanBytes)))
+	switch {
+	case r.QueuedLeft:
+		fmt.Fprintf(w, "%d slices queued for deletion are left to the delete loop of the mounted clients\n", r.QueuedSlices)
+	case len(r.Queued.Finished) > 0 && len(r.Queued.Failed) == 0:
+		fmt.Fprintf(w, "deleted %d slices queued for deletion (%s)\n", len(r.Queued.Finished), base.IBytes(r.Queued.Bytes))
 	}
-	sessions, err := v.Meta.ListSessions(ctx)
-	if err != nil {
-		return err
-	}
-	if v.Meta.SessionID() != 0 || len(sessions) > 0 {
-		fmt.Fprintf(w, "%d slices queued for deletion are left to the delete loop of the mounted clients\n", len(pd))
-		return nil
-	}
-	var ids []uint64
-	var bytes uint64
-	for _, s := range pd {
-		if err := v.Chunks.DeleteSlice(ctx, s.ID, s.Size); err != nil {
-			return fmt.Errorf("deleting slice %d: %w", s.ID, err)
-		}
-		ids = append(ids, s.ID)
-		bytes += uint64(s.Size)
-	}
-	if err := v.Meta.FinishDeletes(ctx, ids); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "deleted %d slices queued for deletion (%s)\n", len(ids), base.IBytes(bytes))
-	return nil
 }
