@@ -119,6 +119,8 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	fmt.Fprintf(tw, "Format version\t%d\n", s.FormatVersion)
 	fmt.Fprintf(tw, "Created\t%s\n", s.Created.Format(time.RFC3339))
 	fmt.Fprintf(tw, "Metadata\t%s\n", v.Loc.Display())
+	fmt.Fprintf(tw, "Engine\t%s\n", v.Meta.Profile())
+	fmt.Fprintf(tw, "Accelerators\t%s (of the process that answered)\n", v.Meta.Accelerators())
 	fmt.Fprintf(tw, "Data\t%s\n", object.RedactURL(s.DataURL))
 	fmt.Fprintf(tw, "Block size\t%s\n", base.IBytes(uint64(s.BlockSize)))
 	if s.InlineMax > 0 {

@@ -109,6 +109,8 @@ type Meta struct {
 	opts     Options
 	log      *slog.Logger
 	settings Settings
+	profile  kv.Profile   // what the store declares
+	accel    Accelerators // chosen from it at Open
 
 	idMu              sync.Mutex
 	nextIno, maxIno   uint64 // reserved inode range [nextIno, maxIno)
@@ -182,24 +184,37 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 		deletes:  make(chan struct{}, 1),
 		now:      func() int64 { return time.Now().UnixNano() },
 	}
-	if err := m.openLatestCache(ctx); err != nil {
-		return nil, err
+	m.profile = kv.ProfileOf(store)
+	m.accel = chooseAccelerators(m.profile, opts)
+	if m.accel.LatestCache {
+		if err := m.openLatestCache(ctx); err != nil {
+			return nil, err
+		}
+		if m.lc == nil {
+			// The store would not be observed after all: choose as
+			// for a store others write.
+			p := m.profile
+			p.Observable = false
+			m.accel = chooseAccelerators(p, opts)
+		}
 	}
-	if opts.MemoryHolds && !opts.ReadOnly && m.lc != nil && kv.CanTouch(store) {
-		m.holdToucher = store.(kv.Toucher)
+	if m.accel.MemoryHolds {
+		m.holdToucher, m.accel.MemoryHolds = store.(kv.Toucher)
 	}
-	if m.lc == nil && opts.ListingTTL > 0 {
-		m.listings = newListingCache(opts.ListingTTL)
+	if m.accel.ListingCache > 0 {
+		m.listings = newListingCache(m.accel.ListingCache)
 	}
-	if m.lc == nil && !opts.NoGroupCommit {
+	if m.accel.GroupCommit {
 		m.group = &committer{}
 	}
-	if st, ok := store.(kv.Starter); ok && m.lc == nil && !opts.ReadOnly {
+	if st, ok := store.(kv.Starter); ok && m.accel.StartAhead {
 		// Lookups may start the transaction of the create that usually
 		// follows them (ahead.go).
 		m.ahead = &aheadState{starter: st, shards: &m.shards, waiting: make(map[aheadKey]*parked), absent: make(map[aheadKey]bool)}
+	} else {
+		m.accel.StartAhead = false
 	}
-	if _, ok := store.(kv.GuardedWriter); ok && m.lc == nil && !opts.ReadOnly && !opts.NoLeases {
+	if m.accel.Leases {
 		m.leases = newLeaseState()
 		m.spec = newSpecCache()
 	}

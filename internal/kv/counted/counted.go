@@ -119,6 +119,12 @@ func (s *Store) Touches() bool {
 	return ok
 }
 
+// Profile implements kv.Profiler: the wrapped store's profile (every
+// ability is passed on).
+func (s *Store) Profile() kv.Profile { return kv.ProfileOf(s.inner) }
+
+var _ kv.Profiler = (*Store)(nil)
+
 // Unwrap returns the wrapped store.
 func (s *Store) Unwrap() kv.Store { return s.inner }
 

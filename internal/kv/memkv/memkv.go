@@ -319,3 +319,10 @@ func (tx *txn) Scan(start, end []byte, reverse bool, fn func(key, value []byte) 
 	}
 	return nil
 }
+
+var _ kv.Profiler = (*Store)(nil)
+
+// Profile implements kv.Profiler: one process's memory, the only writer.
+func (s *Store) Profile() kv.Profile {
+	return kv.Profile{Engine: "memkv", SingleWriter: true, Observable: true, Toucher: true, Notifier: true}
+}

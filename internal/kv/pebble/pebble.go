@@ -793,3 +793,11 @@ func (s *Store) failed() error {
 	}
 	return nil
 }
+
+var _ kv.Profiler = (*Store)(nil)
+
+// Profile implements kv.Profiler: the only writer of its directory (it
+// holds the lock), transactions in this process.
+func (s *Store) Profile() kv.Profile {
+	return kv.Profile{Engine: "pebble", SingleWriter: true, Observable: true, Toucher: true, Notifier: true}
+}

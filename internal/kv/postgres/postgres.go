@@ -885,3 +885,11 @@ func (s *Store) Close() error {
 	s.pool.Close()
 	return nil
 }
+
+var _ kv.Profiler = (*Store)(nil)
+
+// Profile implements kv.Profiler: a server that other clients write.
+func (s *Store) Profile() kv.Profile {
+	return kv.Profile{Engine: "postgres", Starter: true, GuardedWriter: true, BlindWriter: true,
+		LooseViewer: true, Notifier: true, Exclusive: true}
+}

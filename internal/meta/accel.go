@@ -1,0 +1,80 @@
+package meta
+
+import (
+	"strings"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// Accelerators are the speed-ups meta runs beside its plain paths, each
+// one a layer the plain path is correct without (STYLE 16). Open chooses
+// them once, from the store's declared profile (kv.Profile) and Options,
+// in chooseAccelerators; nothing else decides whether one runs.
+type Accelerators struct {
+	// LatestCache: the newest attributes and entries in memory, kept
+	// exact by the commit observer (latest.go). Single-writer stores.
+	LatestCache bool
+	// MemoryHolds: open-file holds in memory, not in records (Options.
+	// MemoryHolds; with the latest cache, on a store with kv.Toucher).
+	MemoryHolds bool
+	// ListingCache: lookups answered from listings at most this old
+	// (listing.go); 0 is off. Stores others write.
+	ListingCache time.Duration
+	// GroupCommit: concurrent creates and unlinks in one transaction
+	// (group.go). Stores others write.
+	GroupCommit bool
+	// StartAhead: a lookup starts the transaction of the create that
+	// usually follows it (ahead.go, kv.Starter).
+	StartAhead bool
+	// Leases: directory leases and speculative creates (lease.go,
+	// spec.go, kv.GuardedWriter), for clients with a session.
+	Leases bool
+}
+
+// chooseAccelerators decides which accelerators run on a store with
+// profile p: the latest-version cache where this process is the only
+// writer, else the ones that save round trips to a server.
+func chooseAccelerators(p kv.Profile, o Options) Accelerators {
+	var a Accelerators
+	a.LatestCache = p.SingleWriter && p.Observable && o.LatestCacheEntries >= 0
+	if a.LatestCache {
+		a.MemoryHolds = o.MemoryHolds && !o.ReadOnly && p.Toucher
+		return a
+	}
+	if o.ListingTTL > 0 {
+		a.ListingCache = o.ListingTTL
+	}
+	a.GroupCommit = !o.NoGroupCommit
+	a.StartAhead = p.Starter && !o.ReadOnly
+	a.Leases = p.GuardedWriter && !o.ReadOnly && !o.NoLeases
+	return a
+}
+
+// String lists the accelerators that run, for status: "latest cache,
+// memory holds", or "none".
+func (a Accelerators) String() string {
+	var on []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{
+		{a.LatestCache, "latest-version cache"}, {a.MemoryHolds, "open-file holds in memory"},
+		{a.ListingCache > 0, "listing cache (" + a.ListingCache.String() + ")"}, {a.GroupCommit, "group commit"},
+		{a.StartAhead, "started-ahead creates"}, {a.Leases, "directory leases and speculative creates"},
+	} {
+		if x.on {
+			on = append(on, x.name)
+		}
+	}
+	if len(on) == 0 {
+		return "none"
+	}
+	return strings.Join(on, ", ")
+}
+
+// Accelerators returns the accelerators this client runs.
+func (m *Meta) Accelerators() Accelerators { return m.accel }
+
+// Profile returns the profile of the store this client opened.
+func (m *Meta) Profile() kv.Profile { return m.profile }
