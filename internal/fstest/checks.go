@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/hanwen/go-fuse/v2/posixtest"
 )
 
 // Checks are POSIX behaviours every Cairn front end must keep, each run
@@ -48,6 +50,30 @@ func Run(t *testing.T, mountpoint string) {
 			Checks[n](t, dir)
 		})
 	}
+}
+
+// RunPosix runs go-fuse's posixtest suite against mountpoint, each case
+// in a fresh subdirectory, but for PosixSkips.
+func RunPosix(t *testing.T, mountpoint string) {
+	names := make([]string, 0, len(posixtest.All))
+	for n := range posixtest.All {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := PosixSkips[name]; ok {
+				t.Skip(why)
+			}
+			posixtest.All[name](t, mkdir(t, filepath.Join(mountpoint, name)))
+		})
+	}
+}
+
+// PosixSkips are posixtest cases whose expectation differs from Linux's
+// own file systems; each is documented in docs/posix.md.
+var PosixSkips = map[string]string{
+	"FcntlFlockLocksFile": "expects a second fcntl lock by the same process to conflict; POSIX (and ext4) let a process re-lock its own range",
 }
 
 func must(t *testing.T, err error) {

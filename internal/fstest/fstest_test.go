@@ -3,8 +3,6 @@ package fstest
 import (
 	"testing"
 	"time"
-
-	"github.com/hanwen/go-fuse/v2/posixtest"
 )
 
 // TestChecks runs Cairn's own checks on a real FUSE mount.
@@ -22,19 +20,5 @@ func TestChecksNoWriteback(t *testing.T) {
 // TestPosix runs go-fuse's posixtest suite on a real FUSE mount.
 func TestPosix(t *testing.T) {
 	m := MountVolume(t, NewVolume(t), MountOptions{AttrTimeout: time.Second, EntryTimeout: time.Second})
-	for name, fn := range posixtest.All {
-		t.Run(name, func(t *testing.T) {
-			if why, ok := posixSkips[name]; ok {
-				t.Skip(why)
-			}
-			dir := m.Dir + "/" + name
-			fn(t, mkdir(t, dir))
-		})
-	}
-}
-
-// posixSkips are posixtest cases whose expectation differs from Linux's own
-// file systems; each is documented in docs/posix.md.
-var posixSkips = map[string]string{
-	"FcntlFlockLocksFile": "expects a second fcntl lock by the same process to conflict; POSIX (and ext4) let a process re-lock its own range",
+	RunPosix(t, m.Dir)
 }
