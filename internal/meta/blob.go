@@ -90,10 +90,20 @@ func (m *Meta) ListBlobs(ctx context.Context, prefix string, fn func(key string,
 		var got []entry
 		err := m.view(ctx, func(r kv.Reader) error {
 			got = got[:0]
-			return r.Scan(start, end, false, func(k, v []byte) bool {
-				got = append(got, entry{string(k[1:]), int64(len(v))})
+			var derr error
+			err := r.Scan(start, end, false, func(k, v []byte) bool {
+				key, err := decodeBlobKey(k)
+				if err != nil {
+					derr = err
+					return false
+				}
+				got = append(got, entry{string(key), int64(len(v))})
 				return len(got) < page
 			})
+			if err != nil {
+				return err
+			}
+			return derr
 		})
 		if err != nil {
 			return err
@@ -106,7 +116,7 @@ func (m *Meta) ListBlobs(ctx context.Context, prefix string, fn func(key string,
 		if len(got) < page {
 			return nil
 		}
-		start = append(blobKey(got[len(got)-1].key), 0)
+		start = blobAfter(got[len(got)-1].key)
 		if end != nil && bytes.Compare(start, end) >= 0 {
 			return nil
 		}

@@ -5,7 +5,6 @@ package meta
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sort"
 
@@ -71,8 +70,12 @@ func (ck *checker) run(r kv.Reader) error {
 	ck.problems, ck.fixes = nil, nil
 	attrs := make(map[base.Ino]base.Attr)
 	var maxIno base.Ino
-	if err := vscan(r, []byte{pAttr}, nil, latestEpoch, func(k, v []byte) bool {
-		ino := base.Ino(binary.BigEndian.Uint64(k[1:]))
+	if err := vscan(r, prefixOnly(pAttr), nil, latestEpoch, func(k, v []byte) bool {
+		ino, err := decodeAttrKey(k)
+		if err != nil {
+			ck.report("bad-record", 0, nil, "%v", err)
+			return true
+		}
 		maxIno = max(maxIno, ino)
 		a, err := decodeAttr(v)
 		if err != nil {
@@ -89,9 +92,13 @@ func (ck *checker) run(r kv.Reader) error {
 	}
 
 	var dentries []checkDentry
-	if err := vscan(r, []byte{pDentry}, nil, latestEpoch, func(k, v []byte) bool {
-		parent := base.Ino(binary.BigEndian.Uint64(k[1:]))
-		name := string(k[9 : len(k)-1])
+	if err := vscan(r, prefixOnly(pDentry), nil, latestEpoch, func(k, v []byte) bool {
+		parent, rawName, err := decodeDentryKey(k)
+		if err != nil {
+			ck.report("bad-record", 0, nil, "%v", err)
+			return true
+		}
+		name := string(rawName)
 		ino, typ, err := decodeDentry(v)
 		if err != nil {
 			ck.report("bad-record", parent, nil, "entry %q: %v", name, err)
@@ -240,28 +247,27 @@ func (ck *checker) loadHolds(r kv.Reader) (holds map[base.Ino][]uint64, orphans 
 	holds = make(map[base.Ino][]uint64)
 	orphans = make(map[base.Ino]bool)
 	sessions = make(map[uint64]bool)
-	err = r.Scan([]byte{pHold}, []byte{pHold + 1}, false, func(k, _ []byte) bool {
-		if len(k) == 17 {
-			ino := base.Ino(binary.BigEndian.Uint64(k[1:]))
-			holds[ino] = append(holds[ino], binary.BigEndian.Uint64(k[9:]))
+	err = r.Scan(prefixOnly(pHold), kv.PrefixEnd(prefixOnly(pHold)), false, func(k, _ []byte) bool {
+		if ino, sid, err := decodeHoldKey(k); err == nil {
+			holds[ino] = append(holds[ino], sid)
 		}
 		return true
 	})
 	if err != nil {
 		return
 	}
-	err = r.Scan([]byte{pOrphan}, []byte{pOrphan + 1}, false, func(k, _ []byte) bool {
-		if len(k) == 9 {
-			orphans[base.Ino(binary.BigEndian.Uint64(k[1:]))] = true
+	err = r.Scan(prefixOnly(pOrphan), kv.PrefixEnd(prefixOnly(pOrphan)), false, func(k, _ []byte) bool {
+		if ino, err := decodeOrphanKey(k); err == nil {
+			orphans[ino] = true
 		}
 		return true
 	})
 	if err != nil {
 		return
 	}
-	err = r.Scan([]byte{pSession}, []byte{pSession + 1}, false, func(k, _ []byte) bool {
-		if len(k) == 9 {
-			sessions[binary.BigEndian.Uint64(k[1:])] = true
+	err = r.Scan(prefixOnly(pSession), kv.PrefixEnd(prefixOnly(pSession)), false, func(k, _ []byte) bool {
+		if sid, err := decodeSessionKey(k); err == nil {
+			sessions[sid] = true
 		}
 		return true
 	})
@@ -272,9 +278,9 @@ func (ck *checker) loadHolds(r kv.Reader) (holds map[base.Ino][]uint64, orphans 
 // (keys starting with p, ino).
 func ownersOf(r kv.Reader, p byte) (map[base.Ino]bool, error) {
 	out := make(map[base.Ino]bool)
-	err := vscan(r, []byte{p}, nil, latestEpoch, func(k, _ []byte) bool {
-		if len(k) >= 9 {
-			out[base.Ino(binary.BigEndian.Uint64(k[1:]))] = true
+	err := vscan(r, prefixOnly(p), nil, latestEpoch, func(k, _ []byte) bool {
+		if ino, ok := keyIno(k); ok {
+			out[ino] = true
 		}
 		return true
 	})
@@ -292,8 +298,12 @@ func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint6
 	bad := make(map[base.Ino]bool)
 	// Live chunk records must belong to live files (older versions,
 	// which snapshots see, are checked with their snapshot's tree).
-	if err := vscan(r, []byte{pChunk}, nil, latestEpoch, func(k, _ []byte) bool {
-		ino := base.Ino(binary.BigEndian.Uint64(k[1:]))
+	if err := vscan(r, prefixOnly(pChunk), nil, latestEpoch, func(k, _ []byte) bool {
+		ino, _, err := decodeChunkKey(k)
+		if err != nil {
+			ck.report("bad-record", 0, nil, "%v", err)
+			return true
+		}
 		if a, ok := attrs[ino]; (!ok || a.Type != base.TypeFile) && !bad[ino] {
 			bad[ino] = true
 			ck.report("orphan-record", ino, func(o *op) error { return o.dropChunks(ino, 0) },
@@ -303,7 +313,7 @@ func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint6
 	}); err != nil {
 		return 0, err
 	}
-	err := r.Scan([]byte{pChunk}, []byte{pChunk + 1}, false, func(k, v []byte) bool {
+	err := r.Scan(prefixOnly(pChunk), kv.PrefixEnd(prefixOnly(pChunk)), false, func(k, v []byte) bool {
 		ki, err := DecodeKey(k)
 		if err != nil {
 			ck.report("bad-record", 0, nil, "chunk key: %v", err)
@@ -339,7 +349,7 @@ func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint6
 		return 0, err
 	}
 	shared := make(map[uint64]uint32)
-	err = r.Scan([]byte{pShared}, []byte{pShared + 1}, false, func(k, v []byte) bool {
+	err = r.Scan(prefixOnly(pShared), kv.PrefixEnd(prefixOnly(pShared)), false, func(k, v []byte) bool {
 		ki, err := DecodeKey(k)
 		n, derr := decodeU32(v)
 		if err != nil || derr != nil || n == 0 {
@@ -353,7 +363,7 @@ func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint6
 		return 0, err
 	}
 	pending := make(map[uint64]bool)
-	err = r.Scan([]byte{pPending}, []byte{pPending + 1}, false, func(k, v []byte) bool {
+	err = r.Scan(prefixOnly(pPending), kv.PrefixEnd(prefixOnly(pPending)), false, func(k, v []byte) bool {
 		ki, err := DecodeKey(k)
 		if err != nil || len(v) != 4 {
 			ck.report("bad-record", 0, nil, "pending delete %x", k)
@@ -439,7 +449,7 @@ func (ck *checker) checkCounters(r kv.Reader, inodes, bytes uint64, maxIno base.
 // the volume, or by repair).
 func (ck *checker) checkLocks(r kv.Reader, sessions map[uint64]bool) error {
 	for _, p := range []byte{pLock, pReserved} {
-		err := r.Scan([]byte{p}, []byte{p + 1}, false, func(k, v []byte) bool {
+		err := r.Scan(prefixOnly(p), kv.PrefixEnd(prefixOnly(p)), false, func(k, v []byte) bool {
 			key := append([]byte(nil), k...)
 			drop := func(o *op) error { o.Delete(key); return nil }
 			ki, err := DecodeKey(k)

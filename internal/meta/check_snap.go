@@ -5,7 +5,6 @@ package meta
 
 import (
 	"bytes"
-	"encoding/binary"
 	"slices"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -33,7 +32,7 @@ func (ck *checker) checkSnapshots(r kv.Reader) error {
 		ck.report("snapshot-mismatch", 0, nil, "snapshot records have epochs %v, frozen epochs are %v", epochs, t.frozen)
 	}
 	jobs := false
-	if err := r.Scan([]byte{pSnapJob}, kv.PrefixEnd([]byte{pSnapJob}), false, func(_, _ []byte) bool {
+	if err := r.Scan(prefixOnly(pSnapJob), kv.PrefixEnd(prefixOnly(pSnapJob)), false, func(_, _ []byte) bool {
 		jobs = true
 		return false
 	}); err != nil {
@@ -70,7 +69,7 @@ func (ck *checker) checkVersions(r kv.Reader, t *wtx) error {
 				}
 			}
 		}
-		err := r.Scan([]byte{p}, []byte{p + 1}, false, func(k, v []byte) bool {
+		err := r.Scan(prefixOnly(p), kv.PrefixEnd(prefixOnly(p)), false, func(k, v []byte) bool {
 			logical, e, err := splitVersion(k)
 			if err != nil {
 				ck.report("bad-record", 0, nil, "key %x: %v", k, err)
@@ -93,7 +92,7 @@ func (ck *checker) checkVersions(r kv.Reader, t *wtx) error {
 		bound = t.frozen[0]
 	}
 	n := 0
-	if err := r.Scan([]byte{pChange}, changePrefix(bound+1), false, func(_, _ []byte) bool {
+	if err := r.Scan(prefixOnly(pChange), changePrefix(bound+1), false, func(_, _ []byte) bool {
 		n++
 		return true
 	}); err != nil {
@@ -111,8 +110,12 @@ func (ck *checker) checkVersions(r kv.Reader, t *wtx) error {
 func (ck *checker) checkTree(r kv.Reader, s Snapshot) error {
 	e := s.Epoch
 	attrs := make(map[base.Ino]base.Attr)
-	if err := vscan(r, []byte{pAttr}, nil, e, func(k, v []byte) bool {
-		ino := base.Ino(binary.BigEndian.Uint64(k[1:]))
+	if err := vscan(r, prefixOnly(pAttr), nil, e, func(k, v []byte) bool {
+		ino, err := decodeAttrKey(k)
+		if err != nil {
+			ck.report("bad-record", 0, nil, "snapshot %q: %v", s.Name, err)
+			return true
+		}
 		a, err := decodeAttr(v)
 		if err != nil {
 			ck.report("bad-record", ino, nil, "snapshot %q: attribute: %v", s.Name, err)
@@ -128,9 +131,13 @@ func (ck *checker) checkTree(r kv.Reader, s Snapshot) error {
 	}
 	links := make(map[base.Ino]uint32)
 	subdirs := make(map[base.Ino]uint32)
-	if err := vscan(r, []byte{pDentry}, nil, e, func(k, v []byte) bool {
-		parent := base.Ino(binary.BigEndian.Uint64(k[1:]))
-		name := string(k[9 : len(k)-1])
+	if err := vscan(r, prefixOnly(pDentry), nil, e, func(k, v []byte) bool {
+		parent, rawName, err := decodeDentryKey(k)
+		if err != nil {
+			ck.report("bad-record", 0, nil, "snapshot %q: %v", s.Name, err)
+			return true
+		}
+		name := string(rawName)
 		ino, _, err := decodeDentry(v)
 		if err != nil {
 			ck.report("bad-record", parent, nil, "snapshot %q: entry %q: %v", s.Name, name, err)
@@ -150,8 +157,13 @@ func (ck *checker) checkTree(r kv.Reader, s Snapshot) error {
 		return err
 	}
 	symlinks := make(map[base.Ino]bool)
-	if err := vscan(r, []byte{pSymlink}, nil, e, func(k, _ []byte) bool {
-		symlinks[base.Ino(binary.BigEndian.Uint64(k[1:]))] = true
+	if err := vscan(r, prefixOnly(pSymlink), nil, e, func(k, _ []byte) bool {
+		ino, err := decodeSymlinkKey(k)
+		if err != nil {
+			ck.report("bad-record", 0, nil, "snapshot %q: %v", s.Name, err)
+			return true
+		}
+		symlinks[ino] = true
 		return true
 	}); err != nil {
 		return err

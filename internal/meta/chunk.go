@@ -340,8 +340,12 @@ func (o *op) checkNotPending(keys [][]byte) error {
 			return err
 		}
 		if v != nil {
+			id, err := decodePendingKey(k)
+			if err != nil {
+				return err
+			}
 			return fmt.Errorf("slice %d is queued for deletion (its object was freed while parts of it were uncommitted); the write is lost: %w",
-				binary.BigEndian.Uint64(k[1:]), base.ErrIO)
+				id, base.ErrIO)
 		}
 	}
 	return nil
@@ -468,14 +472,18 @@ func (o *op) chunks(ino base.Ino) ([]chunkRec, error) {
 	}
 	var out []chunkRec
 	var derr error
-	p := chunkPrefix(ino)
-	err := vscanKeys(o, p, nil, latestEpoch, func(k, key, v []byte) bool {
+	err := vscanKeys(o, chunkPrefix(ino), nil, latestEpoch, func(k, key, v []byte) bool {
+		_, index, err := decodeChunkKey(k)
+		if err != nil {
+			derr = err
+			return false
+		}
 		ss, err := decodeSlices(v)
 		if err != nil {
 			derr = fmt.Errorf("chunk of inode %d: %w", ino, err)
 			return false
 		}
-		out = append(out, chunkRec{binary.BigEndian.Uint32(k[len(p):]), ss})
+		out = append(out, chunkRec{index, ss})
 		// The newest version, kept: a vdel or vset of this chunk
 		// (dropChunks, truncate) need not seek it again.
 		o.keepVersion(k, kv.Pair{Key: bytes.Clone(key), Value: append([]byte{tagLive}, v...)})
@@ -565,15 +573,19 @@ func chunksAt(r kv.Reader, ino base.Ino, epoch uint64) ([]ChunkInfo, error) {
 	if _, err := getAttrAt(r, ino, epoch); err != nil {
 		return nil, err
 	}
-	p := chunkPrefix(ino)
 	var derr error
-	err := vscan(r, p, nil, epoch, func(k, v []byte) bool {
+	err := vscan(r, chunkPrefix(ino), nil, epoch, func(k, v []byte) bool {
+		_, index, err := decodeChunkKey(k)
+		if err != nil {
+			derr = err
+			return false
+		}
 		ss, err := decodeSlices(v)
 		if err != nil {
 			derr = err
 			return false
 		}
-		out = append(out, ChunkInfo{Index: binary.BigEndian.Uint32(k[len(p):]), Slices: ss})
+		out = append(out, ChunkInfo{Index: index, Slices: ss})
 		return true
 	})
 	if err != nil {
@@ -591,7 +603,7 @@ func (m *Meta) ForEachSlice(ctx context.Context, fn func(SliceUse) error) error 
 	err := m.view(ctx, func(r kv.Reader) error {
 		uses = uses[:0]
 		var derr error
-		err := r.Scan([]byte{pChunk}, kv.PrefixEnd([]byte{pChunk}), false, func(k, v []byte) bool {
+		err := r.Scan(prefixOnly(pChunk), kv.PrefixEnd(prefixOnly(pChunk)), false, func(k, v []byte) bool {
 			ki, err := DecodeKey(k)
 			if err != nil {
 				derr = err
@@ -672,10 +684,8 @@ func (m *Meta) dropSharedOwners(ctx context.Context, ps []base.Slice) ([]base.Sl
 	err := m.view(ctx, func(r kv.Reader) error {
 		shared = shared[:0]
 		return r.Scan(sharedKey(ps[0].ID), sharedKey(ps[len(ps)-1].ID+1), false, func(k, _ []byte) bool {
-			if len(k) == 9 {
-				if id := binary.BigEndian.Uint64(k[1:]); want[id] {
-					shared = append(shared, id)
-				}
+			if id, err := decodeSharedKey(k); err == nil && want[id] {
+				shared = append(shared, id)
 			}
 			return true
 		})
@@ -733,7 +743,7 @@ func (m *Meta) listPending(ctx context.Context, max int) ([]base.Slice, error) {
 	err := m.view(ctx, func(r kv.Reader) error {
 		out = out[:0]
 		var derr error
-		err := r.Scan([]byte{pPending}, kv.PrefixEnd([]byte{pPending}), false, func(k, v []byte) bool {
+		err := r.Scan(prefixOnly(pPending), kv.PrefixEnd(prefixOnly(pPending)), false, func(k, v []byte) bool {
 			ki, err := DecodeKey(k)
 			if err != nil || len(v) != 4 {
 				derr = fmt.Errorf("pending delete %x: %w", k, base.ErrIO)

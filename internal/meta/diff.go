@@ -6,7 +6,6 @@ package meta
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"path"
@@ -134,14 +133,22 @@ func (d *differ) run() ([]Change, error) {
 	// entry in that span.
 	logicals := map[string]bool{}
 	var order [][]byte
+	var derr error
 	err := d.r.Scan(changePrefix(d.a+1), changePrefix(d.logEnd+1), false, func(k, _ []byte) bool {
-		l := k[9:]
+		_, l, err := decodeChangeKey(k)
+		if err != nil {
+			derr = err
+			return false
+		}
 		if !logicals[string(l)] {
 			logicals[string(l)] = true
 			order = append(order, append([]byte(nil), l...))
 		}
 		return true
 	})
+	if err == nil {
+		err = derr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -333,10 +340,11 @@ func (n *namer) path(ino base.Ino, a *base.Attr) (string, error) {
 	// predates hints): find any entry naming ino.
 	if n.global == nil {
 		n.global = map[base.Ino]link{}
-		err := vscan(n.r, []byte{pDentry}, nil, n.epoch, func(k, v []byte) bool {
+		err := vscan(n.r, prefixOnly(pDentry), nil, n.epoch, func(k, v []byte) bool {
 			ino, _, err := decodeDentry(v)
-			if err == nil {
-				n.global[ino] = link{base.Ino(binary.BigEndian.Uint64(k[1:])), string(k[9 : len(k)-1])}
+			parent, name, kerr := decodeDentryKey(k)
+			if err == nil && kerr == nil {
+				n.global[ino] = link{parent, string(name)}
 			}
 			return true
 		})
@@ -361,12 +369,12 @@ func (n *namer) dir(ino base.Ino) (map[base.Ino]string, error) {
 		return m, nil
 	}
 	m := map[base.Ino]string{}
-	p := dentryPrefix(ino)
-	err := vscan(n.r, p, nil, n.epoch, func(k, v []byte) bool {
+	err := vscan(n.r, dentryPrefix(ino), nil, n.epoch, func(k, v []byte) bool {
 		child, _, err := decodeDentry(v)
-		if err == nil {
+		_, name, kerr := decodeDentryKey(k)
+		if err == nil && kerr == nil {
 			if _, dup := m[child]; !dup {
-				m[child] = string(k[len(p) : len(k)-1])
+				m[child] = string(name)
 			}
 		}
 		return true

@@ -139,9 +139,14 @@ func u32(b []byte, v uint32) []byte { return binary.BigEndian.AppendUint32(b, v)
 
 func settingsKey() []byte       { return []byte{pSettings} }
 func blobKey(key string) []byte { return append([]byte{pBlob}, key...) }
-func epochKey() []byte          { return []byte{pEpoch} }
-func frozenKey() []byte         { return []byte{pFrozen} }
-func counterKey(k byte) []byte  { return []byte{pCounter, k} }
+
+// blobAfter is the first blob key after blobKey(key): where a listing
+// resumes.
+func blobAfter(key string) []byte { return append(blobKey(key), 0) }
+
+func epochKey() []byte         { return []byte{pEpoch} }
+func frozenKey() []byte        { return []byte{pFrozen} }
+func counterKey(k byte) []byte { return []byte{pCounter, k} }
 func sessionKey(sid uint64) []byte {
 	return u64([]byte{pSession}, sid)
 }
@@ -166,8 +171,11 @@ func lockPrefix(ino base.Ino) []byte { return u64([]byte{pLock}, uint64(ino)) }
 // lockGuardKey is written by every change of ino's locks, so two
 // concurrent changes conflict even though each writes its own record.
 func lockGuardKey(ino base.Ino) []byte { return append(lockPrefix(ino), lockGuard) }
+
+// lockKindPrefix is the prefix of the locks of kind on ino.
+func lockKindPrefix(ino base.Ino, kind byte) []byte { return append(lockPrefix(ino), kind) }
 func lockKey(ino base.Ino, kind byte, sid, owner uint64) []byte {
-	return u64(u64(append(lockPrefix(ino), kind), sid), owner)
+	return u64(u64(lockKindPrefix(ino, kind), sid), owner)
 }
 
 func snapshotKey(name string) []byte {
@@ -196,6 +204,12 @@ func dentryPrefix(parent base.Ino) []byte {
 func dentryKey(parent base.Ino, name string) []byte {
 	return append(append(dentryPrefix(parent), name...), 0)
 }
+
+// dentryAfter is the first logical key after every version of the entry
+// name of parent, and before the next name: where a listing resumes.
+func dentryAfter(parent base.Ino, name string) []byte {
+	return append(append(dentryPrefix(parent), name...), 1)
+}
 func xattrPrefix(ino base.Ino) []byte { return u64([]byte{pXattr}, uint64(ino)) }
 func xattrKey(ino base.Ino, name string) []byte {
 	return append(append(xattrPrefix(ino), name...), 0)
@@ -218,6 +232,176 @@ func splitVersion(key []byte) (logical []byte, epoch uint64, err error) {
 	}
 	n := len(key) - epochLen
 	return key[:n], ^binary.BigEndian.Uint64(key[n:]), nil
+}
+
+// --- typed decoders ---
+//
+// Each decoder parses one kind of key (a logical key for versioned
+// records) and returns its fields by value: the names it returns alias
+// key, nothing is allocated unless the key is malformed. A key of another
+// kind or of the wrong shape is an error wrapping base.ErrIO; none panics.
+
+// badKey is the error of a malformed key. It copies key, so that key
+// does not escape in the decoders' callers.
+//
+//go:noinline
+func badKey(kind string, key []byte) error {
+	return fmt.Errorf("bad %s key %x: %w", kind, bytes.Clone(key), base.ErrIO)
+}
+
+// decodeID parses a key of prefix p followed by one u64.
+func decodeID(kind string, p byte, key []byte) (uint64, error) {
+	if len(key) != 1+8 || key[0] != p {
+		return 0, badKey(kind, key)
+	}
+	return binary.BigEndian.Uint64(key[1:]), nil
+}
+
+// decodeIDPair parses a key of prefix p followed by two u64s.
+func decodeIDPair(kind string, p byte, key []byte) (uint64, uint64, error) {
+	if len(key) != 1+16 || key[0] != p {
+		return 0, 0, badKey(kind, key)
+	}
+	return binary.BigEndian.Uint64(key[1:]), binary.BigEndian.Uint64(key[9:]), nil
+}
+
+// decodeNamed parses a logical key of prefix p: an inode and a name
+// terminated by 0x00.
+func decodeNamed(kind string, p byte, key []byte) (base.Ino, []byte, error) {
+	if len(key) < 1+8+2 || key[0] != p || key[len(key)-1] != 0 {
+		return 0, nil, badKey(kind, key)
+	}
+	name := key[1+8 : len(key)-1]
+	if bytes.IndexByte(name, 0) >= 0 {
+		return 0, nil, badKey(kind, key)
+	}
+	return base.Ino(binary.BigEndian.Uint64(key[1:])), name, nil
+}
+
+func decodeSessionKey(key []byte) (sid uint64, err error) { return decodeID("session", pSession, key) }
+func decodePendingKey(key []byte) (slice uint64, err error) {
+	return decodeID("pending", pPending, key)
+}
+func decodeSharedKey(key []byte) (slice uint64, err error) { return decodeID("shared", pShared, key) }
+func decodeSnapJobKey(key []byte) (epoch uint64, err error) {
+	return decodeID("snapshot job", pSnapJob, key)
+}
+func decodeOrphanKey(key []byte) (base.Ino, error) {
+	ino, err := decodeID("orphan", pOrphan, key)
+	return base.Ino(ino), err
+}
+func decodeHoldKey(key []byte) (ino base.Ino, sid uint64, err error) {
+	i, sid, err := decodeIDPair("hold", pHold, key)
+	return base.Ino(i), sid, err
+}
+func decodeReservedKey(key []byte) (sid, start uint64, err error) {
+	return decodeIDPair("reserved", pReserved, key)
+}
+func decodeRecallKey(key []byte) (sid uint64, dir base.Ino, err error) {
+	sid, d, err := decodeIDPair("recall", pRecall, key)
+	return sid, base.Ino(d), err
+}
+
+// decodeLockKey parses a lock record's key (not the guard's).
+func decodeLockKey(key []byte) (ino base.Ino, kind byte, sid, owner uint64, err error) {
+	if len(key) != 1+8+1+16 || key[0] != pLock || key[9] != lockFlock && key[9] != lockPosix {
+		return 0, 0, 0, 0, badKey("lock", key)
+	}
+	be := binary.BigEndian
+	return base.Ino(be.Uint64(key[1:])), key[9], be.Uint64(key[10:]), be.Uint64(key[18:]), nil
+}
+
+// decodeBlobKey returns the object key of a blob record.
+func decodeBlobKey(key []byte) ([]byte, error) {
+	if len(key) == 0 || key[0] != pBlob {
+		return nil, badKey("blob", key)
+	}
+	return key[1:], nil
+}
+
+// keySession returns the session a hold, lock, reservation or recall key
+// belongs to; ok is false for other or malformed keys.
+func keySession(key []byte) (sid uint64, ok bool) {
+	var err error
+	if len(key) == 0 {
+		return 0, false
+	}
+	switch key[0] {
+	case pHold:
+		_, sid, err = decodeHoldKey(key)
+	case pLock:
+		_, _, sid, _, err = decodeLockKey(key)
+	case pReserved:
+		sid, _, err = decodeReservedKey(key)
+	case pRecall:
+		sid, _, err = decodeRecallKey(key)
+	default:
+		return 0, false
+	}
+	return sid, err == nil
+}
+
+// Logical keys of versioned records.
+
+func decodeAttrKey(logical []byte) (base.Ino, error) {
+	ino, err := decodeID("attribute", pAttr, logical)
+	return base.Ino(ino), err
+}
+func decodeSymlinkKey(logical []byte) (base.Ino, error) {
+	ino, err := decodeID("symlink", pSymlink, logical)
+	return base.Ino(ino), err
+}
+func decodeDentryKey(logical []byte) (parent base.Ino, name []byte, err error) {
+	return decodeNamed("dentry", pDentry, logical)
+}
+func decodeXattrKey(logical []byte) (ino base.Ino, name []byte, err error) {
+	return decodeNamed("xattr", pXattr, logical)
+}
+func decodeChunkKey(logical []byte) (ino base.Ino, index uint32, err error) {
+	if len(logical) != 1+8+4 || logical[0] != pChunk {
+		return 0, 0, badKey("chunk", logical)
+	}
+	return base.Ino(binary.BigEndian.Uint64(logical[1:])), binary.BigEndian.Uint32(logical[9:]), nil
+}
+
+// decodeChangeKey parses a change log key into its epoch and the logical
+// key that changed (aliasing key).
+func decodeChangeKey(key []byte) (epoch uint64, logical []byte, err error) {
+	if len(key) < 1+8+1 || key[0] != pChange {
+		return 0, nil, badKey("change log", key)
+	}
+	return binary.BigEndian.Uint64(key[1:]), key[1+8:], nil
+}
+
+// versionLogical returns the logical part of a physical versioned key
+// (aliasing key); ok is false if key is too short to be one.
+func versionLogical(key []byte) (logical []byte, ok bool) {
+	if len(key) < 1+epochLen {
+		return nil, false
+	}
+	return key[:len(key)-epochLen], true
+}
+
+// keyAfter returns a new key that sorts right after k and before any
+// other key: the end of a range holding k alone, or where a scan resumes
+// after k.
+func keyAfter(k []byte) []byte {
+	return append(append(make([]byte, 0, len(k)+1), k...), 0)
+}
+
+// keyIno returns the inode that leads a key whose first field is an inode:
+// attribute, dentry (the parent), symlink, xattr, chunk (logical or
+// physical), hold, orphan, lock and lease keys. It checks the prefix and
+// the length of that field only; ok is false for keys of other kinds.
+func keyIno(key []byte) (ino base.Ino, ok bool) {
+	if len(key) < 1+8 {
+		return 0, false
+	}
+	switch key[0] {
+	case pAttr, pDentry, pSymlink, pXattr, pChunk, pHold, pOrphan, pLock, pLease:
+		return base.Ino(binary.BigEndian.Uint64(key[1:])), true
+	}
+	return 0, false
 }
 
 // KeyInfo is a decoded key, for fsck, dumps and debugging.

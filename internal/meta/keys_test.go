@@ -200,10 +200,13 @@ func FuzzDecodeKey(f *testing.F) {
 	for _, k := range [][]byte{settingsKey(), counterKey('i'), holdKey(1, 2), versionKey(dentryKey(1, "x"), 1),
 		versionKey(chunkKey(1, 2), 3), versionKey(xattrKey(1, "user.a"), 1), versionKey(attrKey(1), 1),
 		lockKey(1, lockPosix, 2, 3), reservedKey(4, 5), expiredKey(6), counterShardKey('b', 7),
-		snapshotKey("s"), changeKey(3, dentryKey(1, "x")), snapJobKey(4), fenceKey(5), sharedKey(6)} {
+		snapshotKey("s"), changeKey(3, dentryKey(1, "x")), snapJobKey(4), fenceKey(5), sharedKey(6),
+		dentryKey(1, "x"), xattrKey(2, "user.a"), chunkKey(3, 4), attrKey(5), symlinkKey(6), sessionKey(7),
+		pendingKey(8), orphanKey(9), recallKey(1, 2), blobKey("chunks/1_0_3"), leaseKey(3)} {
 		f.Add(k)
 	}
 	f.Fuzz(func(t *testing.T, k []byte) {
+		checkTypedDecoders(t, k)
 		ki, err := DecodeKey(k)
 		if err != nil {
 			return
@@ -248,6 +251,110 @@ func FuzzDecodeKey(f *testing.F) {
 			t.Fatalf("re-encoding %x differs from %x", re, k)
 		}
 	})
+}
+
+// checkTypedDecoders runs every typed key decoder of keys.go on k: none
+// may panic, and what one accepts re-encodes to k.
+func checkTypedDecoders(t *testing.T, k []byte) {
+	t.Helper()
+	same := func(what string, re []byte) {
+		t.Helper()
+		if !bytes.Equal(re, k) {
+			t.Fatalf("%s: re-encoding %x differs from %x", what, re, k)
+		}
+	}
+	if v, err := decodeSessionKey(k); err == nil {
+		same("session", sessionKey(v))
+	}
+	if v, err := decodePendingKey(k); err == nil {
+		same("pending", pendingKey(v))
+	}
+	if v, err := decodeSharedKey(k); err == nil {
+		same("shared", sharedKey(v))
+	}
+	if v, err := decodeSnapJobKey(k); err == nil {
+		same("snapshot job", snapJobKey(v))
+	}
+	if v, err := decodeOrphanKey(k); err == nil {
+		same("orphan", orphanKey(v))
+	}
+	if ino, sid, err := decodeHoldKey(k); err == nil {
+		same("hold", holdKey(ino, sid))
+	}
+	if sid, start, err := decodeReservedKey(k); err == nil {
+		same("reserved", reservedKey(sid, start))
+	}
+	if sid, dir, err := decodeRecallKey(k); err == nil {
+		same("recall", recallKey(sid, dir))
+	}
+	if ino, kind, sid, owner, err := decodeLockKey(k); err == nil {
+		same("lock", lockKey(ino, kind, sid, owner))
+	}
+	if v, err := decodeBlobKey(k); err == nil {
+		same("blob", blobKey(string(v)))
+	}
+	if epoch, logical, err := decodeChangeKey(k); err == nil {
+		same("change", changeKey(epoch, logical))
+	}
+	if v, err := decodeAttrKey(k); err == nil {
+		same("attr", attrKey(v))
+	}
+	if v, err := decodeSymlinkKey(k); err == nil {
+		same("symlink", symlinkKey(v))
+	}
+	if ino, name, err := decodeDentryKey(k); err == nil {
+		same("dentry", dentryKey(ino, string(name)))
+	}
+	if ino, name, err := decodeXattrKey(k); err == nil {
+		same("xattr", xattrKey(ino, string(name)))
+	}
+	if ino, index, err := decodeChunkKey(k); err == nil {
+		same("chunk", chunkKey(ino, index))
+	}
+	if sid, ok := keySession(k); ok {
+		switch ki, err := DecodeKey(k); {
+		case err != nil:
+			t.Fatalf("keySession accepted %x, DecodeKey: %v", k, err)
+		case err == nil && ki.ID != sid:
+			t.Fatalf("keySession(%x) = %d, DecodeKey: %+v", k, sid, ki)
+		}
+	}
+	if ino, ok := keyIno(k); ok && !bytes.Equal(u64([]byte{k[0]}, uint64(ino)), k[:9]) {
+		t.Fatalf("keyIno(%x) = %d", k, ino)
+	}
+	if logical, ok := versionLogical(k); ok {
+		if l, _, err := splitVersion(k); err != nil || !bytes.Equal(l, logical) {
+			t.Fatalf("versionLogical(%x) = %x, splitVersion: %x %v", k, logical, l, err)
+		}
+	}
+	if a := keyAfter(k); len(a) != len(k)+1 || bytes.Compare(a, k) <= 0 {
+		t.Fatalf("keyAfter(%x) = %x", k, a)
+	}
+}
+
+// TestKeyDecodersAllocate nothing on well-formed keys: they sit in the
+// loops of lookups, listings and chunk scans.
+func TestKeyDecodersAllocate(t *testing.T) {
+	hold, lock, dentry, chunk := holdKey(1, 2), lockKey(3, lockPosix, 4, 5), dentryKey(6, "name"), chunkKey(7, 8)
+	change, session, logical := changeKey(9, dentry), sessionKey(10), versionKey(dentry, 11)
+	var sink uint64
+	allocs := testing.AllocsPerRun(100, func() {
+		ino, sid, _ := decodeHoldKey(hold)
+		_, _, lsid, owner, _ := decodeLockKey(lock)
+		parent, name, _ := decodeDentryKey(dentry)
+		cino, index, _ := decodeChunkKey(chunk)
+		epoch, _, _ := decodeChangeKey(change)
+		s, _ := decodeSessionKey(session)
+		ks, _ := keySession(lock)
+		ki, _ := keyIno(dentry)
+		l, _ := versionLogical(logical)
+		sink += uint64(ino) + sid + lsid + owner + uint64(parent) + uint64(len(name)) + uint64(cino) +
+			uint64(index) + epoch + s + ks + uint64(ki) + uint64(len(l))
+	})
+	if allocs != 0 {
+		t.Errorf("decoders allocate %v times per run", allocs)
+	}
+	_ = sink
 }
 
 func FuzzDecodeLocks(f *testing.F) {

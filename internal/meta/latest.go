@@ -98,10 +98,11 @@ const maxFreshEntries = 1 << 14
 // freshPrefix reports whether key lies under a hold, xattr or chunk
 // prefix, and whose.
 func freshPrefix(key []byte) (base.Ino, bool) {
-	if len(key) < 9 || key[0] != pHold && key[0] != pXattr && key[0] != pChunk && key[0] != pDentry {
+	ino, ok := keyIno(key)
+	if !ok || key[0] != pHold && key[0] != pXattr && key[0] != pChunk && key[0] != pDentry {
 		return 0, false
 	}
-	return base.Ino(binary.BigEndian.Uint64(key[1:9])), true
+	return ino, true
 }
 
 // absentEntry reports whether the cache knows that the directory entry
@@ -109,12 +110,13 @@ func freshPrefix(key []byte) (base.Ino, bool) {
 // every entry of it was written by an observed commit, and none by that
 // name.
 func (c *latestCache) absentEntry(logical []byte) bool {
-	if len(logical) < 1+8+1 || logical[0] != pDentry {
+	dir, ok := keyIno(logical)
+	if !ok || len(logical) < 1+8+1 || logical[0] != pDentry {
 		return false
 	}
 	c.freshMu.Lock()
 	defer c.freshMu.Unlock()
-	f := c.fresh[base.Ino(binary.BigEndian.Uint64(logical[1:9]))]
+	f := c.fresh[dir]
 	return f != nil && f.busy == 0 && !f.entriesLost && f.dents[string(logical)] == 0
 }
 
@@ -193,7 +195,9 @@ func (c *latestCache) freshCommitted(ws []kv.Write, ok bool) {
 			continue
 		}
 		if len(w.Key) == 1+8+epochLen && w.Key[0] == pAttr && (w.Delete || len(w.Value) == 1 && w.Value[0] == tagTombstone) {
-			delete(c.fresh, base.Ino(binary.BigEndian.Uint64(w.Key[1:9])))
+			if ino, ok := keyIno(w.Key); ok {
+				delete(c.fresh, ino)
+			}
 		}
 	}
 }
@@ -206,7 +210,8 @@ func (f *freshInode) entryWritten(w kv.Write) {
 	if f.dents == nil {
 		f.dentKeys, f.dents = map[string]bool{}, map[string]int{}
 	}
-	logical := string(w.Key[:len(w.Key)-epochLen])
+	lk, _ := versionLogical(w.Key) // long enough: checked above
+	logical := string(lk)
 	switch had := f.dentKeys[string(w.Key)]; {
 	case w.Delete && had:
 		delete(f.dentKeys, string(w.Key))
@@ -410,10 +415,10 @@ func (c *latestCache) Committing(ws []kv.Write) {
 // writes, dropping the record too if drop.
 func (c *latestCache) touch(ws []kv.Write, drop bool) {
 	for _, w := range ws {
-		if len(w.Key) < 1+epochLen || !latestCacheable(w.Key) {
+		logical, ok := versionLogical(w.Key)
+		if !ok || !latestCacheable(w.Key) {
 			continue
 		}
-		logical := w.Key[:len(w.Key)-epochLen]
 		sh := c.shard(logical)
 		sh.mu.Lock()
 		if drop {
@@ -583,7 +588,7 @@ func (m *Meta) openLatestCache(ctx context.Context) error {
 			}
 			vals[i] = v
 		}
-		return r.Scan([]byte{pSnapJob}, kv.PrefixEnd([]byte{pSnapJob}), false, func(k, _ []byte) bool {
+		return r.Scan(prefixOnly(pSnapJob), kv.PrefixEnd(prefixOnly(pSnapJob)), false, func(k, _ []byte) bool {
 			jobs = append(jobs, string(k))
 			return true
 		})

@@ -416,12 +416,21 @@ func (m *Meta) acquireLease(dir base.Ino) {
 				return err
 			}
 			n := 0
+			var derr error
 			if err := vscan(t, dentryPrefix(dir), nil, latestEpoch, func(logical, _ []byte) bool {
-				names[string(logical[9:len(logical)-1])] = struct{}{}
+				_, name, err := decodeDentryKey(logical)
+				if err != nil {
+					derr = err
+					return false
+				}
+				names[string(name)] = struct{}{}
 				n++
 				return n <= leaseMaxNames
 			}); err != nil {
 				return err
+			}
+			if derr != nil {
+				return derr
 			}
 			if n > leaseMaxNames {
 				return errLeaseBusy
@@ -662,7 +671,7 @@ func (t *wtx) checkLease(dir base.Ino) error {
 // sessions.
 func (o *op) releaseSessionLeases(dead map[uint64]bool) error {
 	var keys [][]byte
-	if err := o.Scan([]byte{pLease}, kv.PrefixEnd([]byte{pLease}), false, func(k, v []byte) bool {
+	if err := o.Scan(prefixOnly(pLease), kv.PrefixEnd(prefixOnly(pLease)), false, func(k, v []byte) bool {
 		if len(v) == 8 && dead[binary.BigEndian.Uint64(v)] {
 			keys = append(keys, append([]byte(nil), k...))
 		}
@@ -687,8 +696,8 @@ func recalledLeases(r kv.Reader, sid uint64) ([]base.Ino, error) {
 	var dirs []base.Ino
 	p := recallPrefix(sid)
 	err := r.Scan(p, kv.PrefixEnd(p), false, func(k, _ []byte) bool {
-		if len(k) == 17 {
-			dirs = append(dirs, base.Ino(binary.BigEndian.Uint64(k[9:])))
+		if _, dir, err := decodeRecallKey(k); err == nil {
+			dirs = append(dirs, dir)
 		}
 		return true
 	})

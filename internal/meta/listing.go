@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -504,18 +503,18 @@ type dirName struct {
 
 // note records a write of the versioned record logical.
 func (l *touchLog) note(logical []byte) {
-	if len(logical) < 9 {
+	ino, ok := keyIno(logical)
+	if !ok {
 		return
 	}
-	ino := base.Ino(binary.BigEndian.Uint64(logical[1:9]))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch logical[0] {
 	case pAttr:
 		l.inos = append(l.inos, ino)
 	case pDentry:
-		if len(logical) > 9 { // dentryKey: the name, then a 0 byte
-			l.names = append(l.names, dirName{ino, string(logical[9 : len(logical)-1])})
+		if _, name, err := decodeDentryKey(logical); err == nil {
+			l.names = append(l.names, dirName{ino, string(name)})
 		}
 	}
 }

@@ -229,14 +229,14 @@ func (m *Meta) tryLock(ctx context.Context, ino base.Ino, kind byte, owner uint6
 // another owner conflicting with request l (nil if none) and the locks of
 // (sid, owner) itself.
 func scanLocks(r kv.Reader, ino base.Ino, kind byte, sid, owner uint64, l Lock) (conflict *Lock, mine []Lock, err error) {
-	start := append(lockPrefix(ino), kind)
+	start := lockKindPrefix(ino, kind)
 	var derr error
 	err = r.Scan(start, kv.PrefixEnd(start), false, func(k, v []byte) bool {
-		if len(k) != 26 {
-			derr = fmt.Errorf("lock key %x: %w", k, base.ErrIO)
+		_, _, ksid, kowner, err := decodeLockKey(k)
+		if err != nil {
+			derr = err
 			return false
 		}
-		ksid, kowner := binary.BigEndian.Uint64(k[10:]), binary.BigEndian.Uint64(k[18:])
 		ls, err := decodeLocks(kind, v)
 		if err != nil {
 			derr = err
@@ -346,8 +346,8 @@ func decodeLocks(kind byte, v []byte) ([]Lock, error) {
 // releaseSessionLocks deletes every lock of the given sessions.
 func (o *op) releaseSessionLocks(dead map[uint64]bool) (int, error) {
 	var keys [][]byte
-	err := o.Scan([]byte{pLock}, kv.PrefixEnd([]byte{pLock}), false, func(k, _ []byte) bool {
-		if len(k) == 26 && dead[binary.BigEndian.Uint64(k[10:])] {
+	err := o.Scan(prefixOnly(pLock), kv.PrefixEnd(prefixOnly(pLock)), false, func(k, _ []byte) bool {
+		if _, _, sid, _, err := decodeLockKey(k); err == nil && dead[sid] {
 			keys = append(keys, append([]byte(nil), k...))
 		}
 		return true

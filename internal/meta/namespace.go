@@ -510,7 +510,7 @@ func readdirDir(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, p
 	prefix := dentryPrefix(dir)
 	var start []byte
 	if after != "" {
-		start = append(append(dentryPrefix(dir), after...), 1)
+		start = dentryAfter(dir, after)
 	}
 	var ferr error
 	err = vscan(r, prefix, start, epoch, func(k, v []byte) bool {
@@ -519,8 +519,12 @@ func readdirDir(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, p
 			ferr = err
 			return false
 		}
-		name := string(k[len(prefix) : len(k)-1])
-		out = append(out, base.Entry{Name: name, Ino: ino, Type: typ})
+		_, name, err := decodeDentryKey(k)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		out = append(out, base.Entry{Name: string(name), Ino: ino, Type: typ})
 		return limit <= 0 || len(out) < limit
 	})
 	if err != nil {

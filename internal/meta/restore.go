@@ -155,11 +155,20 @@ func (r *restorer) copy(ctx context.Context, ino, parent base.Ino, name string) 
 			}
 		}
 		var xs [][2][]byte
+		var derr error
 		if err := vscan(o, xattrPrefix(ino), nil, e, func(k, v []byte) bool {
-			xs = append(xs, [2][]byte{append([]byte(nil), k[9:len(k)-1]...), append([]byte(nil), v...)})
+			_, name, err := decodeXattrKey(k)
+			if err != nil {
+				derr = err
+				return false
+			}
+			xs = append(xs, [2][]byte{append([]byte(nil), name...), append([]byte(nil), v...)})
 			return true
 		}); err != nil {
 			return err
+		}
+		if derr != nil {
+			return derr
 		}
 		for _, x := range xs {
 			if err := o.vset(xattrKey(nino, string(x[0])), x[1]); err != nil {
@@ -249,7 +258,7 @@ func (o *op) copyChunks(from, to base.Ino, e uint64) error {
 	for id := range owners {
 		k := sharedKey(id)
 		ids = append(ids, id)
-		ranges = append(ranges, kv.Range{Start: k, End: append(append([]byte{}, k...), 0)})
+		ranges = append(ranges, kv.Range{Start: k, End: keyAfter(k)})
 	}
 	got, err := kv.Firsts(o, ranges)
 	if err != nil {

@@ -313,11 +313,11 @@ func (t *wtx) deletePrefix(p []byte) error {
 func (o *op) releaseSessionHolds(dead map[uint64]bool) error {
 	var inos []base.Ino
 	var keys [][]byte
-	err := o.Scan([]byte{pHold}, kv.PrefixEnd([]byte{pHold}), false, func(k, _ []byte) bool {
-		if len(k) != 17 {
+	err := o.Scan(prefixOnly(pHold), kv.PrefixEnd(prefixOnly(pHold)), false, func(k, _ []byte) bool {
+		ino, sid, err := decodeHoldKey(k)
+		if err != nil {
 			return true
 		}
-		ino, sid := base.Ino(binary.BigEndian.Uint64(k[1:])), binary.BigEndian.Uint64(k[9:])
 		if dead[sid] {
 			inos = append(inos, ino)
 			keys = append(keys, append([]byte(nil), k...))
@@ -358,38 +358,29 @@ func (o *op) destroyIfOrphan(ino base.Ino) error {
 func (m *Meta) releaseDeadSessions(ctx context.Context) error {
 	return m.mutateRaw(ctx, func(o *op) error {
 		live := make(map[uint64]bool)
-		if err := o.Scan([]byte{pSession}, kv.PrefixEnd([]byte{pSession}), false, func(k, _ []byte) bool {
-			if len(k) == 9 {
-				live[binary.BigEndian.Uint64(k[1:])] = true
+		if err := o.Scan(prefixOnly(pSession), kv.PrefixEnd(prefixOnly(pSession)), false, func(k, _ []byte) bool {
+			if sid, err := decodeSessionKey(k); err == nil {
+				live[sid] = true
 			}
 			return true
 		}); err != nil {
 			return err
 		}
 		dead := make(map[uint64]bool)
-		collect := func(prefix byte, keyLen, sidAt int) error {
-			return o.Scan([]byte{prefix}, kv.PrefixEnd([]byte{prefix}), false, func(k, _ []byte) bool {
-				if len(k) == keyLen {
-					if sid := binary.BigEndian.Uint64(k[sidAt:]); sid != 0 && !live[sid] {
-						dead[sid] = true
-					}
+		collect := func(prefix byte) error {
+			return o.Scan(prefixOnly(prefix), kv.PrefixEnd(prefixOnly(prefix)), false, func(k, _ []byte) bool {
+				if sid, ok := keySession(k); ok && sid != 0 && !live[sid] {
+					dead[sid] = true
 				}
 				return true
 			})
 		}
-		if err := collect(pHold, 17, 9); err != nil {
-			return err
+		for _, p := range []byte{pHold, pLock, pReserved, pRecall} {
+			if err := collect(p); err != nil {
+				return err
+			}
 		}
-		if err := collect(pLock, 26, 10); err != nil {
-			return err
-		}
-		if err := collect(pReserved, 17, 1); err != nil {
-			return err
-		}
-		if err := collect(pRecall, 17, 1); err != nil {
-			return err
-		}
-		if err := o.Scan([]byte{pLease}, kv.PrefixEnd([]byte{pLease}), false, func(_, v []byte) bool {
+		if err := o.Scan(prefixOnly(pLease), kv.PrefixEnd(prefixOnly(pLease)), false, func(_, v []byte) bool {
 			if len(v) == 8 {
 				if sid := binary.BigEndian.Uint64(v); sid != 0 && !live[sid] {
 					dead[sid] = true
@@ -458,7 +449,7 @@ func (m *Meta) expireSessions(ctx context.Context, timeout time.Duration, all bo
 	err := m.mutateRaw(ctx, func(o *op) error {
 		expired, held = expired[:0], 0
 		var derr error
-		if err := o.Scan([]byte{pSession}, kv.PrefixEnd([]byte{pSession}), false, func(k, v []byte) bool {
+		if err := o.Scan(prefixOnly(pSession), kv.PrefixEnd(prefixOnly(pSession)), false, func(k, v []byte) bool {
 			var info SessionInfo
 			if err := json.Unmarshal(v, &info); err != nil {
 				derr = fmt.Errorf("session %x: %v: %w", k, err, base.ErrIO)
@@ -486,7 +477,7 @@ func (m *Meta) expireSessions(ctx context.Context, timeout time.Duration, all bo
 			return derr
 		}
 		var old [][]byte
-		if err := o.Scan([]byte{pExpired}, kv.PrefixEnd([]byte{pExpired}), false, func(k, v []byte) bool {
+		if err := o.Scan(prefixOnly(pExpired), kv.PrefixEnd(prefixOnly(pExpired)), false, func(k, v []byte) bool {
 			var e ExpiredSession
 			if json.Unmarshal(v, &e) != nil || now.Sub(e.Expired) > expiredKeep {
 				old = append(old, append([]byte(nil), k...))
@@ -535,7 +526,7 @@ func (m *Meta) ListExpiredSessions(ctx context.Context) ([]ExpiredSession, error
 	var out []ExpiredSession
 	err := m.view(ctx, func(r kv.Reader) error {
 		out = out[:0]
-		return r.Scan([]byte{pExpired}, kv.PrefixEnd([]byte{pExpired}), false, func(_, v []byte) bool {
+		return r.Scan(prefixOnly(pExpired), kv.PrefixEnd(prefixOnly(pExpired)), false, func(_, v []byte) bool {
 			var e ExpiredSession
 			if json.Unmarshal(v, &e) == nil {
 				out = append(out, e)
@@ -581,18 +572,18 @@ func (m *Meta) SliceGuard(ctx context.Context) (SliceGuard, error) {
 			return err
 		}
 		live := make(map[uint64]bool)
-		if err := r.Scan([]byte{pSession}, kv.PrefixEnd([]byte{pSession}), false, func(k, _ []byte) bool {
-			if len(k) == 9 {
-				live[binary.BigEndian.Uint64(k[1:])] = true
+		if err := r.Scan(prefixOnly(pSession), kv.PrefixEnd(prefixOnly(pSession)), false, func(k, _ []byte) bool {
+			if sid, err := decodeSessionKey(k); err == nil {
+				live[sid] = true
 			}
 			return true
 		}); err != nil {
 			return err
 		}
-		return r.Scan([]byte{pReserved}, kv.PrefixEnd([]byte{pReserved}), false, func(k, v []byte) bool {
-			if len(k) == 17 && live[binary.BigEndian.Uint64(k[1:])] {
+		return r.Scan(prefixOnly(pReserved), kv.PrefixEnd(prefixOnly(pReserved)), false, func(k, v []byte) bool {
+			if sid, start, err := decodeReservedKey(k); err == nil && live[sid] {
 				if end, err := decodeU64(v); err == nil {
-					g.Reserved = append(g.Reserved, [2]uint64{binary.BigEndian.Uint64(k[9:]), end})
+					g.Reserved = append(g.Reserved, [2]uint64{start, end})
 				}
 			}
 			return true
@@ -607,7 +598,7 @@ func (m *Meta) ListSessions(ctx context.Context) ([]SessionInfo, error) {
 	err := m.view(ctx, func(r kv.Reader) error {
 		out = out[:0]
 		var derr error
-		err := r.Scan([]byte{pSession}, kv.PrefixEnd([]byte{pSession}), false, func(k, v []byte) bool {
+		err := r.Scan(prefixOnly(pSession), kv.PrefixEnd(prefixOnly(pSession)), false, func(k, v []byte) bool {
 			var info SessionInfo
 			if err := json.Unmarshal(v, &info); err != nil {
 				derr = fmt.Errorf("session %x: %v: %w", k, err, base.ErrIO)
@@ -881,9 +872,9 @@ func (m *Meta) releaseMemoryHold(ctx context.Context, ino base.Ino) error {
 func (m *Meta) destroyUnheldOrphans(ctx context.Context) error {
 	return m.mutateRaw(ctx, func(o *op) error {
 		var inos []base.Ino
-		err := o.Scan([]byte{pOrphan}, kv.PrefixEnd([]byte{pOrphan}), false, func(k, _ []byte) bool {
-			if len(k) == 9 {
-				inos = append(inos, base.Ino(binary.BigEndian.Uint64(k[1:])))
+		err := o.Scan(prefixOnly(pOrphan), kv.PrefixEnd(prefixOnly(pOrphan)), false, func(k, _ []byte) bool {
+			if ino, err := decodeOrphanKey(k); err == nil {
+				inos = append(inos, ino)
 			}
 			return true
 		})

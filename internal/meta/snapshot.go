@@ -21,7 +21,6 @@ package meta
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -135,7 +134,7 @@ func decodeSnapshot(k, v []byte) (Snapshot, error) {
 func listSnapshots(r kv.Reader) ([]Snapshot, error) {
 	var out []Snapshot
 	var derr error
-	err := r.Scan([]byte{pSnapshot}, kv.PrefixEnd([]byte{pSnapshot}), false, func(k, v []byte) bool {
+	err := r.Scan(prefixOnly(pSnapshot), kv.PrefixEnd(prefixOnly(pSnapshot)), false, func(k, v []byte) bool {
 		s, err := decodeSnapshot(k, v)
 		if err != nil {
 			derr = err
@@ -226,9 +225,9 @@ func (m *Meta) ResumeSnapshotJobs(ctx context.Context, progress func(done int)) 
 	}
 	var jobs []uint64
 	err := m.view(ctx, func(r kv.Reader) error {
-		return r.Scan([]byte{pSnapJob}, kv.PrefixEnd([]byte{pSnapJob}), false, func(k, _ []byte) bool {
-			if len(k) == 9 {
-				jobs = append(jobs, binary.BigEndian.Uint64(k[1:]))
+		return r.Scan(prefixOnly(pSnapJob), kv.PrefixEnd(prefixOnly(pSnapJob)), false, func(k, _ []byte) bool {
+			if epoch, err := decodeSnapJobKey(k); err == nil {
+				jobs = append(jobs, epoch)
 			}
 			return true
 		})
@@ -276,11 +275,21 @@ func (m *Meta) pruneSnapshot(ctx context.Context, e uint64, done *int, progress 
 		var logicals [][]byte
 		err := m.view(ctx, func(r kv.Reader) error {
 			logicals = logicals[:0]
-			return r.Scan(start, stop, false, func(k, _ []byte) bool {
-				logicals = append(logicals, append([]byte(nil), k[9:]...))
-				start = append(append([]byte(nil), k...), 0)
+			var derr error
+			err := r.Scan(start, stop, false, func(k, _ []byte) bool {
+				_, logical, err := decodeChangeKey(k)
+				if err != nil {
+					derr = err
+					return false
+				}
+				logicals = append(logicals, append([]byte(nil), logical...))
+				start = keyAfter(k)
 				return len(logicals) < snapshotBatch
 			})
+			if err != nil {
+				return err
+			}
+			return derr
 		})
 		if err != nil {
 			return err
@@ -329,12 +338,13 @@ func (m *Meta) dropChangeLog(ctx context.Context) error {
 				bound = t.frozen[0]
 			}
 			var jerr error
-			if err := t.Scan([]byte{pSnapJob}, kv.PrefixEnd([]byte{pSnapJob}), false, func(k, _ []byte) bool {
-				if len(k) != 9 {
-					jerr = fmt.Errorf("snapshot job key %x: %w", k, base.ErrIO)
+			if err := t.Scan(prefixOnly(pSnapJob), kv.PrefixEnd(prefixOnly(pSnapJob)), false, func(k, _ []byte) bool {
+				epoch, err := decodeSnapJobKey(k)
+				if err != nil {
+					jerr = err
 					return false
 				}
-				bound = min(bound, binary.BigEndian.Uint64(k[1:]))
+				bound = min(bound, epoch)
 				return false
 			}); err != nil {
 				return err
@@ -343,7 +353,7 @@ func (m *Meta) dropChangeLog(ctx context.Context) error {
 				return jerr
 			}
 			var keys [][]byte
-			if err := t.Scan([]byte{pChange}, changePrefix(bound+1), false, func(k, _ []byte) bool {
+			if err := t.Scan(prefixOnly(pChange), changePrefix(bound+1), false, func(k, _ []byte) bool {
 				keys = append(keys, append([]byte(nil), k...))
 				return len(keys) < 4*snapshotBatch
 			}); err != nil {
@@ -389,8 +399,8 @@ func (m *Meta) SnapshotUsage(ctx context.Context, name string) (SnapshotSpace, e
 		end := w.spanAfter(s.Epoch)
 		var logicals [][]byte
 		if err := r.Scan(changePrefix(s.Epoch+1), changePrefix(end+1), false, func(k, _ []byte) bool {
-			if len(k) > 9 && k[9] == pChunk {
-				logicals = append(logicals, append([]byte(nil), k[9:]...))
+			if _, logical, err := decodeChangeKey(k); err == nil && logical[0] == pChunk {
+				logicals = append(logicals, append([]byte(nil), logical...))
 			}
 			return true
 		}); err != nil {
@@ -421,11 +431,18 @@ type dryTxn struct {
 }
 
 func (d *dryTxn) Set(key, value []byte) {
-	if len(key) == 9 && key[0] == pPending && len(value) == 4 {
+	if len(key) == 0 || key[0] != pPending {
+		return
+	}
+	id, err := decodePendingKey(key)
+	if err != nil {
+		return
+	}
+	if size, err := decodeU32(value); err == nil {
 		if d.freed == nil {
 			d.freed = make(map[uint64]uint32)
 		}
-		d.freed[binary.BigEndian.Uint64(key[1:])] = binary.BigEndian.Uint32(value)
+		d.freed[id] = size
 	}
 }
 

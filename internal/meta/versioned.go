@@ -7,7 +7,6 @@ package meta
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -285,7 +284,7 @@ func (t *wtx) keepVersion(logical []byte, p kv.Pair) {
 // the inode it names || [start, end) (the inode number follows the
 // version tag in the entry's value).
 func entryFollow(prefix byte, start, end []byte) *kv.Follow {
-	return &kv.Follow{Offset: 1, Length: 8, Prefix: []byte{prefix}, StartSuffix: start, EndSuffix: end}
+	return &kv.Follow{Offset: 1, Length: 8, Prefix: prefixOnly(prefix), StartSuffix: start, EndSuffix: end}
 }
 
 // prefetchEntry reads, in one round trip where the store can, the
@@ -449,7 +448,7 @@ func (t *wtx) singleVersions() bool {
 	if !ok || !t.lc.noSnapshotJobs() {
 		return false
 	}
-	start := []byte{pSnapJob}
+	start := prefixOnly(pSnapJob)
 	rn.NoteFirst(start, kv.PrefixEnd(start), kv.Pair{})
 	return true
 }
@@ -614,8 +613,7 @@ func (t *wtx) withLeases(plains, logicals [][]byte) [][]byte {
 		return plains
 	}
 	for _, l := range logicals {
-		if (l[0] == pAttr || l[0] == pDentry) && len(l) >= 9 {
-			ino := base.Ino(binary.BigEndian.Uint64(l[1:9]))
+		if ino, ok := keyIno(l); ok && (l[0] == pAttr || l[0] == pDentry) {
 			if k := leaseKey(ino); !t.leaseOK[ino] && !slices.ContainsFunc(plains, func(p []byte) bool { return bytes.Equal(p, k) }) {
 				plains = append(plains, k)
 			}
@@ -648,7 +646,7 @@ func (t *wtx) prefetchWith(logicals, plains [][]byte, extra []kv.Range) ([]kv.Pa
 		ranges = append(ranges, newestRange(l))
 	}
 	for _, k := range plains {
-		ranges = append(ranges, kv.Range{Start: k, End: append(append([]byte{}, k...), 0)})
+		ranges = append(ranges, kv.Range{Start: k, End: keyAfter(k)})
 	}
 	ranges = append(ranges, extra...)
 	ps, err := kv.Firsts(t.Txn, ranges)
@@ -699,16 +697,20 @@ func (t *wtx) forget(key []byte) {
 	if t.plain != nil {
 		delete(t.plain, string(key))
 	}
-	if t.pre != nil && len(key) > epochLen {
-		delete(t.pre, string(key[:len(key)-epochLen]))
+	if t.pre != nil {
+		if logical, ok := versionLogical(key); ok {
+			delete(t.pre, string(logical))
+		}
 	}
 	for p := range t.empty {
 		if bytes.HasPrefix(key, []byte(p)) {
 			delete(t.empty, p)
 		}
 	}
-	if len(t.soleChunk) != 0 && len(key) >= 9 && key[0] == pChunk {
-		delete(t.soleChunk, base.Ino(binary.BigEndian.Uint64(key[1:9])))
+	if len(t.soleChunk) != 0 {
+		if ino, ok := keyIno(key); ok && key[0] == pChunk {
+			delete(t.soleChunk, ino)
+		}
 	}
 }
 
@@ -1016,8 +1018,8 @@ func (t *wtx) vset(logical, payload []byte) error {
 	if err := t.loadEpochs(); err != nil {
 		return err
 	}
-	if logical[0] == pDentry && len(logical) > 9 {
-		if err := t.checkLease(base.Ino(binary.BigEndian.Uint64(logical[1:9]))); err != nil {
+	if dir, ok := keyIno(logical); ok && logical[0] == pDentry && len(logical) > 9 {
+		if err := t.checkLease(dir); err != nil {
 			return err
 		}
 	}

@@ -102,14 +102,22 @@ func listXattrAt(r kv.Reader, c *Caller, ino base.Ino, epoch uint64) ([]string, 
 	if _, err := getAttrAt(r, ino, epoch); err != nil {
 		return nil, err
 	}
-	p := xattrPrefix(ino)
-	err := vscan(r, p, nil, epoch, func(k, _ []byte) bool {
-		name := string(k[len(p) : len(k)-1])
+	var derr error
+	err := vscan(r, xattrPrefix(ino), nil, epoch, func(k, _ []byte) bool {
+		_, rawName, err := decodeXattrKey(k)
+		if err != nil {
+			derr = err
+			return false
+		}
+		name := string(rawName)
 		if !strings.HasPrefix(name, "trusted.") || isRoot(c) {
 			out = append(out, name)
 		}
 		return true
 	})
+	if err == nil {
+		err = derr
+	}
 	return out, err
 }
 
