@@ -449,7 +449,7 @@ func (o *op) release(ino base.Ino, index uint32, dropped, keep []base.Slice) err
 	if err != nil {
 		return err
 	}
-	return o.freeSlices(dropped, append(kept, keep)...)
+	return o.freeSlices(chunkKey(ino, index), dropped, append(kept, keep)...)
 }
 
 type chunkRec struct {

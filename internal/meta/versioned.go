@@ -178,7 +178,7 @@ type wtx struct {
 	frozen []uint64 // snapshot epochs, ascending
 
 	deletesQueued bool            // a pending slice delete was added
-	queuedIDs     map[uint64]bool // slices queued for deletion by this transaction
+	queuedIDs     map[uint64]string // slices queued for deletion by this transaction → the chunk record that dropped them
 	fenced        bool            // the epoch fence shard is written
 
 	// tops caches, per logical key read or written in this transaction,
@@ -831,7 +831,7 @@ func (t *wtx) releaseVersions(logical []byte, victims, kept []version) error {
 	if err != nil {
 		return err
 	}
-	return t.freeSlices(slices.Concat(victimLists...), keptLists...)
+	return t.freeSlices(logical, slices.Concat(victimLists...), keptLists...)
 }
 
 // sliceLists decodes the slice lists of chunk versions (tombstones give
@@ -849,11 +849,14 @@ func sliceLists(logical []byte, vs []version) ([][]base.Slice, error) {
 }
 
 // freeSlices queues for deletion each slice of dropped that no list in
-// kept references (zero slices hold no data). A slice this transaction
-// already queued (from another chunk record: an append cut at a chunk
-// boundary) loses one extra owner here instead, since the one pending
-// record takes off only one.
-func (t *wtx) freeSlices(dropped []base.Slice, kept ...[]base.Slice) error {
+// kept references (zero slices hold no data): chunk record owner (a
+// logical chunk key; its versions count as one owner, as in Check) no
+// longer references them. A slice this transaction already queued for
+// another chunk record (an append cut at a chunk boundary, two restored
+// copies) loses one extra owner here instead, since the one pending
+// record takes off only one; queued again for the same record (its live
+// version and older ones released in one transaction), nothing changes.
+func (t *wtx) freeSlices(owner []byte, dropped []base.Slice, kept ...[]base.Slice) error {
 	used := make(map[uint64]bool)
 	for _, ss := range kept {
 		for _, s := range ss {
@@ -865,16 +868,18 @@ func (t *wtx) freeSlices(dropped []base.Slice, kept ...[]base.Slice) error {
 			continue
 		}
 		used[s.ID] = true
-		if t.queuedIDs[s.ID] {
-			if _, err := t.dropOwner(s.ID); err != nil {
-				return err
+		if first, ok := t.queuedIDs[s.ID]; ok {
+			if first != string(owner) {
+				if _, err := t.dropOwner(s.ID); err != nil {
+					return err
+				}
 			}
 			continue
 		}
 		if t.queuedIDs == nil {
-			t.queuedIDs = map[uint64]bool{}
+			t.queuedIDs = map[uint64]string{}
 		}
-		t.queuedIDs[s.ID] = true
+		t.queuedIDs[s.ID] = string(owner)
 		t.Set(pendingKey(s.ID), u32(nil, s.Size))
 		t.deletesQueued = true
 	}
