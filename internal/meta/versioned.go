@@ -177,9 +177,9 @@ type wtx struct {
 	epoch  uint64   // live epoch
 	frozen []uint64 // snapshot epochs, ascending
 
-	deletesQueued bool            // a pending slice delete was added
+	deletesQueued bool              // a pending slice delete was added
 	queuedIDs     map[uint64]string // slices queued for deletion by this transaction → the chunk record that dropped them
-	fenced        bool            // the epoch fence shard is written
+	fenced        bool              // the epoch fence shard is written
 
 	// tops caches, per logical key read or written in this transaction,
 	// the epoch of its newest physical version (exists false: none), so
