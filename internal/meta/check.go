@@ -4,6 +4,7 @@ package meta
 // view and optionally repairs what it safely can.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sort"
@@ -381,12 +382,33 @@ func (ck *checker) checkChunks(r kv.Reader, attrs map[base.Ino]base.Attr) (uint6
 	if err != nil {
 		return 0, err
 	}
+	// Drop records: one per chunk record that stopped referencing a
+	// queued slice; without its pending delete, one is left over.
+	drops := make(map[uint64]int)
+	err = r.Scan(prefixOnly(pDrop), kv.PrefixEnd(prefixOnly(pDrop)), false, func(k, _ []byte) bool {
+		id, _, err := decodeDropKey(k)
+		if err != nil {
+			ck.report("bad-record", 0, nil, "drop record %x", k)
+			return true
+		}
+		drops[id]++
+		if !pending[id] {
+			key := bytes.Clone(k)
+			ck.report("stale-drop", 0, func(o *op) error { o.Delete(key); return nil },
+				"slice %d has a drop record but no pending delete", id)
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
 	// A slice's extra owners: chunk records referencing it beyond the
-	// first, plus one while a pending delete waits to take one off.
+	// first, plus the drops its pending delete waits to take off (one for
+	// a pending delete from before drop records).
 	for id, n := range shared {
 		want := owners[id] - 1
 		if pending[id] {
-			want++
+			want += max(drops[id], 1)
 		}
 		if int(n) != want {
 			id, want := id, want

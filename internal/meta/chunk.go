@@ -693,7 +693,9 @@ func (m *Meta) dropSharedOwners(ctx context.Context, ps []base.Slice) ([]base.Sl
 	if err != nil || len(shared) == 0 {
 		return ps, err
 	}
+	freed := map[uint64]bool{} // shared slices that every owner has dropped
 	err = m.update(ctx, func(t *wtx) error {
+		clear(freed)
 		for _, id := range shared {
 			pend, err := t.Get(pendingKey(id))
 			if err != nil {
@@ -702,12 +704,39 @@ func (m *Meta) dropSharedOwners(ctx context.Context, ps []base.Slice) ([]base.Sl
 			if pend == nil {
 				continue // another client took it
 			}
-			dropped, err := t.dropOwner(id)
+			drops, err := dropRecords(t, id)
 			if err != nil {
 				return err
 			}
-			if !dropped {
-				continue // its last extra owner went meanwhile: free
+			// A pending delete of a volume from before drop records
+			// has none: it is one drop.
+			k := uint32(max(len(drops), 1))
+			v, err := t.Get(sharedKey(id))
+			if err != nil {
+				return err
+			}
+			var n uint32
+			if v != nil {
+				if n, err = decodeU32(v); err != nil {
+					return fmt.Errorf("slice %d owners: %w", id, err)
+				}
+			}
+			if k > n {
+				// Every owner has dropped it: free (FinishDeletes
+				// removes the pending delete and the drop records).
+				t.Delete(sharedKey(id))
+				freed[id] = true
+				continue
+			}
+			// Owners remain: the drops take as many extra owners off,
+			// and the slice stays.
+			if n > k {
+				t.Set(sharedKey(id), u32(nil, n-k))
+			} else {
+				t.Delete(sharedKey(id))
+			}
+			for _, d := range drops {
+				t.Delete(d)
 			}
 			t.Delete(pendingKey(id))
 		}
@@ -716,19 +745,27 @@ func (m *Meta) dropSharedOwners(ctx context.Context, ps []base.Slice) ([]base.Sl
 	if err != nil {
 		return nil, err
 	}
-	// What the transaction handled stays out; a slice whose owner record
-	// vanished meanwhile is free and comes back at the next call.
 	sharedSet := make(map[uint64]bool, len(shared))
 	for _, id := range shared {
 		sharedSet[id] = true
 	}
 	free := ps[:0:0]
 	for _, s := range ps {
-		if !sharedSet[s.ID] {
+		if !sharedSet[s.ID] || freed[s.ID] {
 			free = append(free, s)
 		}
 	}
 	return free, nil
+}
+
+// dropRecords returns the keys of the drop records of slice id.
+func dropRecords(r kv.Reader, id uint64) ([][]byte, error) {
+	var keys [][]byte
+	err := r.Scan(dropPrefix(id), kv.PrefixEnd(dropPrefix(id)), false, func(k, _ []byte) bool {
+		keys = append(keys, bytes.Clone(k))
+		return true
+	})
+	return keys, err
 }
 
 func decodeU32(b []byte) (uint32, error) {
@@ -771,7 +808,23 @@ func (m *Meta) FinishDeletes(ctx context.Context, ids []uint64) error {
 		for _, id := range ids {
 			t.Delete(pendingKey(id))
 		}
-		return nil
+		// Their drop records, in one scan of the ids' range.
+		lo, hi := slices.Min(ids), slices.Max(ids)
+		want := make(map[uint64]bool, len(ids))
+		for _, id := range ids {
+			want[id] = true
+		}
+		var drops [][]byte
+		err := t.Scan(dropPrefix(lo), kv.PrefixEnd(dropPrefix(hi)), false, func(k, _ []byte) bool {
+			if id, _, err := decodeDropKey(k); err == nil && want[id] {
+				drops = append(drops, bytes.Clone(k))
+			}
+			return true
+		})
+		for _, k := range drops {
+			t.Delete(k)
+		}
+		return err
 	})
 }
 

@@ -16,6 +16,13 @@ package meta
 //	"N" sid u64                 session, JSON (SessionInfo)
 //	"H" ino u64 sid u64         open-file hold of session sid on ino (empty value)
 //	"P" slice u64               pending slice delete; value: size u32
+//	"I" slice u64 owner         one chunk record (owner: its logical key)
+//	                            stopped referencing slice, which "P" queued
+//	                            (empty value). The deleter takes one extra
+//	                            owner ("O") off per drop record and frees
+//	                            the objects when every owner has dropped
+//	                            them; a "P" without any (volumes from before
+//	                            drop records) counts as one drop
 //	"Q" ino u64                 orphan: ino has nlink 0 and waits for its last close
 //	"R" sid u64 start u64       slice ids [start, end) reserved by session sid
 //	                            that may still be in flight; value: end u64
@@ -106,6 +113,7 @@ const (
 	pBlob     = 'B'
 	pLease    = 'J'
 	pRecall   = 'U'
+	pDrop     = 'I'
 
 	pAttr    = 'A'
 	pDentry  = 'D'
@@ -155,8 +163,13 @@ func holdKey(ino base.Ino, sid uint64) []byte {
 }
 func holdPrefix(ino base.Ino) []byte { return u64([]byte{pHold}, uint64(ino)) }
 func pendingKey(id uint64) []byte    { return u64([]byte{pPending}, id) }
-func orphanKey(ino base.Ino) []byte  { return u64([]byte{pOrphan}, uint64(ino)) }
-func prefixOnly(p byte) []byte       { return []byte{p} }
+
+// dropKey records that chunk record owner (a logical chunk key) dropped
+// slice id; dropPrefix(id) holds every drop of id.
+func dropKey(id uint64, owner []byte) []byte { return append(dropPrefix(id), owner...) }
+func dropPrefix(id uint64) []byte            { return u64([]byte{pDrop}, id) }
+func orphanKey(ino base.Ino) []byte          { return u64([]byte{pOrphan}, uint64(ino)) }
+func prefixOnly(p byte) []byte               { return []byte{p} }
 
 // counterShardKey is the key of one delta shard of a usage counter.
 func counterShardKey(k, shard byte) []byte { return []byte{pCounter, k, shard} }
@@ -283,6 +296,19 @@ func decodePendingKey(key []byte) (slice uint64, err error) {
 	return decodeID("pending", pPending, key)
 }
 func decodeSharedKey(key []byte) (slice uint64, err error) { return decodeID("shared", pShared, key) }
+
+// decodeDropKey returns the slice and the owner (a sub-slice of key) of a
+// drop record.
+func decodeDropKey(key []byte) (slice uint64, owner []byte, err error) {
+	if len(key) < 9 || key[0] != pDrop {
+		return 0, nil, badKey("drop", key)
+	}
+	owner = key[9:]
+	if _, _, err := decodeChunkKey(owner); err != nil {
+		return 0, nil, badKey("drop", key)
+	}
+	return binary.BigEndian.Uint64(key[1:]), owner, nil
+}
 func decodeSnapJobKey(key []byte) (epoch uint64, err error) {
 	return decodeID("snapshot job", pSnapJob, key)
 }
@@ -406,7 +432,7 @@ func keyIno(key []byte) (ino base.Ino, ok bool) {
 
 // KeyInfo is a decoded key, for fsck, dumps and debugging.
 type KeyInfo struct {
-	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence", "shared", "lease", "recall"
+	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "drop", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence", "shared", "lease", "recall"
 	Ino     base.Ino
 	Parent  base.Ino // dentry
 	Name    string   // dentry or xattr name
@@ -482,6 +508,13 @@ func DecodeKey(key []byte) (KeyInfo, error) {
 			kind = "shared"
 		}
 		return KeyInfo{Kind: kind, ID: binary.BigEndian.Uint64(rest)}, nil
+	case pDrop:
+		id, owner, err := decodeDropKey(key)
+		if err != nil {
+			return bad("drop key")
+		}
+		ino, index, _ := decodeChunkKey(owner)
+		return KeyInfo{Kind: "drop", ID: id, Ino: ino, Index: index}, nil
 	case pLease:
 		if !fixed(8) {
 			return bad("lease length")

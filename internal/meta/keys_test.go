@@ -272,6 +272,9 @@ func checkTypedDecoders(t *testing.T, k []byte) {
 	if v, err := decodeSharedKey(k); err == nil {
 		same("shared", sharedKey(v))
 	}
+	if v, owner, err := decodeDropKey(k); err == nil {
+		same("drop", dropKey(v, owner))
+	}
 	if v, err := decodeSnapJobKey(k); err == nil {
 		same("snapshot job", snapJobKey(v))
 	}

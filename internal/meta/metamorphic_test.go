@@ -67,22 +67,17 @@ const defaultMetamorphicSeeds = 4
 // divergence. 46: a truncate whose transaction released a chunk's live
 // version and pruned its older ones counted the one owner twice and took
 // a restored copy's owner of the slice off (pending-referenced: the copy
-// would have lost its data).
-var metamorphicRegressions = []uint64{46}
+// would have lost its data). 11, 12, 25: a file and its restored copy let
+// a shared slice go in two transactions before the deleter ran; the
+// second pending delete overwrote the first, one drop was lost and the
+// objects were never freed (bad-shared-count; now one drop record per
+// owner, keys.go "I").
+var metamorphicRegressions = []uint64{11, 12, 25, 46}
 
 // metamorphicOpenBugs are seeds whose run Check finds wrong on every
 // profile alike (not a divergence: a bug of the plain path), not fixed
-// yet; they run only with CAIRN_META_OPEN_BUGS=1. Check reports
-// bad-shared-count: extra owners recorded that no chunk record holds, so
-// the slice's objects are never freed (a leak, not a loss). The cause,
-// traced in seed 25: two owners of a shared slice (a file and its
-// restored copy) drop it in two transactions before the deleter has
-// taken the first pending record; the second sets the same pending key
-// again, so one drop is lost and one extra owner stays recorded. A fix
-// needs one pending record per drop (a pending key that names the
-// dropping chunk record) or a read of the pending key per freed slice.
-// About one seed in ten of 300 (memkv, 250 steps) shows it.
-var metamorphicOpenBugs = []uint64{11, 12, 25}
+// yet; they run only with CAIRN_META_OPEN_BUGS=1.
+var metamorphicOpenBugs = []uint64{}
 
 type metaProfile struct {
 	name  string

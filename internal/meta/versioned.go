@@ -177,9 +177,8 @@ type wtx struct {
 	epoch  uint64   // live epoch
 	frozen []uint64 // snapshot epochs, ascending
 
-	deletesQueued bool              // a pending slice delete was added
-	queuedIDs     map[uint64]string // slices queued for deletion by this transaction → the chunk record that dropped them
-	fenced        bool              // the epoch fence shard is written
+	deletesQueued bool // a pending slice delete was added
+	fenced        bool // the epoch fence shard is written
 
 	// tops caches, per logical key read or written in this transaction,
 	// the epoch of its newest physical version (exists false: none), so
@@ -849,13 +848,14 @@ func sliceLists(logical []byte, vs []version) ([][]base.Slice, error) {
 }
 
 // freeSlices queues for deletion each slice of dropped that no list in
-// kept references (zero slices hold no data): chunk record owner (a
+// kept references (zero slices hold no data), which chunk record owner (a
 // logical chunk key; its versions count as one owner, as in Check) no
-// longer references them. A slice this transaction already queued for
-// another chunk record (an append cut at a chunk boundary, two restored
-// copies) loses one extra owner here instead, since the one pending
-// record takes off only one; queued again for the same record (its live
-// version and older ones released in one transaction), nothing changes.
+// longer references: the pending delete ("P") and the owner's drop record
+// ("I"). Both are blind writes; the deleter counts the drop records of a
+// slice against its extra owners ("O") and frees the objects only when
+// every owner has dropped them. The same record dropping a slice twice
+// (its live version and older ones released together) writes the same
+// drop record.
 func (t *wtx) freeSlices(owner []byte, dropped []base.Slice, kept ...[]base.Slice) error {
 	used := make(map[uint64]bool)
 	for _, ss := range kept {
@@ -868,41 +868,11 @@ func (t *wtx) freeSlices(owner []byte, dropped []base.Slice, kept ...[]base.Slic
 			continue
 		}
 		used[s.ID] = true
-		if first, ok := t.queuedIDs[s.ID]; ok {
-			if first != string(owner) {
-				if _, err := t.dropOwner(s.ID); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		if t.queuedIDs == nil {
-			t.queuedIDs = map[uint64]string{}
-		}
-		t.queuedIDs[s.ID] = string(owner)
 		t.Set(pendingKey(s.ID), u32(nil, s.Size))
+		t.Set(dropKey(s.ID, owner), nil)
 		t.deletesQueued = true
 	}
 	return nil
-}
-
-// dropOwner takes one extra owner off slice id (keys.go "O") and
-// reports whether it had one.
-func (t *wtx) dropOwner(id uint64) (bool, error) {
-	v, err := t.Get(sharedKey(id))
-	if err != nil || v == nil {
-		return false, err
-	}
-	n, err := decodeU32(v)
-	if err != nil {
-		return false, fmt.Errorf("slice %d owners: %w", id, err)
-	}
-	if n > 1 {
-		t.Set(sharedKey(id), u32(nil, n-1))
-	} else {
-		t.Delete(sharedKey(id))
-	}
-	return true, nil
 }
 
 // versionSlices decodes the slice list of a chunk version (none for a
