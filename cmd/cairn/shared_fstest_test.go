@@ -9,7 +9,7 @@ import (
 // sharedPosixSkips are posixtest cases that fail on a shared mount, each
 // a known bug documented in docs/posix.md.
 var sharedPosixSkips = map[string]string{
-	"OpenSymlinkRace": "known bug on shared volumes (docs/posix.md): an open racing an unlink or rename-over of the same file can succeed while the unlink destroys the inode (the open's blind hold write and the unlink's read of the holds do not conflict under snapshot isolation); the opener's fstat then gets ENOENT. Seen once in four CI runs under load",
+	"OpenSymlinkRace": "known bug on shared volumes (docs/posix.md): an open racing an unlink or rename-over of the same file can succeed while the unlink destroys the inode (likely: the open's blind hold write and the unlink's read of the holds do not conflict under snapshot isolation); the opener's fstat then gets ENOENT. Seen once in four CI runs under load",
 }
 
 // TestSharedFstest runs Cairn's POSIX checks and go-fuse's posixtest suite
