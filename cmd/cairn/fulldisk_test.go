@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/testenv"
 )
 
 // fillTo grows a filler file on the file system of dir until about leave
@@ -46,19 +48,7 @@ func fillTo(t *testing.T, dir string, leave uint64) {
 func TestE2EFullMetadataDisk(t *testing.T) {
 	cairnBinary(t) // skips without root or FUSE
 	dir := t.TempDir()
-	metaFS := filepath.Join(dir, "metafs")
-	if err := os.Mkdir(metaFS, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", metaFS, "tmpfs", 0, "size=160m"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { // after the volume's unmount, registered later
-		if err := syscall.Unmount(metaFS, 0); err != nil {
-			t.Errorf("unmount %s: %v", metaFS, err)
-			_ = syscall.Unmount(metaFS, syscall.MNT_DETACH)
-		}
-	})
+	metaFS := testenv.Tmpfs(t, "160m") // unmounted after the volume, whose unmount is registered later
 	v := &e2eVolume{dir: dir, meta: "pebble://" + metaFS + "/meta", mnt: filepath.Join(dir, "mnt")}
 	if err := os.Mkdir(v.mnt, 0o755); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/kv/postgres"
+	"github.com/cairnfs/cairn/internal/testenv"
 	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 )
 
@@ -151,39 +151,6 @@ func TestPasswordShowsNowhere(t *testing.T) {
 	}
 }
 
-// tree lists everything at and under root, with modes, sizes and times
-// (of directories too with dirTimes: they change when an entry is added
-// and removed); "absent" if root does not exist.
-func tree(t *testing.T, root string, dirTimes bool) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		b.WriteString(p + " " + fi.Mode().String())
-		if !d.IsDir() {
-			b.WriteString(" " + strconv.FormatInt(fi.Size(), 10))
-		}
-		if !d.IsDir() || dirTimes {
-			b.WriteString(" " + fi.ModTime().String())
-		}
-		b.WriteString("\n")
-		return nil
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return "absent"
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
-
 // TestAdminCreatesNothing: every verb but format, given a pebble:// URL
 // where there is no volume (a directory of other files, an empty one, or
 // none), refuses, says to run cairn format, and leaves the place as it
@@ -213,9 +180,9 @@ func TestAdminCreatesNothing(t *testing.T) {
 			{"mount", meta, mnt},
 			{"gateway", "nfs", "--listen", "127.0.0.1:0", meta},
 		} {
-			before := tree(t, parent, true)
+			before := testenv.Tree(t, parent, true)
 			_, err := run(t, args...)
-			if after := tree(t, parent, true); after != before {
+			if after := testenv.Tree(t, parent, true); after != before {
 				t.Errorf("cairn %s changed %s:\nbefore:\n%s\nafter:\n%s", strings.Join(args, " "), parent, before, after)
 			}
 			if err == nil || !strings.Contains(err.Error(), "no Cairn volume at "+meta) || !strings.Contains(err.Error(), "cairn format") {
@@ -230,12 +197,12 @@ func TestAdminCreatesNothing(t *testing.T) {
 		t.Cleanup(func() {
 			os.Remove(filepath.Join(os.TempDir(), "cairn-mount-"+strings.ReplaceAll(strings.Trim(mnt, "/"), "/", "_")+".log"))
 		})
-		before := tree(t, parent, true)
+		before := testenv.Tree(t, parent, true)
 		out, err := cairnErr(t, "mount", "-d", meta, mnt)
 		if err == nil || !strings.Contains(out, "no Cairn volume at "+meta) {
 			t.Errorf("mount -d where there is no volume: %v\n%s", err, out)
 		}
-		if after := tree(t, parent, true); after != before {
+		if after := testenv.Tree(t, parent, true); after != before {
 			t.Errorf("mount -d changed %s:\nbefore:\n%s\nafter:\n%s", parent, before, after)
 		}
 	}
@@ -277,12 +244,12 @@ func TestFailedFormatLeavesNothing(t *testing.T) {
 		{"new data store of an existing volume", "file://" + dir + "/fresh/data", dir + "/vol", `already holds volume "first"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := tree(t, dir, false)
+			before := testenv.Tree(t, dir, false)
 			_, err := run(t, "format", "--data", c.data, "pebble://"+c.meta, "second")
 			wantErr(t, err, c.want)
 			// The existing volume's Pebble files change on every open;
 			// compare the rest, and the volume by its status.
-			if after := tree(t, dir, false); withoutDir(after, dir+"/vol") != withoutDir(before, dir+"/vol") {
+			if after := testenv.Tree(t, dir, false); withoutDir(after, dir+"/vol") != withoutDir(before, dir+"/vol") {
 				t.Errorf("refused format left:\nbefore:\n%s\nafter:\n%s", before, after)
 			}
 		})

@@ -21,10 +21,6 @@ import (
 
 // Options configures a mount.
 type Options struct {
-	// InterruptGrace is how long an operation the kernel interrupted (a
-	// signal reached the caller) goes on before it fails with EINTR.
-	// Default 1s (see interruptGrace).
-	InterruptGrace time.Duration
 	// FsName is shown as the source in /proc/mounts (the meta URL).
 	FsName string
 	// AllowOther lets users other than the mounting one use the mount.

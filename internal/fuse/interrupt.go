@@ -26,7 +26,6 @@ const interruptGrace = time.Second
 // something waits on Done; finish stops it.
 type interruptCtx struct {
 	cancel <-chan struct{}
-	grace  time.Duration
 
 	once        sync.Once
 	done        chan struct{}
@@ -41,10 +40,7 @@ func (fs *rawFS) interruptible(cancel <-chan struct{}) (context.Context, func())
 	if cancel == nil {
 		return context.Background(), func() {}
 	}
-	c := &interruptCtx{cancel: cancel, grace: fs.opts.InterruptGrace, end: make(chan struct{})}
-	if c.grace <= 0 {
-		c.grace = interruptGrace
-	}
+	c := &interruptCtx{cancel: cancel, end: make(chan struct{})}
 	return c, func() { close(c.end) }
 }
 
@@ -72,7 +68,7 @@ func (c *interruptCtx) watch() {
 	case <-c.end:
 		return
 	}
-	t := time.NewTimer(c.grace)
+	t := time.NewTimer(interruptGrace)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -175,20 +175,23 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 		if err != nil {
 			return err
 		}
+		// Only appends can put one object into two chunk records (an
+		// append cut at a chunk boundary, the parts of a pack placed
+		// apart): the placements are kept for the owner count only then.
+		appends := slices.ContainsFunc(ws, func(w SliceWrite) bool { return w.Append })
 		var placed []placedSlice
 		for _, w := range ws {
-			if !w.Append {
-				placed = append(placed, placedSlice{w.Index, w.Slice})
-				if err := add(w.Index, w.Slice); err != nil {
-					return err
+			ps := []placedSlice{{w.Index, w.Slice}}
+			if w.Append {
+				if done[sliceRef{w.Slice.ID, w.Slice.Off}] {
+					continue
 				}
-				continue
+				ps = placeAt(a.Length, w.Slice)
 			}
-			if done[sliceRef{w.Slice.ID, w.Slice.Off}] {
-				continue
-			}
-			for _, p := range placeAt(a.Length, w.Slice) {
-				placed = append(placed, p)
+			for _, p := range ps {
+				if appends {
+					placed = append(placed, p)
+				}
 				if err := add(p.index, p.slice); err != nil {
 					return err
 				}

@@ -1,7 +1,6 @@
 package vfs
 
 import (
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/cairnfs/cairn/internal/object/local"
 	"github.com/cairnfs/cairn/internal/object/mem"
 	"github.com/cairnfs/cairn/internal/object/split"
+	"github.com/cairnfs/cairn/internal/testenv"
 )
 
 // TestStatFSOfDataStore: a volume without a capacity whose data store is
@@ -25,19 +25,7 @@ import (
 // the store; with a capacity it reports the capacity, and over a store
 // that cannot tell (S3, here memory) the virtual size.
 func TestStatFSOfDataStore(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=48m"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
+	dir := testenv.Tmpfs(t, "48m")
 	ls, err := local.Open(dir)
 	if err != nil {
 		t.Fatal(err)

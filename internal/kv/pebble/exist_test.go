@@ -2,42 +2,13 @@ package pebble_test
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/kv/pebble"
+	"github.com/cairnfs/cairn/internal/testenv"
 )
-
-// listing is every path under root with its mode and size, or "absent".
-func listing(t *testing.T, root string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		b.WriteString(p + " " + fi.Mode().String() + " " + fi.ModTime().String())
-		if !d.IsDir() {
-			b.WriteString(" " + strings.Repeat("#", int(min(fi.Size(), 64))))
-		}
-		b.WriteString("\n")
-		return nil
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return "absent"
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
 
 // TestMustExist: with MustExist, Open of a directory that holds no
 // database (or of no directory) fails with ErrNotExist and leaves the
@@ -62,7 +33,7 @@ func TestMustExist(t *testing.T) {
 		{"a file", file},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := listing(t, parent) + listing(t, c.path)
+			before := testenv.Tree(t, parent, true) + testenv.Tree(t, c.path, true)
 			for _, ro := range []bool{false, true} {
 				s, err := pebble.Open(c.path, pebble.Options{MustExist: true, ReadOnly: ro})
 				if err == nil {
@@ -76,7 +47,7 @@ func TestMustExist(t *testing.T) {
 					t.Fatalf("Exists(%s) = %v, %v", c.path, ok, err)
 				}
 			}
-			if after := listing(t, parent) + listing(t, c.path); after != before {
+			if after := testenv.Tree(t, parent, true) + testenv.Tree(t, c.path, true); after != before {
 				t.Fatalf("Open changed %s:\nbefore:\n%s\nafter:\n%s", c.path, before, after)
 			}
 		})

@@ -18,27 +18,8 @@ import (
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/kv/pebble"
+	"github.com/cairnfs/cairn/internal/testenv"
 )
-
-// smallTmpfs mounts a tmpfs of size (as mount's size= option) on a new
-// directory, unmounted when the test ends.
-func smallTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
-	return dir
-}
 
 func free(t *testing.T, dir string) uint64 {
 	t.Helper()
@@ -96,7 +77,7 @@ func set(s kv.Store, ctx context.Context, key string, v []byte) error {
 // commit error … no space left on device"), reads go on, deletes go on
 // down to the hard floor, and writes resume once space is freed.
 func TestFullDisk(t *testing.T) {
-	dir := filepath.Join(smallTmpfs(t, "64m"), "meta")
+	dir := filepath.Join(testenv.Tmpfs(t, "64m"), "meta")
 	opts := pebble.Options{MemTableSize: 1 << 20, FreeSpaceReserve: 8 << 20}
 	s := open(t, dir, opts)
 	t.Cleanup(func() { _ = s.Close() }) // before the unmount
@@ -171,7 +152,7 @@ func TestFullDisk(t *testing.T) {
 // with a message that says what to do (fsck and mount used to spin,
 // logging Pebble's failed flushes for minutes).
 func TestOpenFullDisk(t *testing.T) {
-	dir := filepath.Join(smallTmpfs(t, "64m"), "meta")
+	dir := filepath.Join(testenv.Tmpfs(t, "64m"), "meta")
 	opts := pebble.Options{MemTableSize: 1 << 20, FreeSpaceReserve: 8 << 20}
 	s := open(t, dir, opts)
 	t.Cleanup(func() { _ = s.Close() }) // before the unmount

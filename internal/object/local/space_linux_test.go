@@ -2,39 +2,18 @@ package local_test
 
 import (
 	"context"
-	"os"
-	"syscall"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/object"
 	"github.com/cairnfs/cairn/internal/object/local"
+	"github.com/cairnfs/cairn/internal/testenv"
 )
-
-// smallTmpfs mounts a tmpfs of size (as mount's size= option) on a new
-// directory, unmounted when the test ends.
-func smallTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
-	return dir
-}
 
 // TestSpace: a store in a 48 MiB file system reports its size, and the
 // space its objects take.
 func TestSpace(t *testing.T) {
 	ctx := context.Background()
-	s, err := local.Open(smallTmpfs(t, "48m"))
+	s, err := local.Open(testenv.Tmpfs(t, "48m"))
 	if err != nil {
 		t.Fatal(err)
 	}
