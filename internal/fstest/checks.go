@@ -53,9 +53,8 @@ func Run(t *testing.T, mountpoint string) {
 }
 
 // RunPosix runs go-fuse's posixtest suite against mountpoint, each case
-// in a fresh subdirectory, but for PosixSkips and the caller's skips
-// (case name → why, documented in docs/posix.md).
-func RunPosix(t *testing.T, mountpoint string, skips map[string]string) {
+// in a fresh subdirectory, but for PosixSkips.
+func RunPosix(t *testing.T, mountpoint string) {
 	names := make([]string, 0, len(posixtest.All))
 	for n := range posixtest.All {
 		names = append(names, n)
@@ -64,9 +63,6 @@ func RunPosix(t *testing.T, mountpoint string, skips map[string]string) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			if why, ok := PosixSkips[name]; ok {
-				t.Skip(why)
-			}
-			if why, ok := skips[name]; ok {
 				t.Skip(why)
 			}
 			posixtest.All[name](t, mkdir(t, filepath.Join(mountpoint, name)))

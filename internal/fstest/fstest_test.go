@@ -20,5 +20,5 @@ func TestChecksNoWriteback(t *testing.T) {
 // TestPosix runs go-fuse's posixtest suite on a real FUSE mount.
 func TestPosix(t *testing.T) {
 	m := MountVolume(t, NewVolume(t), MountOptions{AttrTimeout: time.Second, EntryTimeout: time.Second})
-	RunPosix(t, m.Dir, nil)
+	RunPosix(t, m.Dir)
 }

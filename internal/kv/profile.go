@@ -12,6 +12,11 @@ type Profile struct {
 	// SingleWriter: no other process writes the store while this one has
 	// it open (embedded engines hold a lock; memkv lives in one process).
 	SingleWriter bool
+	// SnapshotIsolation: updates run under snapshot isolation, which
+	// lets two transactions that each read what the other writes both
+	// commit (a write skew), unless their contexts are marked
+	// Serializable.
+	SnapshotIsolation bool
 
 	Observable    bool // Observable: commits can be observed
 	Toucher       bool // Toucher: changes in memory ordered against transactions
@@ -60,6 +65,9 @@ func (p Profile) String() string {
 	who := "shared"
 	if p.SingleWriter {
 		who = "single writer"
+	}
+	if p.SnapshotIsolation {
+		who += ", snapshot isolation"
 	}
 	var abilities []string
 	for _, a := range []struct {

@@ -176,7 +176,16 @@ func usageBytes(a *base.Attr) int64 {
 
 // held reports whether ino is open somewhere: in this client, or by any
 // session's persistent hold.
+//
+// Under snapshot isolation an open that reads ino as linked and writes
+// its hold, and this read of no hold before ino is destroyed, write no
+// key in common: both would commit, and the open would hold a destroyed
+// inode. Both therefore run in transactions marked kv.Serializable (open,
+// and every caller of held), where the store aborts one of the two.
 func (o *op) held(ino base.Ino) (bool, error) {
+	if o.m.profile.SnapshotIsolation && !o.serial {
+		return false, fmt.Errorf("meta: internal error: the holds of inode %d read in a transaction not marked kv.Serializable", ino)
+	}
 	n := o.m.openCount(ino)
 	if o.m.holdToucher != nil {
 		// The count is the hold; an open or close that changes it

@@ -385,8 +385,9 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 		return DirChange{}, err
 	}
 	var ch DirChange
-	// Marked as freeing space: allowed on a nearly full metadata disk.
-	err := m.mutateGrouped(kv.Freeing(ctx), func(o *op) error {
+	// Marked as freeing space: allowed on a nearly full metadata disk;
+	// serializable, for held.
+	err := m.mutateGrouped(kv.Serializable(kv.Freeing(ctx)), func(o *op) error {
 		if err := o.prefetchUnlink(parent, name); err != nil {
 			return err
 		}

@@ -356,7 +356,7 @@ func (o *op) destroyIfOrphan(ino base.Ino) error {
 // sessions whose record is gone (closed or expired while this was not
 // finished, or a crashed embedded client).
 func (m *Meta) releaseDeadSessions(ctx context.Context) error {
-	return m.mutateRaw(ctx, func(o *op) error {
+	return m.mutateRaw(kv.Serializable(ctx), func(o *op) error { // held
 		live := make(map[uint64]bool)
 		if err := o.Scan(prefixOnly(pSession), kv.PrefixEnd(prefixOnly(pSession)), false, func(k, _ []byte) bool {
 			if sid, err := decodeSessionKey(k); err == nil {
@@ -677,9 +677,9 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 	case !inTxn:
 		a, err = m.GetAttr(ctx, ino)
 	case m.lc == nil:
-		a, first, ok, err = m.openBlind(ctx, ino, sid)
+		a, first, ok, err = m.openBlind(kv.Serializable(ctx), ino, sid)
 	default:
-		a, first, ok, err = m.openTxn(ctx, ino, sid)
+		a, first, ok, err = m.openTxn(kv.Serializable(ctx), ino, sid)
 	}
 	if err != nil || a.Type != base.TypeFile {
 		m.mu.Lock()
@@ -821,7 +821,7 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 	if m.holdToucher != nil {
 		return m.releaseMemoryHold(ctx, ino)
 	}
-	return m.mutate(ctx, func(o *op) error {
+	return m.mutate(kv.Serializable(ctx), func(o *op) error { // held
 		if sid != 0 {
 			o.Delete(holdKey(ino, sid))
 		}
@@ -863,14 +863,14 @@ func (m *Meta) releaseMemoryHold(ctx context.Context, ino base.Ino) error {
 	if err != nil {
 		return err
 	}
-	return m.mutate(ctx, func(o *op) error { return o.destroyIfOrphan(ino) })
+	return m.mutate(kv.Serializable(ctx), func(o *op) error { return o.destroyIfOrphan(ino) })
 }
 
 // destroyUnheldOrphans destroys the unlinked inodes that no hold record
 // keeps: with holds in memory, those a previous process had open when it
 // ended. Only for a store no other client uses.
 func (m *Meta) destroyUnheldOrphans(ctx context.Context) error {
-	return m.mutateRaw(ctx, func(o *op) error {
+	return m.mutateRaw(kv.Serializable(ctx), func(o *op) error {
 		var inos []base.Ino
 		err := o.Scan(prefixOnly(pOrphan), kv.PrefixEnd(prefixOnly(pOrphan)), false, func(k, _ []byte) bool {
 			if ino, err := decodeOrphanKey(k); err == nil {
@@ -945,7 +945,7 @@ func (m *Meta) FlushReleases(ctx context.Context) error {
 	if len(inos) == 0 {
 		return nil
 	}
-	err := m.mutateRaw(ctx, func(o *op) error {
+	err := m.mutateRaw(kv.Serializable(ctx), func(o *op) error { // held
 		attrs := make([][]byte, len(inos))
 		for i, ino := range inos {
 			attrs[i] = attrKey(ino)

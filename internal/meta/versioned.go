@@ -178,7 +178,11 @@ type wtx struct {
 	frozen []uint64 // snapshot epochs, ascending
 
 	deletesQueued bool // a pending slice delete was added
-	fenced        bool // the epoch fence shard is written
+	// serial: the transaction runs with its context marked
+	// kv.Serializable, which held requires of a store with snapshot
+	// isolation.
+	serial bool
+	fenced bool // the epoch fence shard is written
 
 	// tops caches, per logical key read or written in this transaction,
 	// the epoch of its newest physical version (exists false: none), so

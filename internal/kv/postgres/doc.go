@@ -21,6 +21,13 @@
 // does. View runs fn in a REPEATABLE READ READ ONLY transaction, one
 // snapshot of the database.
 //
+// A transaction whose context is marked kv.Serializable begins at
+// SERIALIZABLE instead, so that the server aborts one of two marked
+// transactions that each read what the other wrote (Profile declares
+// SnapshotIsolation). Only those that need it are marked: serializable
+// transactions take predicate locks on the index pages they read, and
+// nearby keys then conflict.
+//
 // Every metadata operation is one Update, so round trips are what a
 // transaction costs, and the store spends as few as it can:
 //

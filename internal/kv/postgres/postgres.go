@@ -149,7 +149,10 @@ const (
 	// create, measured); meta materializes the conflicts it needs instead
 	// (kv.Txn).
 	beginUpdate = "BEGIN ISOLATION LEVEL REPEATABLE READ"
-	beginView   = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+	// An update whose context is marked kv.Serializable: only the few
+	// transactions whose write skew no written key would catch.
+	beginSerializable = "BEGIN ISOLATION LEVEL SERIALIZABLE"
+	beginView         = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 	// UpdateExclusive: each statement reads the latest committed state,
 	// and the first one waits for the locks it takes instead of failing.
 	beginExclusive = "BEGIN ISOLATION LEVEL READ COMMITTED"
@@ -381,6 +384,15 @@ type op struct {
 	// OutageTimeout, ctx ended, the store closed); the server did not
 	// answer it, whatever error fn made of that.
 	gaveUp bool
+}
+
+// beginUpdate is the statement that begins an update transaction of o:
+// serializable if o's context is marked so (kv.Serializable).
+func (o *op) beginUpdate() string {
+	if kv.IsSerializable(o.ctx) {
+		return beginSerializable
+	}
+	return beginUpdate
 }
 
 // Back-off between tries to reach the server during an outage.
@@ -640,7 +652,7 @@ func (s *Store) blind(o *op, sql string, args []any, follow bool, ranges []kv.Ra
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), s.opts.OutageTimeout)
 	defer cancel()
 	var b pgx.Batch
-	b.Queue(beginUpdate)
+	b.Queue(o.beginUpdate())
 	b.Queue(sql, args...)
 	n := w.queue(s, &b)
 	b.Queue(commitSQL)
@@ -744,7 +756,7 @@ func (s *Store) guarded(o *op, guard []any, w *writeSet) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), s.opts.OutageTimeout)
 	defer cancel()
 	var b pgx.Batch
-	b.Queue(beginUpdate)
+	b.Queue(o.beginUpdate())
 	if guard != nil {
 		b.Queue(s.sql.guard, guard...)
 	}
@@ -890,6 +902,6 @@ var _ kv.Profiler = (*Store)(nil)
 
 // Profile implements kv.Profiler: a server that other clients write.
 func (s *Store) Profile() kv.Profile {
-	return kv.Profile{Engine: "postgres", Starter: true, GuardedWriter: true, BlindWriter: true,
+	return kv.Profile{Engine: "postgres", SnapshotIsolation: true, Starter: true, GuardedWriter: true, BlindWriter: true,
 		LooseViewer: true, Notifier: true, Exclusive: true}
 }

@@ -121,7 +121,7 @@ func (tx *txn) begin(sql string, args []any, read func(pgx.Rows) error) error {
 	case tx.exclusive:
 		b.Queue(beginExclusive)
 	case tx.rw:
-		b.Queue(beginUpdate)
+		b.Queue(tx.o.beginUpdate())
 	default:
 		b.Queue(beginView)
 	}
@@ -196,7 +196,7 @@ func (tx *txn) commit() error {
 	var b pgx.Batch
 	if len(tx.writes) > 0 {
 		if !tx.began {
-			b.Queue(beginUpdate)
+			b.Queue(tx.o.beginUpdate())
 		}
 		var w writeSet
 		for k, p := range tx.writes {
