@@ -205,7 +205,7 @@ type Started interface {
 // A conflict runs the transaction again, as Update would; so does a
 // connection lost once it was sent, since its outcome cannot be learned:
 // writes may therefore be made twice, and each must be one that can (set
-// a key to a given value, delete a key).
+// a key to a given value, delete a key, touch a prefix: Write.Touch).
 type BlindWriter interface {
 	FirstsAndWrite(ctx context.Context, ranges []Range, writes []Write) ([]Pair, error)
 }
@@ -229,9 +229,21 @@ func FirstsAndWrite(ctx context.Context, s Store, ranges []Range, writes []Write
 			return err
 		}
 		for _, w := range writes {
-			if w.Delete {
+			switch {
+			case w.Touch:
+				var pairs []Pair
+				if err := tx.Scan(w.Key, PrefixEnd(w.Key), false, func(k, v []byte) bool {
+					pairs = append(pairs, Pair{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...)})
+					return true
+				}); err != nil {
+					return err
+				}
+				for _, p := range pairs {
+					tx.Set(p.Key, p.Value)
+				}
+			case w.Delete:
 				tx.Delete(w.Key)
-			} else {
+			default:
 				tx.Set(w.Key, w.Value)
 			}
 		}
@@ -478,6 +490,13 @@ func first(r Reader, start, end []byte) (Pair, error) {
 type Write struct {
 	Key, Value []byte
 	Delete     bool
+	// Touch (FirstsAndWrite only): Key is a prefix, Value unused; every
+	// pair whose key starts with Key is written back with its own value
+	// (as of the transaction's snapshot), so that the transaction
+	// conflicts with any concurrent one that writes or deletes one of
+	// those pairs, as if it had written them (a materialized conflict,
+	// see Txn).
+	Touch bool
 }
 
 // CommitObserver sees every transaction a Store commits, for caches of

@@ -14,8 +14,8 @@ type Profile struct {
 	SingleWriter bool
 	// SnapshotIsolation: updates run under snapshot isolation, which
 	// lets two transactions that each read what the other writes both
-	// commit (a write skew), unless their contexts are marked
-	// Serializable.
+	// commit (a write skew) unless they write a key in common; the
+	// caller materializes such conflicts (Txn, Write.Touch).
 	SnapshotIsolation bool
 
 	Observable    bool // Observable: commits can be observed

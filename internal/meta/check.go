@@ -52,7 +52,7 @@ func (m *Meta) Check(ctx context.Context, repair bool) ([]Problem, error) {
 		return nil, err
 	}
 	if repair && len(ck.fixes) > 0 {
-		err := m.mutate(kv.Serializable(ctx), func(o *op) error { // held
+		err := m.mutate(ctx, func(o *op) error {
 			for _, fix := range ck.fixes {
 				if err := fix(o); err != nil {
 					return err

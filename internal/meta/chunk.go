@@ -165,7 +165,7 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 			if end > a.Length {
 				before := usageBytes(a)
 				a.Length = end
-				if err := o.growUsage(usageBytes(a) - before); err != nil {
+				if err := o.chargeBytes(ino, usageBytes(a)-before); err != nil {
 					return err
 				}
 			}
@@ -352,20 +352,6 @@ func (o *op) checkNotPending(keys [][]byte) error {
 		}
 	}
 	return nil
-}
-
-// growUsage adds delta to the used bytes, refusing to pass the capacity.
-func (o *op) growUsage(delta int64) error {
-	if capa := o.m.settings.Capacity; capa > 0 && delta > 0 {
-		used, err := usage(o, counterUsedBytes)
-		if err != nil {
-			return err
-		}
-		if used+uint64(delta) > capa {
-			return fmt.Errorf("volume capacity %d bytes reached: %w", capa, base.ErrNoSpace)
-		}
-	}
-	return o.addUsage(counterUsedBytes, delta)
 }
 
 // CompactChunk replaces slices of the prefix old of chunk index's slice
@@ -558,7 +544,7 @@ func (o *op) truncate(ino base.Ino, a *base.Attr, size uint64) error {
 		}
 	}
 	a.Length = size
-	return o.growUsage(usageBytes(a) - before)
+	return o.chargeBytes(ino, usageBytes(a)-before)
 }
 
 // Chunks lists every chunk of file ino with its slices (for cairn info).

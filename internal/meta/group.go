@@ -88,8 +88,6 @@ func (g *slots[R]) finish(batch []R) {
 type groupReq struct {
 	member
 	fn func(o *op) error
-	// serial: the member's context is marked kv.Serializable.
-	serial bool
 }
 
 type committer struct {
@@ -145,7 +143,7 @@ func (m *Meta) mutateGroupedOnce(ctx context.Context, fn func(o *op) error) erro
 	if m.isClosed() {
 		return kv.ErrClosed
 	}
-	r := &groupReq{member: newMember(), fn: fn, serial: kv.IsSerializable(ctx)}
+	r := &groupReq{member: newMember(), fn: fn}
 	if !g.join(r) {
 		return r.err
 	}
@@ -160,14 +158,7 @@ func (m *Meta) mutateGroupedOnce(ctx context.Context, fn func(o *op) error) erro
 
 	// The group runs to its end for every member even if this caller
 	// gives up: the others wait for it.
-	// One member that must be serializable makes the whole group so.
-	gctx := context.WithoutCancel(ctx)
-	for _, r := range batch {
-		if r.serial {
-			gctx = kv.Serializable(gctx)
-		}
-	}
-	m.runGroup(gctx, batch)
+	m.runGroup(context.WithoutCancel(ctx), batch)
 	g.finish(batch)
 	return r.err
 }
@@ -202,7 +193,6 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 			// No latest-version cache: it cannot see the writes of the
 			// mutations before this one, which are not committed.
 			t := m.newWtx(sub, shard, nil, touched)
-			t.serial = kv.IsSerializable(ctx)
 			o := m.newOp(t)
 			err := r.fn(o)
 			if err == nil {

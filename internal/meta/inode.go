@@ -166,26 +166,12 @@ func hasEntries(r kv.Reader, ino base.Ino) (bool, error) {
 	return found, err
 }
 
-// usageBytes is what a regular file of length n counts in Usage.Bytes.
-func usageBytes(a *base.Attr) int64 {
-	if a.Type != base.TypeFile {
-		return 0
-	}
-	return int64((a.Length + 4095) &^ 4095)
-}
-
 // held reports whether ino is open somewhere: in this client, or by any
 // session's persistent hold.
 //
-// Under snapshot isolation an open that reads ino as linked and writes
-// its hold, and this read of no hold before ino is destroyed, write no
-// key in common: both would commit, and the open would hold a destroyed
-// inode. Both therefore run in transactions marked kv.Serializable (open,
-// and every caller of held), where the store aborts one of the two.
+// An open by another client that commits its hold after this read is not
+// seen; destroy makes the two conflict (touchAttrVersions).
 func (o *op) held(ino base.Ino) (bool, error) {
-	if o.m.profile.SnapshotIsolation && !o.serial {
-		return false, fmt.Errorf("meta: internal error: the holds of inode %d read in a transaction not marked kv.Serializable", ino)
-	}
 	n := o.m.openCount(ino)
 	if o.m.holdToucher != nil {
 		// The count is the hold; an open or close that changes it
@@ -239,6 +225,27 @@ func (o *op) held(ino base.Ino) (bool, error) {
 	return true, nil
 }
 
+// addInode is the one place an inode comes to be (create, restore): ino,
+// with attributes a, gets the entry name in directory parent (whose
+// attributes are p) and is counted (chargeInode).
+func (o *op) addInode(ino base.Ino, a *base.Attr, parent base.Ino, p *base.Attr, name string) error {
+	if a.Type == base.TypeDir {
+		if p.Nlink >= MaxLinks {
+			return fmt.Errorf("directory %d: %w", parent, base.ErrTooManyLinks)
+		}
+		p.Nlink++
+	}
+	if err := o.chargeInode(ino, parent); err != nil {
+		return err
+	}
+	if err := o.vset(dentryKey(parent, name), encodeDentry(ino, a.Type)); err != nil {
+		return err
+	}
+	o.touchDir(parent, p)
+	o.put(ino, a)
+	return nil
+}
+
 // dropLink removes one link of a non-directory inode; at zero links the
 // inode becomes an orphan if it is open, else it is destroyed.
 func (o *op) dropLink(ino base.Ino, a *base.Attr) error {
@@ -268,6 +275,10 @@ func (o *op) destroy(ino base.Ino, a *base.Attr) error {
 		if err := o.checkLease(ino); err != nil {
 			return err
 		}
+	} else if o.m.profile.SnapshotIsolation {
+		if err := o.touchAttrVersions(ino); err != nil {
+			return err
+		}
 	}
 	if err := o.vdel(attrKey(ino)); err != nil {
 		return err
@@ -288,10 +299,49 @@ func (o *op) destroy(ino base.Ino, a *base.Attr) error {
 			return err
 		}
 	}
-	if err := o.addUsage(counterUsedBytes, -usageBytes(a)); err != nil {
+	return o.uncharge(ino, a)
+}
+
+// touchAttrVersions makes this transaction, which destroys ino, conflict
+// with an open of ino by another client that it did not see (held).
+//
+// On a store with snapshot isolation (kv.Profile), the open reads the
+// attributes and writes its hold in one transaction, the destroy reads
+// the holds and deletes the attributes in another: with no key written by
+// both, both would commit and the open would hold a destroyed inode. So
+// the open writes back every version of the attributes unchanged
+// (openBlind, openTxn), and the destroy writes every version that the
+// open may have seen: those it deletes or replaces anyway (the newest, and
+// older ones no snapshot keeps), and, here, the ones snapshots keep, which
+// it would otherwise leave alone. Concurrent opens of one file conflict
+// with each other too, and run again, one round trip each.
+func (o *op) touchAttrVersions(ino base.Ino) error {
+	if err := o.loadEpochs(); err != nil {
 		return err
 	}
-	return o.addUsage(counterUsedInodes, -1)
+	logical := attrKey(ino)
+	top, ok, err := o.newestTop(logical)
+	if err != nil || !ok {
+		return err
+	}
+	if top.epoch >= o.epoch {
+		// The newest version is the live epoch's, which the destroy
+		// deletes; is there an older one (read ahead by prefetchUnlink)?
+		if o.epoch == 0 {
+			return nil
+		}
+		if _, older, err := o.newestBelow(logical, o.epoch-1); err != nil || !older {
+			return err
+		}
+	}
+	vs, err := versions(o, logical)
+	if err != nil {
+		return err
+	}
+	for _, v := range vs {
+		o.Set(versionKey(logical, v.epoch), v.value)
+	}
+	return nil
 }
 
 // vdelAll deletes every live record under prefix.

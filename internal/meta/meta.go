@@ -311,7 +311,6 @@ func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(
 			shard = lease.next()
 		}
 		t := m.newWtx(tx, shard, m.lc, touched)
-		t.serial = kv.IsSerializable(ctx)
 		last = t
 		err := fn(t)
 		queued = t.deletesQueued

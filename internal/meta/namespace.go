@@ -229,15 +229,6 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		if err != nil {
 			return err
 		}
-		if lim := m.settings.Inodes; lim > 0 {
-			used, err := usage(o, counterUsedInodes)
-			if err != nil {
-				return err
-			}
-			if used >= lim {
-				return fmt.Errorf("volume inode limit %d reached: %w", lim, base.ErrNoSpace)
-			}
-		}
 		perm := mode & 0o7777 &^ (umask & 0o777)
 		if typ == base.TypeSymlink {
 			perm = 0o777
@@ -248,11 +239,7 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		a.Uid, a.Gid, a.Mode = newOwnership(c, p, typ, perm)
 		switch typ {
 		case base.TypeDir:
-			if p.Nlink >= MaxLinks {
-				return fmt.Errorf("directory %d: %w", parent, base.ErrTooManyLinks)
-			}
 			a.Nlink, a.Parent = 2, parent
-			p.Nlink++
 		case base.TypeSymlink:
 			a.Length = uint64(len(target))
 			if err := o.vset(symlinkKey(ino), []byte(target)); err != nil {
@@ -261,12 +248,7 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		case base.TypeBlock, base.TypeChar:
 			a.Rdev = rdev
 		}
-		if err := o.vset(dentryKey(parent, name), encodeDentry(ino, typ)); err != nil {
-			return err
-		}
-		o.touchDir(parent, p)
-		o.put(ino, &a)
-		return o.addUsage(counterUsedInodes, 1)
+		return o.addInode(ino, &a, parent, p, name)
 	})
 	if err != nil {
 		return 0, base.Attr{}, err
@@ -385,9 +367,8 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 		return DirChange{}, err
 	}
 	var ch DirChange
-	// Marked as freeing space: allowed on a nearly full metadata disk;
-	// serializable, for held.
-	err := m.mutateGrouped(kv.Serializable(kv.Freeing(ctx)), func(o *op) error {
+	// Marked as freeing space: allowed on a nearly full metadata disk.
+	err := m.mutateGrouped(kv.Freeing(ctx), func(o *op) error {
 		if err := o.prefetchUnlink(parent, name); err != nil {
 			return err
 		}

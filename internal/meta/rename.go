@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/cairnfs/cairn/internal/base"
-	"github.com/cairnfs/cairn/internal/kv"
 )
 
 // Rename moves entry sn of directory sp to dn in dp, atomically, as
@@ -29,8 +28,7 @@ func (m *Meta) Rename(ctx context.Context, c *Caller, sp base.Ino, sn string, dp
 			return err
 		}
 	}
-	// Serializable: a replaced file loses a link (held).
-	return m.mutate(kv.Serializable(ctx), func(o *op) error { return o.rename(c, sp, sn, dp, dn, flags) })
+	return m.mutate(ctx, func(o *op) error { return o.rename(c, sp, sn, dp, dn, flags) })
 }
 
 func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, flags uint32) error {

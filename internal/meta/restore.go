@@ -120,24 +120,11 @@ func (r *restorer) copy(ctx context.Context, ino, parent base.Ino, name string) 
 		if err != nil {
 			return err
 		}
-		if lim := r.m.settings.Inodes; lim > 0 {
-			used, err := usage(o, counterUsedInodes)
-			if err != nil {
-				return err
-			}
-			if used >= lim {
-				return fmt.Errorf("volume inode limit %d reached: %w", lim, base.ErrNoSpace)
-			}
-		}
 		na := a
 		na.Nlink, na.Parent, na.Ctime = 1, parent, o.now
 		switch a.Type {
 		case base.TypeDir:
 			na.Nlink = 2
-			if p.Nlink >= MaxLinks {
-				return fmt.Errorf("directory %d: %w", parent, base.ErrTooManyLinks)
-			}
-			p.Nlink++
 		case base.TypeSymlink:
 			t, err := readlinkAt(o, ino, e)
 			if err != nil {
@@ -150,7 +137,7 @@ func (r *restorer) copy(ctx context.Context, ino, parent base.Ino, name string) 
 			if err := o.copyChunks(ino, nino, e); err != nil {
 				return err
 			}
-			if err := o.growUsage(usageBytes(&na)); err != nil {
+			if err := o.chargeBytes(nino, usageBytes(&na)); err != nil {
 				return err
 			}
 		}
@@ -175,12 +162,7 @@ func (r *restorer) copy(ctx context.Context, ino, parent base.Ino, name string) 
 				return err
 			}
 		}
-		if err := o.vset(dentryKey(parent, name), encodeDentry(nino, a.Type)); err != nil {
-			return err
-		}
-		o.put(nino, &na)
-		o.touchDir(parent, p)
-		return o.addUsage(counterUsedInodes, 1)
+		return o.addInode(nino, &na, parent, p, name)
 	})
 	if err != nil {
 		return fmt.Errorf("restore %q: %w", name, err)

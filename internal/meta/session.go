@@ -356,7 +356,7 @@ func (o *op) destroyIfOrphan(ino base.Ino) error {
 // sessions whose record is gone (closed or expired while this was not
 // finished, or a crashed embedded client).
 func (m *Meta) releaseDeadSessions(ctx context.Context) error {
-	return m.mutateRaw(kv.Serializable(ctx), func(o *op) error { // held
+	return m.mutateRaw(ctx, func(o *op) error {
 		live := make(map[uint64]bool)
 		if err := o.Scan(prefixOnly(pSession), kv.PrefixEnd(prefixOnly(pSession)), false, func(k, _ []byte) bool {
 			if sid, err := decodeSessionKey(k); err == nil {
@@ -677,9 +677,9 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 	case !inTxn:
 		a, err = m.GetAttr(ctx, ino)
 	case m.lc == nil:
-		a, first, ok, err = m.openBlind(kv.Serializable(ctx), ino, sid)
+		a, first, ok, err = m.openBlind(ctx, ino, sid)
 	default:
-		a, first, ok, err = m.openTxn(kv.Serializable(ctx), ino, sid)
+		a, first, ok, err = m.openTxn(ctx, ino, sid)
 	}
 	if err != nil || a.Type != base.TypeFile {
 		m.mu.Lock()
@@ -723,6 +723,16 @@ func (m *Meta) openTxn(ctx context.Context, ino base.Ino, sid uint64) (a base.At
 			return err
 		}
 		if a.Type == base.TypeFile {
+			if m.profile.SnapshotIsolation {
+				// Conflict with a concurrent destroy (touchAttrVersions).
+				vs, err := versions(t, attrKey(ino))
+				if err != nil {
+					return err
+				}
+				for _, v := range vs {
+					t.Set(versionKey(attrKey(ino), v.epoch), v.value)
+				}
+			}
 			if withChunk && a.Length > 0 {
 				if first, err = readChunkAt(t, ino, 0, latestEpoch); err != nil {
 					return err
@@ -751,8 +761,10 @@ func (m *Meta) openTxn(ctx context.Context, ino base.Ino, sid uint64) (a base.At
 // taken back where the open finds no regular file or fails.
 func (m *Meta) openBlind(ctx context.Context, ino base.Ino, sid uint64) (a base.Attr, first []base.Slice, ok bool, err error) {
 	ak, ck, hold := attrKey(ino), chunkKey(ino, 0), holdKey(ino, sid)
+	// The touch of the attributes makes this conflict with a concurrent
+	// destroy of ino (touchAttrVersions).
 	ps, err := kv.FirstsAndWrite(ctx, m.store, []kv.Range{newestRange(ak), newestRange(ck)},
-		[]kv.Write{{Key: hold, Value: []byte{}}})
+		[]kv.Write{{Key: hold, Value: []byte{}}, {Key: ak, Touch: true}})
 	if err != nil {
 		return base.Attr{}, nil, false, err
 	}
@@ -821,7 +833,7 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 	if m.holdToucher != nil {
 		return m.releaseMemoryHold(ctx, ino)
 	}
-	return m.mutate(kv.Serializable(ctx), func(o *op) error { // held
+	return m.mutate(ctx, func(o *op) error {
 		if sid != 0 {
 			o.Delete(holdKey(ino, sid))
 		}
@@ -863,14 +875,14 @@ func (m *Meta) releaseMemoryHold(ctx context.Context, ino base.Ino) error {
 	if err != nil {
 		return err
 	}
-	return m.mutate(kv.Serializable(ctx), func(o *op) error { return o.destroyIfOrphan(ino) })
+	return m.mutate(ctx, func(o *op) error { return o.destroyIfOrphan(ino) })
 }
 
 // destroyUnheldOrphans destroys the unlinked inodes that no hold record
 // keeps: with holds in memory, those a previous process had open when it
 // ended. Only for a store no other client uses.
 func (m *Meta) destroyUnheldOrphans(ctx context.Context) error {
-	return m.mutateRaw(kv.Serializable(ctx), func(o *op) error {
+	return m.mutateRaw(ctx, func(o *op) error {
 		var inos []base.Ino
 		err := o.Scan(prefixOnly(pOrphan), kv.PrefixEnd(prefixOnly(pOrphan)), false, func(k, _ []byte) bool {
 			if ino, err := decodeOrphanKey(k); err == nil {
@@ -945,7 +957,7 @@ func (m *Meta) FlushReleases(ctx context.Context) error {
 	if len(inos) == 0 {
 		return nil
 	}
-	err := m.mutateRaw(kv.Serializable(ctx), func(o *op) error { // held
+	err := m.mutateRaw(ctx, func(o *op) error {
 		attrs := make([][]byte, len(inos))
 		for i, ino := range inos {
 			attrs[i] = attrKey(ino)

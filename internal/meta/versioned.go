@@ -178,11 +178,7 @@ type wtx struct {
 	frozen []uint64 // snapshot epochs, ascending
 
 	deletesQueued bool // a pending slice delete was added
-	// serial: the transaction runs with its context marked
-	// kv.Serializable, which held requires of a store with snapshot
-	// isolation.
-	serial bool
-	fenced bool // the epoch fence shard is written
+	fenced        bool // the epoch fence shard is written
 
 	// tops caches, per logical key read or written in this transaction,
 	// the epoch of its newest physical version (exists false: none), so
@@ -1073,104 +1069,5 @@ func (t *wtx) vdel(logical []byte) error {
 		t.Delete(versionKey(logical, t.epoch))
 	}
 	delete(t.tops, string(logical))
-	return nil
-}
-
-// counter reads a counter.
-func counter(r kv.Reader, kind byte) (uint64, error) {
-	v, err := r.Get(counterKey(kind))
-	if err != nil {
-		return 0, err
-	}
-	n, err := decodeU64(v)
-	if err != nil {
-		return 0, fmt.Errorf("counter %c: %w", kind, err)
-	}
-	return n, nil
-}
-
-// bump increments a plain counter: a key that transactions which must not
-// run concurrently all write (kv.Txn: materialized conflicts).
-func (t *wtx) bump(kind byte) error {
-	n, err := counter(t, kind)
-	if err != nil {
-		return err
-	}
-	t.Set(counterKey(kind), u64(nil, n+1))
-	return nil
-}
-
-// usageShards is how many delta shards a usage counter has. Every mutation
-// updates one shard chosen at random, so concurrent transactions (of one
-// client or many) seldom touch the same key and do not conflict on it.
-const usageShards = 64
-
-// usage returns a usage counter: its base value plus all its delta shards,
-// clamped at zero.
-func usage(r kv.Reader, kind byte) (uint64, error) {
-	base, err := counter(r, kind)
-	if err != nil {
-		return 0, err
-	}
-	total := int64(base)
-	start := counterShardKey(kind, 0)
-	var derr error
-	err = r.Scan(start, kv.PrefixEnd(counterKey(kind)), false, func(_, v []byte) bool {
-		d, err := decodeU64(v)
-		if err != nil {
-			derr = fmt.Errorf("counter %c shard: %w", kind, err)
-			return false
-		}
-		total += int64(d)
-		return true
-	})
-	if err == nil {
-		err = derr
-	}
-	if err != nil {
-		return 0, err
-	}
-	return uint64(max(total, 0)), nil
-}
-
-// addUsage adds delta to a usage counter through one random delta shard.
-func (t *wtx) addUsage(kind byte, delta int64) error {
-	if delta == 0 {
-		return nil
-	}
-	key := counterShardKey(kind, t.shard)
-	v, err := t.Get(key)
-	if err != nil {
-		return err
-	}
-	var d uint64
-	if v != nil {
-		if d, err = decodeU64(v); err != nil {
-			return fmt.Errorf("counter %c shard: %w", kind, err)
-		}
-	}
-	if n := int64(d) + delta; n == 0 {
-		t.Delete(key)
-	} else {
-		t.Set(key, u64(nil, uint64(n)))
-	}
-	return nil
-}
-
-// setUsage sets a usage counter to n: the base takes the value and every
-// delta shard goes (fsck repair).
-func (t *wtx) setUsage(kind byte, n uint64) error {
-	var keys [][]byte
-	err := t.Scan(counterShardKey(kind, 0), kv.PrefixEnd(counterKey(kind)), false, func(k, _ []byte) bool {
-		keys = append(keys, append([]byte(nil), k...))
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		t.Delete(k)
-	}
-	t.Set(counterKey(kind), u64(nil, n))
 	return nil
 }

@@ -926,6 +926,62 @@ func testFirstsAndWrite(t *testing.T, s kv.Store) {
 			wantGet(t, s, fmt.Sprintf("w%d-%d", w, i), "1", true)
 		}
 	}
+
+	testTouch(t, s)
+}
+
+// testTouch checks kv.Write.Touch: it leaves the values as they are, and
+// it orders a blind write against a concurrent update that deletes a
+// touched pair. Each round, a FirstsAndWrite reads p (present) and
+// writes a mark m, touching p; an Update reads the marks and, finding
+// none, deletes p. Both may commit only if the update saw the mark or the
+// blind write saw p gone: never "p read, mark written, p deleted anyway".
+func testTouch(t *testing.T, s kv.Store) {
+	ctx := context.Background()
+	set(t, s, "touch/p1", "v1", "touch/p2", "v2")
+	if _, err := kv.FirstsAndWrite(ctx, s, []kv.Range{{Start: []byte("touch/"), End: []byte("touch0")}},
+		[]kv.Write{{Key: []byte("touch/"), Touch: true}}); err != nil {
+		t.Fatal(err)
+	}
+	wantGet(t, s, "touch/p1", "v1", true)
+	wantGet(t, s, "touch/p2", "v2", true)
+
+	for round := range 60 {
+		p := []byte(fmt.Sprintf("race%d/p", round))
+		mark := []byte(fmt.Sprintf("race%d/m", round))
+		set(t, s, string(p), "x")
+		var sawP, deleted bool
+		var wg sync.WaitGroup
+		var errA, errB error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			ps, err := kv.FirstsAndWrite(ctx, s, []kv.Range{{Start: p, End: kv.PrefixEnd(p)}},
+				[]kv.Write{{Key: mark, Value: []byte("1")}, {Key: p, Touch: true}})
+			errA = err
+			sawP = err == nil && ps[0].Key != nil
+		}()
+		go func() {
+			defer wg.Done()
+			errB = s.Update(ctx, func(tx kv.Txn) error {
+				deleted = false
+				v, err := tx.Get(mark)
+				if err != nil || v != nil {
+					return err
+				}
+				tx.Delete(p)
+				deleted = true
+				return nil
+			})
+		}()
+		wg.Wait()
+		if errA != nil || errB != nil {
+			t.Fatalf("round %d: %v, %v", round, errA, errB)
+		}
+		if sawP && deleted {
+			t.Fatalf("round %d: the blind write read p and wrote its mark, and the update deleted p without seeing the mark", round)
+		}
+	}
 }
 
 // testWriteIf checks kv.WriteIf, through the store's GuardedWriter

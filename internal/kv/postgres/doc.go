@@ -21,13 +21,6 @@
 // does. View runs fn in a REPEATABLE READ READ ONLY transaction, one
 // snapshot of the database.
 //
-// A transaction whose context is marked kv.Serializable begins at
-// SERIALIZABLE instead, so that the server aborts one of two marked
-// transactions that each read what the other wrote (Profile declares
-// SnapshotIsolation). Only those that need it are marked: serializable
-// transactions take predicate locks on the index pages they read, and
-// nearby keys then conflict.
-//
 // Every metadata operation is one Update, so round trips are what a
 // transaction costs, and the store spends as few as it can:
 //
@@ -51,7 +44,10 @@
 //
 // FirstsAndWrite (kv.BlindWriter) is a transaction whose writes do not
 // depend on its reads: BEGIN, one statement of reads, the writes and
-// COMMIT go in one round trip. WriteIf (kv.GuardedWriter) is one whose
+// COMMIT go in one round trip. A kv.Write.Touch is an UPDATE that sets
+// every row under the prefix to its own value: a new row version, so a
+// concurrent transaction that updates or deletes one of those rows
+// conflicts with it (40001) whichever commits first. WriteIf (kv.GuardedWriter) is one whose
 // writes depend on reads the caller predicted: BEGIN, a statement that
 // fails (division by zero) unless each predicted first pair is there,
 // the writes and COMMIT, also in one round trip.

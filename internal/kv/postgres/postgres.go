@@ -99,6 +99,7 @@ type statements struct {
 	rscan, rscanOpen string // the same, in reverse
 	upsert, del      string
 	update           string // rows the transaction read: conflicts with a concurrent DELETE
+	touch            string // kv.Write.Touch: every row under each prefix written back as it is
 	lock             string // UpdateExclusive: create and write-lock keys, in key order
 	firsts           string // the first row of each of several ranges
 	firstsFollow     string // the same, each with an optional dependent read
@@ -120,6 +121,8 @@ func newStatements(table string) statements {
 			"ON CONFLICT (k) DO UPDATE SET v = c.v",
 		update: "UPDATE " + t + " SET v = x.v FROM unnest($1::bytea[], $2::bytea[]) AS x(k, v) " +
 			"WHERE " + t + ".k = x.k",
+		touch: "UPDATE " + t + " SET v = " + t + ".v FROM unnest($1::bytea[], $2::bytea[]) AS r(s, e) " +
+			"WHERE " + t + ".k >= r.s AND " + t + ".k < r.e",
 		firsts: "SELECT r.i, f.k, f.v FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS r(s, e, i) " +
 			"CROSS JOIN LATERAL (SELECT k, v FROM " + t + " WHERE k >= r.s AND k < r.e ORDER BY k LIMIT 1) f",
 		// g reads [pfx || x || ss, pfx || x || es) with x the bytes
@@ -149,10 +152,7 @@ const (
 	// create, measured); meta materializes the conflicts it needs instead
 	// (kv.Txn).
 	beginUpdate = "BEGIN ISOLATION LEVEL REPEATABLE READ"
-	// An update whose context is marked kv.Serializable: only the few
-	// transactions whose write skew no written key would catch.
-	beginSerializable = "BEGIN ISOLATION LEVEL SERIALIZABLE"
-	beginView         = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+	beginView   = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 	// UpdateExclusive: each statement reads the latest committed state,
 	// and the first one waits for the locks it takes instead of failing.
 	beginExclusive = "BEGIN ISOLATION LEVEL READ COMMITTED"
@@ -386,15 +386,6 @@ type op struct {
 	gaveUp bool
 }
 
-// beginUpdate is the statement that begins an update transaction of o:
-// serializable if o's context is marked so (kv.Serializable).
-func (o *op) beginUpdate() string {
-	if kv.IsSerializable(o.ctx) {
-		return beginSerializable
-	}
-	return beginUpdate
-}
-
 // Back-off between tries to reach the server during an outage.
 const (
 	outageFirstWait = 25 * time.Millisecond
@@ -619,6 +610,10 @@ func (s *Store) FirstsAndWrite(ctx context.Context, ranges []kv.Range, writes []
 	sql, args, follow := s.firstsStatement(ranges)
 	var w writeSet
 	for _, x := range writes {
+		if x.Touch {
+			w.touch(bytes.Clone(x.Key))
+			continue
+		}
 		w.add(bytes.Clone(x.Key), put{value: append([]byte{}, x.Value...), del: x.Delete}, false)
 	}
 	o := &op{s: s, ctx: ctx}
@@ -652,7 +647,7 @@ func (s *Store) blind(o *op, sql string, args []any, follow bool, ranges []kv.Ra
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), s.opts.OutageTimeout)
 	defer cancel()
 	var b pgx.Batch
-	b.Queue(o.beginUpdate())
+	b.Queue(beginUpdate)
 	b.Queue(sql, args...)
 	n := w.queue(s, &b)
 	b.Queue(commitSQL)
@@ -756,7 +751,7 @@ func (s *Store) guarded(o *op, guard []any, w *writeSet) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), s.opts.OutageTimeout)
 	defer cancel()
 	var b pgx.Batch
-	b.Queue(o.beginUpdate())
+	b.Queue(beginUpdate)
 	if guard != nil {
 		b.Queue(s.sql.guard, guard...)
 	}

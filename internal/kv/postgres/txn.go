@@ -121,7 +121,7 @@ func (tx *txn) begin(sql string, args []any, read func(pgx.Rows) error) error {
 	case tx.exclusive:
 		b.Queue(beginExclusive)
 	case tx.rw:
-		b.Queue(tx.o.beginUpdate())
+		b.Queue(beginUpdate)
 	default:
 		b.Queue(beginView)
 	}
@@ -196,7 +196,7 @@ func (tx *txn) commit() error {
 	var b pgx.Batch
 	if len(tx.writes) > 0 {
 		if !tx.began {
-			b.Queue(tx.o.beginUpdate())
+			b.Queue(beginUpdate)
 		}
 		var w writeSet
 		for k, p := range tx.writes {
@@ -243,7 +243,12 @@ func (s *Store) sendFailure(ctx context.Context, err error, conn *pgxpool.Conn, 
 // writeSet sorts a commit's writes by the statement that makes them.
 type writeSet struct {
 	dels, keys, values, ukeys, uvalues [][]byte
+	// touched are the prefixes of kv.Write.Touch.
+	touched [][]byte
 }
+
+// touch adds a kv.Write.Touch of prefix.
+func (w *writeSet) touch(prefix []byte) { w.touched = append(w.touched, prefix) }
 
 // add adds a write of key; seen: the transaction read key from the
 // server, so a Set of it is an UPDATE (see txn.seen).
@@ -273,6 +278,14 @@ func (w *writeSet) queue(s *Store, b *pgx.Batch) int {
 	}
 	if len(w.keys) > 0 {
 		b.Queue(s.sql.upsert, w.keys, w.values)
+		n++
+	}
+	if len(w.touched) > 0 {
+		ends := make([][]byte, len(w.touched))
+		for i, p := range w.touched {
+			ends[i] = kv.PrefixEnd(p)
+		}
+		b.Queue(s.sql.touch, w.touched, ends)
 		n++
 	}
 	return n

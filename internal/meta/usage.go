@@ -1,0 +1,160 @@
+package meta
+
+// Usage and limits: the one place where what the volume holds is counted
+// and where its limits are enforced. Every change of the count goes
+// through chargeInode, chargeBytes and uncharge, each told which inode it
+// is for, so that a limit narrower than the volume's (a directory quota)
+// can be added here without touching the operations.
+
+import (
+	"fmt"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// chargeInode counts one more inode, ino, made in directory parent (create,
+// restore), refusing to pass the volume's inode limit.
+func (o *op) chargeInode(ino, parent base.Ino) error {
+	if lim := o.m.settings.Inodes; lim > 0 {
+		used, err := usage(o, counterUsedInodes)
+		if err != nil {
+			return err
+		}
+		if used >= lim {
+			return fmt.Errorf("volume inode limit %d reached: %w", lim, base.ErrNoSpace)
+		}
+	}
+	return o.addUsage(counterUsedInodes, 1)
+}
+
+// chargeBytes adds delta to the bytes counted for ino (a write, truncate
+// or restore changed its length), refusing growth past the capacity.
+func (o *op) chargeBytes(ino base.Ino, delta int64) error {
+	if capa := o.m.settings.Capacity; capa > 0 && delta > 0 {
+		used, err := usage(o, counterUsedBytes)
+		if err != nil {
+			return err
+		}
+		if used+uint64(delta) > capa {
+			return fmt.Errorf("volume capacity %d bytes reached: %w", capa, base.ErrNoSpace)
+		}
+	}
+	return o.addUsage(counterUsedBytes, delta)
+}
+
+// uncharge takes back everything counted for ino, whose last attributes
+// are a: it is being destroyed.
+func (o *op) uncharge(ino base.Ino, a *base.Attr) error {
+	if err := o.addUsage(counterUsedBytes, -usageBytes(a)); err != nil {
+		return err
+	}
+	return o.addUsage(counterUsedInodes, -1)
+}
+
+// usageBytes is what a regular file of length n counts in Usage.Bytes.
+func usageBytes(a *base.Attr) int64 {
+	if a.Type != base.TypeFile {
+		return 0
+	}
+	return int64((a.Length + 4095) &^ 4095)
+}
+
+// counter reads a counter.
+func counter(r kv.Reader, kind byte) (uint64, error) {
+	v, err := r.Get(counterKey(kind))
+	if err != nil {
+		return 0, err
+	}
+	n, err := decodeU64(v)
+	if err != nil {
+		return 0, fmt.Errorf("counter %c: %w", kind, err)
+	}
+	return n, nil
+}
+
+// bump increments a plain counter: a key that transactions which must not
+// run concurrently all write (kv.Txn: materialized conflicts).
+func (t *wtx) bump(kind byte) error {
+	n, err := counter(t, kind)
+	if err != nil {
+		return err
+	}
+	t.Set(counterKey(kind), u64(nil, n+1))
+	return nil
+}
+
+// usageShards is how many delta shards a usage counter has. Every mutation
+// updates one shard chosen at random, so concurrent transactions (of one
+// client or many) seldom touch the same key and do not conflict on it.
+const usageShards = 64
+
+// usage returns a usage counter: its base value plus all its delta shards,
+// clamped at zero.
+func usage(r kv.Reader, kind byte) (uint64, error) {
+	base, err := counter(r, kind)
+	if err != nil {
+		return 0, err
+	}
+	total := int64(base)
+	start := counterShardKey(kind, 0)
+	var derr error
+	err = r.Scan(start, kv.PrefixEnd(counterKey(kind)), false, func(_, v []byte) bool {
+		d, err := decodeU64(v)
+		if err != nil {
+			derr = fmt.Errorf("counter %c shard: %w", kind, err)
+			return false
+		}
+		total += int64(d)
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return uint64(max(total, 0)), nil
+}
+
+// addUsage adds delta to a usage counter through one random delta shard.
+func (t *wtx) addUsage(kind byte, delta int64) error {
+	if delta == 0 {
+		return nil
+	}
+	key := counterShardKey(kind, t.shard)
+	v, err := t.Get(key)
+	if err != nil {
+		return err
+	}
+	var d uint64
+	if v != nil {
+		if d, err = decodeU64(v); err != nil {
+			return fmt.Errorf("counter %c shard: %w", kind, err)
+		}
+	}
+	if n := int64(d) + delta; n == 0 {
+		t.Delete(key)
+	} else {
+		t.Set(key, u64(nil, uint64(n)))
+	}
+	return nil
+}
+
+// setUsage sets a usage counter to n: the base takes the value and every
+// delta shard goes (fsck repair).
+func (t *wtx) setUsage(kind byte, n uint64) error {
+	var keys [][]byte
+	err := t.Scan(counterShardKey(kind, 0), kv.PrefixEnd(counterKey(kind)), false, func(k, _ []byte) bool {
+		keys = append(keys, append([]byte(nil), k...))
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		t.Delete(k)
+	}
+	t.Set(counterKey(kind), u64(nil, n))
+	return nil
+}
