@@ -25,6 +25,7 @@ package meta
 // arbitrary entry.
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -615,4 +616,160 @@ func (m *Meta) openLatestCache(ctx context.Context) error {
 	c.plainMu.Unlock()
 	m.lc, m.stopLatest = c, stop
 	return nil
+}
+
+// singleVersions reports, from the latest-version cache, that no record
+// has a version older than its newest: no snapshot is frozen (t.frozen,
+// read by this transaction) and no deletion of one is still pruning
+// versions (noted as read). Every write prunes older versions that no
+// snapshot sees, so then each record has one. Called after loadEpochs.
+func (t *wtx) singleVersions() bool {
+	if t.lc == nil || len(t.frozen) != 0 {
+		return false
+	}
+	rn, ok := t.Txn.(kv.ReadNoter)
+	if !ok || !t.lc.noSnapshotJobs() {
+		return false
+	}
+	start := prefixOnly(pSnapJob)
+	rn.NoteFirst(start, kv.PrefixEnd(start), kv.Pair{})
+	return true
+}
+
+// cacheNoter returns the transaction's kv.ReadNoter when values of the
+// latest-version cache may stand in for its reads: there is a cache and
+// the transaction has written nothing yet.
+func (t *wtx) cacheNoter() (kv.ReadNoter, bool) {
+	if t.lc == nil || t.wrote {
+		return nil, false
+	}
+	rn, ok := t.Txn.(kv.ReadNoter)
+	return rn, ok
+}
+
+// cachedLogicals takes the records the latest-version cache holds, or
+// knows absent (an entry of a fresh directory), as prefetched (noting them
+// as read) and returns the others.
+func (t *wtx) cachedLogicals(logicals [][]byte) [][]byte {
+	rn, ok := t.cacheNoter()
+	if !ok || len(logicals) == 0 {
+		return logicals
+	}
+	var rest [][]byte
+	for _, l := range logicals {
+		var p kv.Pair
+		if !latestCacheable(l) {
+			rest = append(rest, l)
+			continue
+		}
+		if v, epoch, ok := t.lc.get(l); ok {
+			p = kv.Pair{Key: versionKey(l, epoch), Value: append([]byte{tagLive}, v...)}
+		} else if !t.lc.absentEntry(l) {
+			rest = append(rest, l)
+			continue
+		}
+		r := newestRange(l)
+		rn.NoteFirst(r.Start, r.End, p)
+		t.keepVersion(l, p)
+	}
+	return rest
+}
+
+// cachedPlains takes the plain keys the latest-version cache holds as
+// prefetched (noting them as read) and returns the others.
+func (t *wtx) cachedPlains(plains [][]byte) [][]byte {
+	rn, ok := t.cacheNoter()
+	if !ok || len(plains) == 0 {
+		return plains
+	}
+	var rest [][]byte
+	for _, k := range plains {
+		v, ok := t.lc.getPlain(k)
+		if !ok {
+			rest = append(rest, k)
+			continue
+		}
+		p := kv.Pair{}
+		if v != nil {
+			p = kv.Pair{Key: k, Value: v}
+		}
+		rn.NoteFirst(k, append(bytes.Clone(k), 0), p)
+		if t.plain == nil {
+			t.plain = make(map[string][]byte)
+		}
+		t.plain[string(k)] = v
+	}
+	return rest
+}
+
+// prefetchUnlinkCached is prefetchUnlink where the latest-version cache
+// holds parent's attribute, the entry and its inode's attribute: only the
+// plain keys and the inode's hold, xattr and chunk ranges are read. done
+// is false if the cache cannot answer.
+func (t *wtx) prefetchUnlinkCached(parent base.Ino, dk []byte) (done bool, err error) {
+	if t.lc == nil || t.wrote {
+		return false, nil
+	}
+	p, _, ok := t.lc.get(dk)
+	if !ok || len(p) != dentryLen {
+		return false, nil
+	}
+	ino, _, err := decodeDentry(p)
+	if err != nil {
+		return false, nil
+	}
+	if len(t.cachedLogicals([][]byte{attrKey(parent), dk, attrKey(ino)})) != 0 {
+		return false, nil // the caller's reads replace what was kept
+	}
+	if t.empty == nil {
+		t.empty = make(map[string]bool)
+	}
+	rn := t.Txn.(kv.ReadNoter) // cachedLogicals checked
+	var read [][]byte
+	var extra []kv.Range
+	chunks := -1 // index in read of the chunk prefix
+	for _, pr := range [][]byte{holdPrefix(ino), xattrPrefix(ino), chunkPrefix(ino)} {
+		// As the follows of prefetchUnlink: every key under these
+		// prefixes sorts before 16 bytes of 0xff.
+		r := kv.Range{Start: pr, End: append(bytes.Clone(pr), bytes.Repeat([]byte{0xff}, 16)...)}
+		if t.lc.emptyPrefix(pr) {
+			rn.NoteFirst(r.Start, r.End, kv.Pair{})
+			t.empty[string(pr)] = true
+			continue
+		}
+		if pr[0] == pChunk {
+			chunks = len(read)
+		}
+		read, extra = append(read, pr), append(extra, r)
+	}
+	if chunks >= 0 {
+		// And whether a chunk beyond index 0 exists: a small file has
+		// none, and then the first version read is all of its chunks.
+		extra = append(extra, kv.Range{Start: chunkKey(ino, 1), End: extra[chunks].End})
+	}
+	ps, err := t.prefetchWith(nil, t.opPlains(), extra)
+	if err != nil {
+		return true, err
+	}
+	for i, pr := range read {
+		if ps[i].Key == nil {
+			t.empty[string(pr)] = true
+		}
+	}
+	if chunks >= 0 {
+		first, beyond, k0 := ps[chunks], ps[len(read)], chunkKey(ino, 0)
+		if beyond.Key == nil && len(first.Key) == len(k0)+epochLen && bytes.HasPrefix(first.Key, k0) &&
+			len(first.Value) > 0 && first.Value[0] == tagLive {
+			t.keepVersion(k0, first)
+			if t.soleChunk == nil {
+				t.soleChunk = make(map[base.Ino]bool)
+			}
+			t.soleChunk[ino] = true
+		}
+	}
+	if t.fetched == nil {
+		t.fetched = make(map[base.Ino]bool)
+	}
+	t.fetched[ino] = true
+	return true, nil
 }

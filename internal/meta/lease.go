@@ -1,10 +1,12 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -702,4 +704,21 @@ func recalledLeases(r kv.Reader, sid uint64) ([]base.Ino, error) {
 		return true
 	})
 	return dirs, err
+}
+
+// withLeases adds to plains the lease records (lease.go) of the inodes
+// whose attributes or entries logicals are: the directories a mutation
+// may change, whose leases it checks.
+func (t *wtx) withLeases(plains, logicals [][]byte) [][]byte {
+	if !t.leaseCheck {
+		return plains
+	}
+	for _, l := range logicals {
+		if ino, ok := keyIno(l); ok && (l[0] == pAttr || l[0] == pDentry) {
+			if k := leaseKey(ino); !t.leaseOK[ino] && !slices.ContainsFunc(plains, func(p []byte) bool { return bytes.Equal(p, k) }) {
+				plains = append(plains, k)
+			}
+		}
+	}
+	return plains
 }

@@ -7,6 +7,7 @@ package meta
 // can be added here without touching the operations.
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -157,4 +158,49 @@ func (t *wtx) setUsage(kind byte, n uint64) error {
 	}
 	t.Set(counterKey(kind), u64(nil, n))
 	return nil
+}
+
+// Usage returns the usage counters.
+func (m *Meta) Usage(ctx context.Context) (Usage, error) {
+	var u Usage
+	err := m.view(ctx, func(r kv.Reader) error {
+		var err error
+		if u.Bytes, err = usage(r, counterUsedBytes); err != nil {
+			return err
+		}
+		u.Inodes, err = usage(r, counterUsedInodes)
+		return err
+	})
+	return u, err
+}
+
+// Virtual sizes reported when the volume has no capacity or inode limit.
+const (
+	VirtualCapacity = 1 << 50 // 1 PiB
+	VirtualInodes   = 1 << 40
+)
+
+// StatFS reports capacity and usage. Without a configured capacity (or
+// inode limit) the volume reports a large virtual size.
+func (m *Meta) StatFS(ctx context.Context) (StatFS, error) {
+	u, err := m.Usage(ctx)
+	if err != nil {
+		return StatFS{}, err
+	}
+	total := m.settings.Capacity
+	if total == 0 {
+		total = VirtualCapacity
+	}
+	files := m.settings.Inodes
+	if files == 0 {
+		files = VirtualInodes
+	}
+	st := StatFS{TotalBytes: total, UsedBytes: u.Bytes, Files: u.Inodes}
+	if total > u.Bytes {
+		st.AvailBytes = total - u.Bytes
+	}
+	if files > u.Inodes {
+		st.AvailFiles = files - u.Inodes
+	}
+	return st, nil
 }
