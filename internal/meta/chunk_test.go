@@ -16,7 +16,7 @@ func newSlice(t *testing.T, m *Meta, pos, size uint32) base.Slice {
 func pendingIDs(t *testing.T, m *Meta) []uint64 {
 	t.Helper()
 	var ids []uint64
-	for _, s := range must[[]base.Slice](t)(m.PendingDeletes(ctx)) {
+	for _, s := range must[[]base.Slice](t)(m.listPending(ctx, 0)) {
 		ids = append(ids, s.ID)
 	}
 	return ids

@@ -95,8 +95,8 @@ func (m *Meta) GetPosixLock(ctx context.Context, ino base.Ino, owner uint64, l L
 	return found, err
 }
 
-// Locks lists every lock on ino (both kinds), for tools and tests.
-func (m *Meta) Locks(ctx context.Context, ino base.Ino) (flock, posix []Lock, err error) {
+// listLocks lists every lock on ino (both kinds), for tests.
+func (m *Meta) listLocks(ctx context.Context, ino base.Ino) (flock, posix []Lock, err error) {
 	err = m.view(ctx, func(r kv.Reader) error {
 		flock, posix = nil, nil
 		var derr error

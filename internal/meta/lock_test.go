@@ -128,7 +128,7 @@ func TestPosixLocksAcrossClients(t *testing.T) {
 	ok(t, a.SetPosixLock(ctx, ino, 1, Lock{Type: Unlock, Start: 0, End: LockEOF}, false))
 	wantGranted(t, done, 5*time.Second)
 
-	_, posix, err := a.Locks(ctx, ino)
+	_, posix, err := a.listLocks(ctx, ino)
 	ok(t, err)
 	if len(posix) != 1 || posix[0].Session != b.SessionID() || posix[0].Start != 0 || posix[0].End != LockEOF {
 		t.Fatalf("locks after grant: %+v", posix)
@@ -164,7 +164,7 @@ func TestFlockAcrossClients(t *testing.T) {
 		t.Fatal("cancelled lock wait did not return")
 	}
 	ok(t, b.CloseSession(ctx)) // releases owner 8's lock
-	flock, _, err := a.Locks(ctx, ino)
+	flock, _, err := a.listLocks(ctx, ino)
 	ok(t, err)
 	if len(flock) != 0 {
 		t.Fatalf("locks left after the session closed: %+v", flock)

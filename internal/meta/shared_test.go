@@ -239,7 +239,7 @@ func TestSharedUnlinkFollows(t *testing.T) {
 	if _, err := b.GetAttr(ctx, f); !errors.Is(err, base.ErrNotFound) {
 		t.Fatalf("unlinked file with data: %v", err)
 	}
-	pd := must[[]base.Slice](t)(a.PendingDeletes(ctx))
+	pd := must[[]base.Slice](t)(a.listPending(ctx, 0))
 	if len(pd) != 1 || pd[0].ID != s.ID {
 		t.Fatalf("pending deletes %v, want slice %d", pd, s.ID)
 	}

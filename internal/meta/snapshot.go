@@ -170,20 +170,6 @@ func (m *Meta) SnapshotByName(ctx context.Context, name string) (Snapshot, error
 	return s, err
 }
 
-// LiveEpoch returns the epoch live writes go to.
-func (m *Meta) LiveEpoch(ctx context.Context) (uint64, error) {
-	var e uint64
-	err := m.view(ctx, func(r kv.Reader) error {
-		t := &wtx{Txn: readTxn{r}}
-		if err := t.loadEpochs(); err != nil {
-			return err
-		}
-		e = t.epoch
-		return nil
-	})
-	return e, err
-}
-
 // DeleteSnapshot deletes the snapshot called name: it disappears at once
 // for every client, then the metadata versions that only it could see
 // are pruned and the slices only they referenced are queued for deletion
