@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
 )
 
@@ -78,3 +79,65 @@ func (m *Meta) Accelerators() Accelerators { return m.accel }
 
 // Profile returns the profile of the store this client opened.
 func (m *Meta) Profile() kv.Profile { return m.profile }
+
+// txnAccel is the accelerators' state in one attempt of a transaction
+// (wtx embeds it). The versioned store (versioned.go, prefetch.go) knows
+// nothing of it beyond its hooks: writing, before each versioned write;
+// prefetchPlains, in each prefetch; and the operations call dirWriting
+// before writing or destroying a directory's attributes.
+type txnAccel struct {
+	// lc, if set, may answer prefetches before the first write: the store
+	// checks reads at commit and takes cached ones (kv.ReadNoter;
+	// latest.go).
+	lc *latestCache
+	// touched, if set, collects the records this update writes, for the
+	// listing cache and the leases (listing.go, lease.go); dirAttrs are
+	// the directory attributes this attempt wrote (only if touched is set).
+	touched  *touchLog
+	dirAttrs map[base.Ino]base.Attr
+	// leaseCheck: changes of a directory check its lease (lease.go), as
+	// session leaseSid (0: none); leaseOK are the directories checked.
+	leaseCheck bool
+	leaseSid   uint64
+	leaseOK    map[base.Ino]bool
+}
+
+// writing is the hook the versioned store calls before it writes (or,
+// del, deletes) logical: a new entry in a directory another client leases
+// is refused (leasedError), and the listing cache notes the record.
+func (t *wtx) writing(logical []byte, del bool) error {
+	if !del {
+		if dir, ok := keyIno(logical); ok && logical[0] == pDentry && len(logical) > 9 {
+			if err := t.checkLease(dir); err != nil {
+				return err
+			}
+		}
+	}
+	if t.touched != nil {
+		t.touched.note(logical)
+	}
+	return nil
+}
+
+// dirWriting is the hook an operation calls before it writes the
+// attributes of directory ino as a, or destroys it (a nil): a directory
+// another client leases is refused, and the listing cache keeps a.
+func (t *wtx) dirWriting(ino base.Ino, a *base.Attr) error {
+	if err := t.checkLease(ino); err != nil {
+		return err
+	}
+	if a != nil && t.touched != nil {
+		if t.dirAttrs == nil {
+			t.dirAttrs = make(map[base.Ino]base.Attr)
+		}
+		t.dirAttrs[ino] = *a
+	}
+	return nil
+}
+
+// prefetchPlains is the hook a prefetch of logicals calls to add plain
+// keys to read with plains: the lease records of the directories whose
+// attributes or entries they are (withLeases).
+func (t *wtx) prefetchPlains(plains, logicals [][]byte) [][]byte {
+	return t.withLeases(plains, logicals)
+}

@@ -86,18 +86,12 @@ func (o *op) flush() error {
 			continue
 		}
 		if a.Type == base.TypeDir {
-			if err := o.checkLease(ino); err != nil {
+			if err := o.dirWriting(ino, a); err != nil {
 				return err
 			}
 		}
 		if err := o.vset(attrKey(ino), encodeAttr(a)); err != nil {
 			return err
-		}
-		if o.touched != nil && a.Type == base.TypeDir {
-			if o.dirAttrs == nil {
-				o.dirAttrs = make(map[base.Ino]base.Attr)
-			}
-			o.dirAttrs[ino] = *a
 		}
 	}
 	return nil
@@ -272,7 +266,7 @@ func (o *op) dropLink(ino base.Ino, a *base.Attr) error {
 // deletion.
 func (o *op) destroy(ino base.Ino, a *base.Attr) error {
 	if a.Type == base.TypeDir {
-		if err := o.checkLease(ino); err != nil {
+		if err := o.dirWriting(ino, nil); err != nil {
 			return err
 		}
 	} else if o.m.profile.SnapshotIsolation {

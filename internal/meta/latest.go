@@ -516,6 +516,27 @@ func (t *wtx) latest() (*latestCache, *latestGens) {
 	return nil, nil
 }
 
+// cachedGet is vget's read hook: where r has the latest-version cache and
+// logical is a record it keeps, the newest payload from the cache, or else
+// from the store, filling the cache (done false: no cache for this read).
+func cachedGet(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok, done bool, err error) {
+	lc, gens := latestOf(r, logical, epoch)
+	if lc == nil {
+		return nil, false, false, nil
+	}
+	if p, _, ok := lc.get(logical); ok {
+		return p, true, true, nil
+	}
+	if lc.absentEntry(logical) {
+		return nil, false, true, nil
+	}
+	payload, at, ok, err := vgetStore(r, logical, epoch)
+	if err == nil && ok && gens != nil {
+		lc.fill(logical, payload, at, gens)
+	}
+	return payload, ok, true, err
+}
+
 // latestOf returns r's cache for a live-view read of logical, or nil.
 func latestOf(r kv.Reader, logical []byte, epoch uint64) (*latestCache, *latestGens) {
 	if epoch != latestEpoch || !latestCacheable(logical) {

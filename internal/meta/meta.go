@@ -341,9 +341,8 @@ func (m *Meta) newTouchLog() *touchLog {
 // newWtx returns the transaction state of one attempt of an update over
 // tx, writing usage shard shard.
 func (m *Meta) newWtx(tx kv.Txn, shard byte, lc *latestCache, touched *touchLog) *wtx {
-	return &wtx{Txn: tx, shard: shard, lc: lc, touched: touched,
-		epochSeen: &m.lastEpoch, epochGuess: m.lastEpoch.Load(),
-		leaseCheck: m.lc == nil, leaseSid: m.sessionID()}
+	return &wtx{Txn: tx, shard: shard, epochSeen: &m.lastEpoch, epochGuess: m.lastEpoch.Load(),
+		txnAccel: txnAccel{lc: lc, touched: touched, leaseCheck: m.lc == nil, leaseSid: m.sessionID()}}
 }
 
 // updated does what follows an update, whatever its outcome err: the

@@ -130,7 +130,7 @@ func (t *wtx) prefetchUnlink(parent base.Ino, name string) error {
 			kv.Range{Start: versionKey(dk, below), End: kv.PrefixEnd(dk)},
 			fol(pAttr, u64(nil, ^below), anyEpoch))
 	}
-	ps, err := t.prefetchWith([][]byte{attrKey(parent), dk}, t.withLeases(t.opPlains(), [][]byte{attrKey(parent)}), extra)
+	ps, err := t.prefetchWith([][]byte{attrKey(parent), dk}, t.prefetchPlains(t.opPlains(), [][]byte{attrKey(parent)}), extra)
 	if err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ type preVersion struct {
 // prefetchOp prefetches what nearly every mutation reads besides logicals:
 // the epoch records and this transaction's usage shards.
 func (t *wtx) prefetchOp(logicals ...[]byte) error {
-	return t.prefetch(logicals, t.withLeases(t.opPlains(), logicals))
+	return t.prefetch(logicals, t.prefetchPlains(t.opPlains(), logicals))
 }
 
 // opPlains are the plain keys nearly every mutation reads.

@@ -27,18 +27,11 @@ type version struct {
 
 // vget returns the payload of logical at epoch; ok is false if the record
 // does not exist (no version at or below epoch, or a tombstone).
+//
+// A reader with the latest-version cache answers from it (cachedGet, the
+// read hook of latest.go).
 func vget(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, err error) {
-	if lc, gens := latestOf(r, logical, epoch); lc != nil {
-		if p, _, ok := lc.get(logical); ok {
-			return p, true, nil
-		}
-		if lc.absentEntry(logical) {
-			return nil, false, nil
-		}
-		payload, at, ok, err := vgetStore(r, logical, epoch)
-		if err == nil && ok && gens != nil {
-			lc.fill(logical, payload, at, gens)
-		}
+	if payload, ok, done, err := cachedGet(r, logical, epoch); done {
 		return payload, ok, err
 	}
 	payload, _, ok, err = vgetStore(r, logical, epoch)
@@ -200,29 +193,19 @@ type wtx struct {
 	soleChunk map[base.Ino]bool
 	// shard is the usage-counter shard this transaction updates.
 	shard byte
-	// lc, if set, may answer prefetches before the first write: the store
-	// checks reads at commit and takes cached ones (kv.ReadNoter).
-	lc    *latestCache
-	wrote bool
-	// touched, if set, collects the records this update writes, for the
-	// listing cache.
-	touched *touchLog
+	wrote bool // Set or Delete was called
 	// epochSeen keeps the live epoch each update reads; epochGuess is the
 	// one the last update read, for prefetches that need it before this
 	// update has read it (0: none).
 	epochSeen  *atomic.Uint64
 	epochGuess uint64
-	// dirAttrs are the directory attributes this attempt wrote, kept for
-	// the listing cache (only if touched is set).
-	dirAttrs map[base.Ino]base.Attr
 	// older holds what prefetchUnlink read of versions older than the
 	// live epoch it guessed (newestBelow).
 	older map[string]olderVersion
-	// leaseCheck: changes of a directory check its lease (lease.go), as
-	// session leaseSid (0: none); leaseOK are the directories checked.
-	leaseCheck bool
-	leaseSid   uint64
-	leaseOK    map[base.Ino]bool
+	// txnAccel is the accelerators' state in this transaction (accel.go).
+	// The versioned store holds it and calls only its hooks: writing
+	// before each versioned write, prefetchPlains in each prefetch.
+	txnAccel
 }
 
 // olderVersion is the first pair of [versionKey(logical, bound),
@@ -590,10 +573,8 @@ func (t *wtx) vset(logical, payload []byte) error {
 	if err := t.loadEpochs(); err != nil {
 		return err
 	}
-	if dir, ok := keyIno(logical); ok && logical[0] == pDentry && len(logical) > 9 {
-		if err := t.checkLease(dir); err != nil {
-			return err
-		}
+	if err := t.writing(logical, false); err != nil {
+		return err
 	}
 	// Versions older than the live epoch were pruned when the first version
 	// at the live epoch was written; only a record not yet written in this
@@ -607,9 +588,6 @@ func (t *wtx) vset(logical, payload []byte) error {
 		tp = topVersion{epoch: v.epoch, exists: ok}
 	}
 	t.fence()
-	if t.touched != nil {
-		t.touched.note(logical)
-	}
 	if !tp.exists || tp.epoch < t.epoch {
 		t.logChange(logical)
 	}
@@ -638,10 +616,10 @@ func (t *wtx) vdel(logical []byte) error {
 	if err != nil || !ok {
 		return err
 	}
-	t.fence()
-	if t.touched != nil {
-		t.touched.note(logical)
+	if err := t.writing(logical, true); err != nil {
+		return err
 	}
+	t.fence()
 	var olderVisible bool
 	if top.epoch < t.epoch {
 		t.logChange(logical)
