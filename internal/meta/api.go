@@ -4,6 +4,7 @@ package meta
 // against. Bodies live in the other files of the package.
 
 import (
+	"context"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -84,3 +85,59 @@ type SliceUse struct {
 	ID    uint64
 	Size  uint32
 }
+
+// FS is what a file-system front end needs of the metadata engine: vfs
+// programs against it alone (the admin tools use the rest of *Meta:
+// format, sessions, snapshots' creation and deletion, restore, diff,
+// blobs, statistics, Check). Its reads (Lookup through Access) are those
+// a snapshot's View has too.
+type FS interface {
+	// Reads of the namespace, attributes, xattrs and file maps.
+	Lookup(ctx context.Context, c *Caller, parent base.Ino, name string) (base.Ino, base.Attr, error)
+	GetAttr(ctx context.Context, ino base.Ino) (base.Attr, error)
+	Readdir(ctx context.Context, c *Caller, dir base.Ino, after string, limit int, plus bool) ([]base.Entry, error)
+	Readlink(ctx context.Context, ino base.Ino) (string, error)
+	GetXattr(ctx context.Context, c *Caller, ino base.Ino, name string) ([]byte, error)
+	ListXattr(ctx context.Context, c *Caller, ino base.Ino) ([]string, error)
+	ReadChunk(ctx context.Context, ino base.Ino, index uint32) ([]base.Slice, error)
+	Access(ctx context.Context, c *Caller, ino base.Ino, mask uint32) error
+	StatFS(ctx context.Context) (StatFS, error)
+	Settings() Settings
+
+	// Changes of the namespace and attributes.
+	Create(ctx context.Context, c *Caller, parent base.Ino, name string, mode, umask uint32) (base.Ino, base.Attr, error)
+	Mknod(ctx context.Context, c *Caller, parent base.Ino, name string, typ base.FileType, mode, umask, rdev uint32, target string) (base.Ino, base.Attr, error)
+	Link(ctx context.Context, c *Caller, ino, parent base.Ino, name string) (base.Attr, error)
+	UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, name string) (DirChange, error)
+	Rmdir(ctx context.Context, c *Caller, parent base.Ino, name string) error
+	Rename(ctx context.Context, c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, flags uint32) error
+	SetAttr(ctx context.Context, c *Caller, ino base.Ino, req SetAttrRequest) (base.Attr, error)
+	SetXattr(ctx context.Context, c *Caller, ino base.Ino, name string, value []byte, flags int) error
+	RemoveXattr(ctx context.Context, c *Caller, ino base.Ino, name string) error
+
+	// Open files and locks.
+	OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, first []base.Slice, ok bool, err error)
+	CloseFile(ctx context.Context, ino base.Ino) error
+	Flock(ctx context.Context, ino base.Ino, owner uint64, typ LockType, pid uint32, wait bool) error
+	GetPosixLock(ctx context.Context, ino base.Ino, owner uint64, l Lock) (Lock, error)
+	SetPosixLock(ctx context.Context, ino base.Ino, owner uint64, l Lock, wait bool) error
+
+	// File content: slices, compaction, the delete queue.
+	NewSliceID(ctx context.Context) (uint64, error)
+	ForgetSlice(id uint64)
+	WriteSlice(ctx context.Context, ino base.Ino, index uint32, s base.Slice, mtime int64) (compact bool, err error)
+	WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, mtime int64) (compact []uint32, err error)
+	CompactThreshold() int
+	CompactChunk(ctx context.Context, ino base.Ino, index uint32, old []base.Slice, drop []bool, s base.Slice) error
+	TakeDeletes(ctx context.Context, max int) ([]base.Slice, error)
+	FinishDeletes(ctx context.Context, ids []uint64) error
+	DeletesPending() <-chan struct{}
+
+	// Snapshots, read through a View; durability.
+	Snapshots(ctx context.Context) ([]Snapshot, error)
+	SnapshotByName(ctx context.Context, name string) (Snapshot, error)
+	View(snap Snapshot) *View
+	Sync(ctx context.Context) error
+}
+
+var _ FS = (*Meta)(nil)

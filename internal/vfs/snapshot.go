@@ -71,7 +71,7 @@ const SnapshotsIno = base.Ino(snapshotsSlot<<slotShift | 1)
 func AtRoot(ino base.Ino) bool { return uint64(ino)>>slotShift == 0 }
 
 // reader is the read half of the metadata engine that vfs uses: the live
-// volume (*meta.Meta), a snapshot (*meta.View), or the /.snapshots
+// volume (meta.FS), a snapshot (*meta.View), or the /.snapshots
 // directory. Every method is safe for concurrent use and returns meta's
 // errors (base.ErrNotFound, base.ErrNotDir, base.ErrAccess, ...); a View
 // of a deleted snapshot returns base.ErrStale. Returned slices belong to
@@ -88,7 +88,7 @@ type reader interface {
 }
 
 var (
-	_ reader = (*meta.Meta)(nil)
+	_ reader = meta.FS(nil)
 	_ reader = (*meta.View)(nil)
 	_ reader = snapshotsDir{}
 )

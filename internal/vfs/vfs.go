@@ -72,7 +72,7 @@ func (o *Options) setDefaults() {
 // VFS implements POSIX operations over meta and chunk. Safe for concurrent
 // use. Every method returns 0 or an errno.
 type VFS struct {
-	m    *meta.Meta
+	m    meta.FS // all vfs needs of meta
 	cs   *chunk.Store
 	opts Options
 	log  *slog.Logger
@@ -109,7 +109,7 @@ type compactJob struct {
 }
 
 // New returns a VFS and starts its background workers; Close stops them.
-func New(m *meta.Meta, cs *chunk.Store, opts Options) *VFS {
+func New(m meta.FS, cs *chunk.Store, opts Options) *VFS {
 	opts.setDefaults()
 	if opts.Snapshot != nil {
 		opts.ReadOnly = true
@@ -139,9 +139,6 @@ func New(m *meta.Meta, cs *chunk.Store, opts Options) *VFS {
 	go v.flushLoop()
 	return v
 }
-
-// Meta returns the metadata client (for admin handlers in the same process).
-func (v *VFS) Meta() *meta.Meta { return v.m }
 
 // Chunks returns the data store.
 func (v *VFS) Chunks() *chunk.Store { return v.cs }
