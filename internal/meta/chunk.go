@@ -1,7 +1,7 @@
 package meta
 
-// File content maps: chunks, slices, truncation, compaction and the queue
-// of slices waiting to be deleted from the object store.
+// File content maps: chunks, slices, truncation and compaction. The queue
+// of slices waiting to be deleted from the object store is in deletes.go.
 
 import (
 	"bytes"

@@ -1,5 +1,10 @@
 package meta
 
+// The delete queue: slices no record references any more wait here
+// (pending records, keys.go) until chunk.Store.DeleteQueued removes their
+// objects from the object store and finishes them here: called by every
+// mount's background loop (vfs) and by cairn gc (internal/gc).
+
 import (
 	"bytes"
 	"context"
@@ -10,11 +15,6 @@ import (
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
 )
-
-// The delete queue: slices no record references any more wait here
-// (pending records, keys.go) until chunk.Store.DeleteQueued removes their
-// objects from the object store and finishes them here: called by every
-// mount's background loop (vfs) and by cairn gc (internal/gc).
 
 // TakeDeletes returns up to max slices waiting to be deleted from the
 // object store. They stay queued until FinishDeletes; two clients may get

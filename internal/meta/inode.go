@@ -328,14 +328,7 @@ func (o *op) touchAttrVersions(ino base.Ino) error {
 			return err
 		}
 	}
-	vs, err := versions(o, logical)
-	if err != nil {
-		return err
-	}
-	for _, v := range vs {
-		o.Set(versionKey(logical, v.epoch), v.value)
-	}
-	return nil
+	return o.rewriteVersions(logical)
 }
 
 // vdelAll deletes every live record under prefix.

@@ -138,12 +138,8 @@ func (m *Meta) openTxn(ctx context.Context, ino base.Ino, sid uint64) (a base.At
 		if a.Type == base.TypeFile {
 			if m.profile.SnapshotIsolation {
 				// Conflict with a concurrent destroy (touchAttrVersions).
-				vs, err := versions(t, attrKey(ino))
-				if err != nil {
+				if err := t.rewriteVersions(attrKey(ino)); err != nil {
 					return err
-				}
-				for _, v := range vs {
-					t.Set(versionKey(attrKey(ino), v.epoch), v.value)
 				}
 			}
 			if withChunk && a.Length > 0 {

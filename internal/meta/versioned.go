@@ -216,6 +216,20 @@ type olderVersion struct {
 	key, value []byte
 }
 
+// rewriteVersions writes every physical version of logical back as it
+// is: on a store with snapshot isolation, the transaction then conflicts
+// with any concurrent one that writes or deletes one of them.
+func (t *wtx) rewriteVersions(logical []byte) error {
+	vs, err := versions(t, logical)
+	if err != nil {
+		return err
+	}
+	for _, v := range vs {
+		t.Set(versionKey(logical, v.epoch), v.value)
+	}
+	return nil
+}
+
 // newestBelow is newest(t, logical, epoch), from what prefetchUnlink read
 // when it guessed that epoch.
 func (t *wtx) newestBelow(logical []byte, epoch uint64) (version, bool, error) {
