@@ -31,6 +31,11 @@ type Accelerators struct {
 	// Leases: directory leases and speculative creates (lease.go,
 	// spec.go, kv.GuardedWriter), for clients with a session.
 	Leases bool
+	// BlindOpens: the first open of a file reads it and writes its hold
+	// in one round trip (open.go, openBlind; kv.BlindWriter, or an
+	// ordinary update where the store has no such ability). Stores
+	// without the latest-version cache.
+	BlindOpens bool
 }
 
 // chooseAccelerators decides which accelerators run on a store with
@@ -49,6 +54,7 @@ func chooseAccelerators(p kv.Profile, o Options) Accelerators {
 	a.GroupCommit = !o.NoGroupCommit
 	a.StartAhead = p.Starter && !o.ReadOnly
 	a.Leases = p.GuardedWriter && !o.ReadOnly && !o.NoLeases
+	a.BlindOpens = !o.NoBlindOpens && !o.ReadOnly
 	return a
 }
 
@@ -63,6 +69,7 @@ func (a Accelerators) String() string {
 		{a.LatestCache, "latest-version cache"}, {a.MemoryHolds, "open-file holds in memory"},
 		{a.ListingCache > 0, "listing cache (" + a.ListingCache.String() + ")"}, {a.GroupCommit, "group commit"},
 		{a.StartAhead, "started-ahead creates"}, {a.Leases, "directory leases and speculative creates"},
+		{a.BlindOpens, "one-round-trip opens"},
 	} {
 		if x.on {
 			on = append(on, x.name)

@@ -22,12 +22,12 @@ func TestChooseAccelerators(t *testing.T) {
 		{"embedded", embedded, Options{}, Accelerators{LatestCache: true}},
 		{"embedded, memory holds", embedded, Options{MemoryHolds: true}, Accelerators{LatestCache: true, MemoryHolds: true}},
 		{"embedded read-only", embedded, Options{MemoryHolds: true, ReadOnly: true}, Accelerators{LatestCache: true}},
-		{"embedded without the cache", embedded, Options{LatestCacheEntries: -1}, Accelerators{GroupCommit: true}},
-		{"server", server, Options{}, Accelerators{GroupCommit: true, StartAhead: true, Leases: true}},
-		{"server, listing", server, Options{ListingTTL: time.Second}, Accelerators{ListingCache: time.Second, GroupCommit: true, StartAhead: true, Leases: true}},
-		{"server, no leases, no group", server, Options{NoLeases: true, NoGroupCommit: true}, Accelerators{StartAhead: true}},
+		{"embedded without the cache", embedded, Options{LatestCacheEntries: -1}, Accelerators{GroupCommit: true, BlindOpens: true}},
+		{"server", server, Options{}, Accelerators{GroupCommit: true, StartAhead: true, Leases: true, BlindOpens: true}},
+		{"server, listing", server, Options{ListingTTL: time.Second}, Accelerators{ListingCache: time.Second, GroupCommit: true, StartAhead: true, Leases: true, BlindOpens: true}},
+		{"server, no leases, no group, no blind opens", server, Options{NoLeases: true, NoGroupCommit: true, NoBlindOpens: true}, Accelerators{StartAhead: true}},
 		{"server read-only", server, Options{ReadOnly: true}, Accelerators{GroupCommit: true}},
-		{"plain", plain, Options{}, Accelerators{GroupCommit: true}},
+		{"plain", plain, Options{}, Accelerators{GroupCommit: true, BlindOpens: true}},
 	} {
 		if got := chooseAccelerators(c.p, c.o); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)

@@ -51,6 +51,12 @@ type Options struct {
 	// a session. Every client of such a store respects the leases of
 	// others whatever this says.
 	NoLeases bool
+	// NoBlindOpens records the first open of a file in a transaction
+	// that reads, then writes its hold (two round trips on a server)
+	// rather than in one round trip whose write does not wait for the
+	// read (kv.BlindWriter; open.go, openBlind). Blind opens are on for
+	// stores without the latest-version cache.
+	NoBlindOpens bool
 	// MemoryHolds keeps open-file holds in this process's memory only,
 	// with no hold records, on a store only this process uses at all
 	// (an embedded volume: no other client can unlink a file it has

@@ -120,7 +120,7 @@ func metaProfiles() []metaProfile {
 		{"pg-noleases", pg, Options{NoLeases: true}},
 		{"pg-nogroup", pg, Options{NoGroupCommit: true}},
 		{"pg-listing", pg, Options{ListingTTL: ttl}},
-		{"pg-plain", pg, Options{NoLeases: true, NoGroupCommit: true}},
+		{"pg-plain", pg, Options{NoLeases: true, NoGroupCommit: true, NoBlindOpens: true}},
 	}
 }
 

@@ -89,7 +89,7 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 		}
 	case !inTxn:
 		a, err = m.GetAttr(ctx, ino)
-	case m.lc == nil:
+	case m.accel.BlindOpens:
 		a, first, ok, err = m.openBlind(ctx, ino, sid)
 	default:
 		a, first, ok, err = m.openTxn(ctx, ino, sid)

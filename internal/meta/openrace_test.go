@@ -22,7 +22,9 @@ import (
 // key in common, so both committed (141 of 150 rounds of unlink, 149 of
 // 150 of rename) and the open held a destroyed inode. Now both write the
 // versions of the inode's attributes (touchAttrVersions).
-// CAIRN_OPENRACE_ROUNDS sets the rounds per way (default 150).
+// Both ways an open is recorded run it: in one round trip (openBlind) and
+// in a transaction (openTxn). CAIRN_OPENRACE_ROUNDS sets the rounds per
+// way (default 150).
 func TestSharedOpenUnlinkRace(t *testing.T) {
 	rounds := 150
 	if s := os.Getenv("CAIRN_OPENRACE_ROUNDS"); s != "" {
@@ -30,7 +32,15 @@ func TestSharedOpenUnlinkRace(t *testing.T) {
 		ok(t, err)
 		rounds = n
 	}
-	ms := pgClients(t, 2)
+	for _, blind := range []bool{true, false} {
+		t.Run(fmt.Sprint("blind-opens=", blind), func(t *testing.T) { openUnlinkRace(t, rounds, Options{NoBlindOpens: !blind}) })
+	}
+}
+
+// openUnlinkRace is TestSharedOpenUnlinkRace's rounds on two clients with
+// options opts.
+func openUnlinkRace(t *testing.T, rounds int, opts Options) {
+	ms := pgClientsWith(t, 2, opts)
 	a, b := ms[0], ms[1]
 	ways := []string{"unlink", "rename-over", "unlink-then-close", "unlink-in-snapshot", "unlink-in-snapshot-changed"}
 	for _, way := range ways {
