@@ -14,22 +14,22 @@ import (
 // in chooseAccelerators; nothing else decides whether one runs.
 type Accelerators struct {
 	// LatestCache: the newest attributes and entries in memory, kept
-	// exact by the commit observer (latest.go). Single-writer stores.
+	// exact by the commit observer (latestcache.go). Single-writer stores.
 	LatestCache bool
 	// MemoryHolds: open-file holds in memory, not in records (Options.
 	// MemoryHolds; with the latest cache, on a store with kv.Toucher).
 	MemoryHolds bool
 	// ListingCache: lookups answered from listings at most this old
-	// (listing.go); 0 is off. Stores others write.
+	// (listingcache.go); 0 is off. Stores others write.
 	ListingCache time.Duration
 	// GroupCommit: concurrent creates and unlinks in one transaction
-	// (group.go). Stores others write.
+	// (groupcommit.go). Stores others write.
 	GroupCommit bool
 	// StartAhead: a lookup starts the transaction of the create that
-	// usually follows it (ahead.go, kv.Starter).
+	// usually follows it (startahead.go, kv.Starter).
 	StartAhead bool
 	// Leases: directory leases and speculative creates (lease.go,
-	// spec.go, kv.GuardedWriter), for clients with a session.
+	// speculative.go, kv.GuardedWriter), for clients with a session.
 	Leases bool
 	// BlindOpens: the first open of a file reads it and writes its hold
 	// in one round trip (open.go, openBlind; kv.BlindWriter, or an
@@ -95,10 +95,10 @@ func (m *Meta) Profile() kv.Profile { return m.profile }
 type txnAccel struct {
 	// lc, if set, may answer prefetches before the first write: the store
 	// checks reads at commit and takes cached ones (kv.ReadNoter;
-	// latest.go).
+	// latestcache.go).
 	lc *latestCache
 	// touched, if set, collects the records this update writes, for the
-	// listing cache and the leases (listing.go, lease.go); dirAttrs are
+	// listing cache and the leases (listingcache.go, lease.go); dirAttrs are
 	// the directory attributes this attempt wrote (only if touched is set).
 	touched  *touchLog
 	dirAttrs map[base.Ino]base.Attr

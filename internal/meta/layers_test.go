@@ -12,7 +12,7 @@ import (
 // knows nothing of the accelerators (layer 3) but the hooks it calls.
 var (
 	storeFiles = []string{"versioned.go", "prefetch.go"}
-	accelFiles = []string{"accel.go", "latest.go", "listing.go", "lease.go", "group.go", "ahead.go", "spec.go"}
+	accelFiles = []string{"accel.go", "latestcache.go", "listingcache.go", "lease.go", "groupcommit.go", "startahead.go", "speculative.go"}
 	// storeHooks are the accelerator functions and types the store may
 	// name: the state it holds for them (txnAccel), the write hooks and
 	// the read hooks of the latest-version cache.

@@ -52,7 +52,7 @@ import (
 // past leaseMaxNames, and when its session ends; a recalled directory is
 // not leased again for a while (leaseBackoff, doubling).
 //
-// Creates in a leased directory run speculatively (spec.go): one round
+// Creates in a leased directory run speculatively (speculative.go): one round
 // trip instead of the lookup's and the create's.
 const (
 	leaseTrigger    = 2

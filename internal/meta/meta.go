@@ -34,19 +34,19 @@ type Options struct {
 	HoldReleaseDelay time.Duration
 	// LatestCacheEntries bounds the in-memory cache of attributes and
 	// directory entries kept on stores no other process writes (see
-	// latest.go): 0 means DefaultLatestCacheEntries, negative turns it off.
+	// latestcache.go): 0 means DefaultLatestCacheEntries, negative turns it off.
 	LatestCacheEntries int
 	// ListingTTL, if positive, turns the listing cache on for stores
 	// other processes write (no latest-version cache): lookups walking a
-	// directory are answered from a listing at most this old (listing.go).
+	// directory are answered from a listing at most this old (listingcache.go).
 	// Set it no longer than the front end's attribute and entry timeouts.
 	ListingTTL time.Duration
-	// NoGroupCommit turns group commit off (group.go). It is on for
+	// NoGroupCommit turns group commit off (groupcommit.go). It is on for
 	// stores without the latest-version cache, which other processes
 	// write: database servers, where a commit costs most.
 	NoGroupCommit bool
 	// NoLeases turns directory leases and speculative creates off
-	// (lease.go, spec.go). They are on for stores other processes write
+	// (lease.go, speculative.go). They are on for stores other processes write
 	// that can make a guarded write (kv.GuardedWriter), for clients with
 	// a session. Every client of such a store respects the leases of
 	// others whatever this says.
@@ -215,7 +215,7 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 	}
 	if st, ok := store.(kv.Starter); ok && m.accel.StartAhead {
 		// Lookups may start the transaction of the create that usually
-		// follows them (ahead.go).
+		// follows them (startahead.go).
 		m.ahead = &aheadState{starter: st, shards: &m.shards, waiting: make(map[aheadKey]*parked), absent: make(map[aheadKey]bool)}
 	} else {
 		m.accel.StartAhead = false
@@ -304,7 +304,7 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 }
 
 // updateIn is rawUpdate, whose first attempt runs in st if that is not
-// nil (a transaction a lookup started: ahead.go), with usage shard shard,
+// nil (a transaction a lookup started: startahead.go), with usage shard shard,
 // which the caller holds. Other attempts take a shard from m.shards.
 func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(t *wtx) error) error {
 	queued := false

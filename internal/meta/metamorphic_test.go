@@ -45,7 +45,7 @@ import (
 // directory leases and speculative creates on memkv or Pebble (they need
 // a kv.GuardedWriter store that other processes write; the latest-version
 // cache of an Observable store excludes them), and transactions started
-// ahead by lookups (ahead.go) off on PostgreSQL or on elsewhere (they
+// ahead by lookups (startahead.go) off on PostgreSQL or on elsewhere (they
 // follow kv.Starter, which only PostgreSQL has, with no option).
 //
 // Every profile's client has a session, as a mount's has. The history

@@ -118,7 +118,7 @@ func lookupAt(r kv.Reader, c *Caller, parent base.Ino, name string, epoch uint64
 // engines), a directory this client changed less than a TTL ago is
 // answered with the attribute its commit wrote, and the first getattr of
 // a file after its open with the attribute the open read, if less than a
-// TTL ago (listing.go).
+// TTL ago (listingcache.go).
 func (m *Meta) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, error) {
 	if m.listings != nil {
 		if a, ok := m.listings.dirAttr(ino); ok {

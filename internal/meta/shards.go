@@ -36,7 +36,7 @@ func (p *shardPool) get() byte {
 }
 
 // getOf is get, preferring the first free shard of prefer (shards whose
-// records the caller has predictions of: spec.go).
+// records the caller has predictions of: speculative.go).
 func (p *shardPool) getOf(prefer []byte) byte {
 	p.mu.Lock()
 	for _, s := range prefer {

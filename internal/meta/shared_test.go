@@ -350,7 +350,7 @@ func TestSharedUnlinkReadsAhead(t *testing.T) {
 
 // TestSharedLookupAhead: once most lookups that reach the server are
 // followed by a create of the name, a lookup starts the create's
-// transaction (ahead.go). Creates in it are whole and seen by another
+// transaction (startahead.go). Creates in it are whole and seen by another
 // client; a lookup that finds its name, or whose create does not come,
 // rolls its transaction back; a create racing another client's create of
 // the same name fails with ErrExist; Close ends parked transactions.

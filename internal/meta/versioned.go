@@ -29,7 +29,7 @@ type version struct {
 // does not exist (no version at or below epoch, or a tombstone).
 //
 // A reader with the latest-version cache answers from it (cachedGet, the
-// read hook of latest.go).
+// read hook of latestcache.go).
 func vget(r kv.Reader, logical []byte, epoch uint64) (payload []byte, ok bool, err error) {
 	if payload, ok, done, err := cachedGet(r, logical, epoch); done {
 		return payload, ok, err

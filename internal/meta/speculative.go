@@ -343,7 +343,7 @@ func (m *Meta) speculate(ctx context.Context, fn func(o *op) error, absent []kv.
 	}
 }
 
-// Group commit of speculative writes (as group.go's of transactions):
+// Group commit of speculative writes (as groupcommit.go's of transactions):
 // guarded writes that arrive while groupSlots are in flight wait for one
 // to end, then go together in one WriteIf, each one's guards and writes,
 // if none writes what another reads or writes (then they commute: one

@@ -246,7 +246,7 @@ func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, fn
 	}
 	if p == nil {
 		// In a directory this client leases, the name is known absent:
-		// the create may run in one round trip (spec.go).
+		// the create may run in one round trip (speculative.go).
 		if m.leases != nil && m.leases.absent(parent, name) {
 			absent := []kv.Range{newestRange(dentryKey(parent, name))}
 			if done, err := m.speculate(ctx, fn, absent); done {
