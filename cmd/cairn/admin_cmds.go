@@ -28,17 +28,40 @@ volume is mounted (an embedded volume is asked through its mount process).`,
 	}
 }
 
+// fsck's exit codes, those of fsck(8).
+const (
+	fsckProblems = 4  // problems found and left uncorrected
+	fsckFailed   = 8  // operational error: the check could not run
+	fsckUsage    = 16 // usage or syntax error
+)
+
 func newFsckCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "fsck META-URL",
 		Short: "Check metadata invariants and that referenced objects exist",
 		Long: `Check the volume's metadata invariants (dentries, link counts, parents, chunk
 maps, counters) and that every block object the metadata references exists.
-Exits 1 and lists the problems if any are found.`,
+
+Exit status, as fsck(8) defines it: 0 no problems found; 4 problems found
+(listed), left as they are; 8 the check could not run (the volume could not
+be opened, a store did not answer); 16 usage error.`,
 		Example: "  cairn fsck pebble:///var/lib/cairn/meta",
-		Args:    cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.ExactArgs(1)(cmd, args); err != nil {
+				return &exitError{code: fsckUsage, err: err}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runAdmin(cmd.Context(), args[0], daemon.Request{Verb: "fsck"}, cmd.OutOrStdout())
+			err := runAdmin(cmd.Context(), args[0], daemon.Request{Verb: "fsck"}, cmd.OutOrStdout())
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, daemon.ErrProblems):
+				return &exitError{code: fsckProblems, err: err}
+			default:
+				return &exitError{code: fsckFailed, err: err}
+			}
 		},
 	}
 }

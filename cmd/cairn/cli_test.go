@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -161,14 +162,25 @@ func TestHelpHasExamples(t *testing.T) {
 }
 
 func TestParseSize(t *testing.T) {
-	for in, want := range map[string]uint64{"4096": 4096, "64K": 64 << 10, "4M": 4 << 20, "1g": 1 << 30, "2TiB": 2 << 40} {
+	for in, want := range map[string]uint64{
+		"4096": 4096, "64K": 64 << 10, "4M": 4 << 20, "1g": 1 << 30, "2TiB": 2 << 40, "3KB": 3 << 10,
+		"1.5G": 3 << 29, "0.5k": 512, ".25M": 1 << 18, "2.": 2, " 7 ": 7, "1.0001K": 1024, // rounded down
+		"16383P": 16383 << 50, "15E": 15 << 60, "18446744073709551615": math.MaxUint64,
+	} {
 		got, err := parseSize(in)
 		if err != nil || got != want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	if _, err := parseSize("x12"); err == nil {
-		t.Error("parseSize accepted garbage")
+	for _, in := range []string{"x12", "", "K", ".", "-1", "+4K", "1.2.3", "1e3", "4 K", "0x10"} {
+		if n, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) = %d, want an error", in, n)
+		}
+	}
+	for _, in := range []string{"99999999P", "16E", "18446744073709551616"} {
+		if n, err := parseSize(in); err == nil || !strings.Contains(err.Error(), "more than") {
+			t.Errorf("parseSize(%q) = %d, %v; want a too-large error", in, n, err)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -434,5 +435,62 @@ func TestE2EWriteOnlyPartialPage(t *testing.T) {
 	got, err := os.ReadFile(p)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("content after the write: %v (equal: %v)", err, bytes.Equal(got, want))
+	}
+}
+
+// TestE2EFsckExitCodes: fsck exits as fsck(8) says, through the mount's
+// control socket and directly: 0 clean, 4 problems found (a block object
+// removed from the data store), 8 when it cannot run, 16 on bad usage.
+func TestE2EFsckExitCodes(t *testing.T) {
+	v := newE2EVolume(t)
+	v.mount(t)
+	sh(t, v.mnt, "head -c 3000000 /dev/urandom > f && sync")
+	code := func(args ...string) (int, string) {
+		t.Helper()
+		out, err := cairnErr(t, args...)
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return 0, out
+		case errors.As(err, &ee):
+			return ee.ExitCode(), out
+		}
+		t.Fatalf("cairn %v: %v", args, err)
+		return -1, out
+	}
+	if c, out := code("fsck", v.meta); c != 0 {
+		t.Fatalf("fsck of a clean mounted volume: exit %d\n%s", c, out)
+	}
+	var objects []string
+	if err := filepath.WalkDir(v.dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(p, "/chunks/") {
+			objects = append(objects, p)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(objects) == 0 {
+		t.Fatal("no block object found in the data store")
+	}
+	if err := os.Remove(objects[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, when := range []string{"mounted", "unmounted"} {
+		if when == "unmounted" {
+			v.unmount(t)
+		}
+		if c, out := code("fsck", v.meta); c != 4 || !strings.Contains(out, "1 missing objects") {
+			t.Errorf("fsck of a %s volume with an object gone: exit %d, want 4\n%s", when, c, out)
+		}
+	}
+	if c, out := code("fsck", "pebble://"+v.dir+"/nothing-here"); c != 8 {
+		t.Errorf("fsck of no volume: exit %d, want 8\n%s", c, out)
+	}
+	if c, out := code("fsck"); c != 16 {
+		t.Errorf("fsck without its argument: exit %d, want 16\n%s", c, out)
+	}
+	if out := cairn(t, "--version"); !strings.HasPrefix(out, "cairn ") {
+		t.Errorf("cairn --version: %q", out)
 	}
 }

@@ -35,7 +35,9 @@ Quick start (embedded: one host, no other service):
   cairn mount -d pebble:///var/lib/cairn/meta /mnt/cairn`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version,
 	}
+	root.SetVersionTemplate("cairn {{.Version}}\n")
 	root.AddCommand(
 		newFormatCommand(),
 		newMountCommand(),

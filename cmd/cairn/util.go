@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"math/big"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,33 +19,36 @@ import (
 	"github.com/cairnfs/cairn/internal/kv"
 )
 
-// parseSize parses sizes like 4096, 64K, 4M, 1G, 2T (binary units).
-func parseSize(s string) (uint64, error) {
-	s = strings.TrimSpace(strings.ToUpper(s))
+// parseSize parses sizes like 4096, 64K, 4M, 1.5G, 2TiB: a decimal
+// number with an optional binary unit (K, M, G, T, P, E; "iB" or "B" may
+// follow), rounded down to whole bytes. A size past 2^64-1 bytes is
+// refused, not wrapped around.
+func parseSize(in string) (uint64, error) {
+	s := strings.TrimSpace(strings.ToUpper(in))
 	s = strings.TrimSuffix(strings.TrimSuffix(s, "B"), "I")
-	mult := uint64(1)
+	shift := uint(0)
 	if s != "" {
-		switch s[len(s)-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		case 'P':
-			mult = 1 << 50
-		}
-		if mult > 1 {
+		if i := strings.IndexByte("KMGTPE", s[len(s)-1]); i >= 0 {
+			shift = 10 * uint(i+1)
 			s = s[:len(s)-1]
 		}
 	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad size %q: want a number with an optional K/M/G/T suffix", s)
+	bad := fmt.Errorf("bad size %q: want a number with an optional K/M/G/T/P/E suffix, like 64K or 1.5G", in)
+	whole, frac, hasFrac := strings.Cut(s, ".")
+	if whole == "" && (!hasFrac || frac == "") || strings.ContainsAny(s, "+-") {
+		return 0, bad
 	}
-	return n * mult, nil
+	// The number as an exact fraction n/10^len(frac), times 2^shift.
+	n, ok := new(big.Int).SetString(whole+frac, 10)
+	if !ok {
+		return 0, bad
+	}
+	n.Lsh(n, shift)
+	n.Quo(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(len(frac))), nil))
+	if !n.IsUint64() {
+		return 0, fmt.Errorf("size %q: more than %d bytes", in, uint64(math.MaxUint64))
+	}
+	return n.Uint64(), nil
 }
 
 // runAdmin runs an admin verb on the volume at metaURL: directly when the

@@ -34,6 +34,9 @@ type reply struct {
 	Out  string `json:"out,omitempty"`
 	Done bool   `json:"done,omitempty"`
 	Err  string `json:"err,omitempty"`
+	// Problems: Err is ErrProblems (fsck found some), not a failure to
+	// run the command.
+	Problems bool `json:"problems,omitempty"`
 }
 
 // Holder describes the process serving a control socket.
@@ -136,6 +139,7 @@ func (s *ControlServer) serve(c net.Conn) {
 	r := reply{Done: true}
 	if err != nil {
 		r.Err = err.Error()
+		r.Problems = errors.Is(err, ErrProblems)
 	}
 	w.mu.Lock()
 	_ = enc.Encode(r)
@@ -189,6 +193,9 @@ func callControl(c net.Conn, path string, req Request, w io.Writer) error {
 			}
 		}
 		if r.Done {
+			if r.Problems {
+				return ErrProblems
+			}
 			if r.Err != "" {
 				return errors.New(r.Err)
 			}
