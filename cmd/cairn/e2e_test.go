@@ -494,3 +494,56 @@ func TestE2EFsckExitCodes(t *testing.T) {
 		t.Errorf("cairn --version: %q", out)
 	}
 }
+
+// TestE2EMountDaemonErrors: mount -d says on stderr what went wrong and
+// exits non-zero, whether the options are refused before the mount
+// process starts (--cache-mem) or by it (-o bogus, a volume that does not
+// exist), leaves no log of its own behind when it fails, and prints the
+// notice of a --cache-dir it does not use.
+func TestE2EMountDaemonErrors(t *testing.T) {
+	v := newE2EVolume(t)
+	logs := func() []string {
+		m, _ := filepath.Glob(filepath.Join(os.TempDir(), "cairn-mount-*"+filepath.Base(v.dir)+"*.log"))
+		l, _ := filepath.Glob(v.dir + "/meta/cairn-mount.log")
+		return append(m, l...)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cache-mem", "lots"}, "--cache-mem"},
+		{[]string{"-o", "bogus"}, "-o bogus: unknown mount option"},
+		{[]string{"-o", "_netdev,nofail,fsname="}, "-o fsname=: unknown mount option"},
+	} {
+		args := append(append([]string{"mount", "-d"}, c.args...), v.meta, v.mnt)
+		out, err := cairnErr(t, args...)
+		if err == nil {
+			v.unmount(t)
+			t.Fatalf("cairn %v succeeded", args)
+		}
+		if !strings.Contains(out, c.want) || strings.Contains(out, "exited before the mount was ready") {
+			t.Errorf("cairn %v: %q, want the reason (%q)", args, out, c.want)
+		}
+		if l := logs(); len(l) > 0 {
+			t.Errorf("cairn %v left its log behind: %v", args, l)
+		}
+	}
+	out, err := cairnErr(t, "mount", "-d", "pebble://"+v.dir+"/no-volume", v.mnt)
+	if err == nil || !strings.Contains(out, "no-volume") {
+		t.Errorf("mount -d of no volume: %v, %q", err, out)
+	}
+	if _, err := os.Stat(v.dir + "/no-volume"); err == nil {
+		t.Error("mount -d of no volume created its directory")
+	}
+	if l := logs(); len(l) > 0 {
+		t.Errorf("mount -d of no volume left its log behind: %v", l)
+	}
+	// The data store of an embedded volume is beside its metadata: a
+	// --cache-dir there is not used, and the operator hears it.
+	cache := filepath.Join(v.dir, "cache")
+	out = cairn(t, "mount", "-d", "--log", v.dir+"/mount.log", "--cache-dir", cache, v.meta, v.mnt)
+	t.Cleanup(func() { v.unmount(t) })
+	if !strings.Contains(out, "--cache-dir "+cache+" not used") {
+		t.Errorf("mount -d with a --cache-dir on the store's file system: %q, want a notice", out)
+	}
+}

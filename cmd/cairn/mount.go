@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,7 +97,15 @@ doubled since the last collection, but not before it reaches 64 MiB (or
   cairn mount -d --snapshot nightly 'postgres://cairn@db1/vol1' /mnt/vol1-nightly
   cairn mount -d --nfs-listen 0.0.0.0:2049 --nfs-allow 10.0.0.0/8 --nfs-squash root pebble:///var/lib/cairn/meta /mnt/cairn`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			// A mount process started by -d tells its parent why it
+			// stopped, whatever stopped it (nothing if not started so).
+			ready := readyReporter()
+			defer func() {
+				if err != nil {
+					ready(nil, err)
+				}
+			}()
 			metaURL, err := parentMetaURL(args[0])
 			if err != nil {
 				return err
@@ -128,9 +138,6 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			if objectLatency < 0 {
 				return fmt.Errorf("--object-latency %s: want zero or more", objectLatency)
 			}
-			if background {
-				return daemonize(cmd, loc, logFile, abs)
-			}
 			var extra []string
 			for _, o := range opts {
 				for _, p := range strings.Split(o, ",") {
@@ -141,7 +148,13 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 					case "ro":
 						readOnly = true
 					default:
-						extra = append(extra, p)
+						keep, err := mountOption(p)
+						if err != nil {
+							return err
+						}
+						if keep {
+							extra = append(extra, p)
+						}
 					}
 				}
 			}
@@ -171,6 +184,11 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 					return fmt.Errorf("--cache-dir: %w", err)
 				}
 			}
+			if background {
+				// The options are valid (checked above): start the mount
+				// process, which checks them again.
+				return daemonize(cmd, loc, logFile, abs)
+			}
 			if os.Getenv(readyFDEnv) != "" {
 				logFile = "" // the parent sent our stderr to the log file
 			}
@@ -186,14 +204,13 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 					}
 				}()
 			}
-			ready := readyReporter()
 			mo := daemon.MountOptions{
 				Volume:      vo,
 				MetricsAddr: metricsAddr,
 				MountPoint:  abs,
 				Version:     version,
 				Logger:      log,
-				Ready:       func() { ready(nil) },
+				Ready:       func(notices []string) { ready(notices, nil) },
 				Snapshot:    snapshot,
 				NFSListen:   nfsListen,
 			}
@@ -225,7 +242,6 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			mo.Fuse.ExtraOptions = extra
 			err = daemon.Mount(cmd.Context(), mo)
 			if err != nil {
-				ready(err)
 				log.Error("mount", "err", err)
 			}
 			return err
@@ -263,27 +279,59 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 	return cmd
 }
 
-// readyReporter returns the function a daemonized child calls once: nil
-// when mounted, or the error that stopped it.
-func readyReporter() func(error) {
+// Mount options (-o) besides allow_other and ro: those passed on to the
+// kernel's FUSE mount, and those of mount(8) and fstab that concern
+// whoever calls the mount, not the mount itself (accepted and ignored).
+var (
+	fuseMountOptions = []string{"rw", "allow_root", "default_permissions", "auto_unmount", "dev", "nodev",
+		"suid", "nosuid", "exec", "noexec", "atime", "noatime", "relatime", "nodiratime", "sync", "async", "dirsync"}
+	fuseMountValueOptions = []string{"fsname=", "subtype=", "max_read=", "blksize="}
+	callerMountOptions    = []string{"defaults", "_netdev", "auto", "noauto", "nofail", "user", "users", "nouser", "owner", "group"}
+)
+
+// mountOption checks one -o option: keep reports whether it goes to the
+// kernel; an unknown option is an error that names it.
+func mountOption(o string) (keep bool, err error) {
+	switch {
+	case slices.Contains(fuseMountOptions, o):
+		return true, nil
+	case slices.ContainsFunc(fuseMountValueOptions, func(p string) bool { return strings.HasPrefix(o, p) && len(o) > len(p) }):
+		return true, nil
+	case slices.Contains(callerMountOptions, o), strings.HasPrefix(o, "x-"), strings.HasPrefix(o, "comment="):
+		return false, nil
+	}
+	return false, fmt.Errorf("-o %s: unknown mount option (known: allow_other, ro, %s, %s; ignored: %s, x-*)", o,
+		strings.Join(fuseMountOptions, ", "), strings.Join(fuseMountValueOptions, "…, ")+"…", strings.Join(callerMountOptions, ", "))
+}
+
+// readyReporter returns the function a daemonized child calls once, on
+// the pipe to its parent: with err nil when mounted (after the notices the
+// operator should see, one line each), else with the error that stopped
+// it. Lines: "notice: TEXT", then "ok" or "error: TEXT" (newlines in TEXT
+// become spaces).
+func readyReporter() func(notices []string, err error) {
 	fdStr := os.Getenv(readyFDEnv)
 	if fdStr == "" {
-		return func(error) {}
+		return func([]string, error) {}
 	}
 	os.Unsetenv(readyFDEnv)
 	var fd int
 	fmt.Sscanf(fdStr, "%d", &fd)
 	f := os.NewFile(uintptr(fd), "ready")
 	done := false
-	return func(err error) {
+	oneLine := strings.NewReplacer("\n", " ", "\r", " ")
+	return func(notices []string, err error) {
 		if done || f == nil {
 			return
 		}
 		done = true
-		if err == nil {
-			fmt.Fprintln(f, "ok")
+		if err != nil {
+			fmt.Fprintln(f, "error: "+oneLine.Replace(err.Error()))
 		} else {
-			fmt.Fprintln(f, "error: "+err.Error())
+			for _, n := range notices {
+				fmt.Fprintln(f, "notice: "+oneLine.Replace(n))
+			}
+			fmt.Fprintln(f, "ok")
 		}
 		f.Close()
 	}
@@ -318,7 +366,8 @@ func parentMetaURL(arg string) (string, error) {
 // waits until it reports that the mount is ready (or why it failed). The
 // metadata URL's password is not in the new process's command line: that
 // holds the URL redacted, and the URL itself goes through a pipe.
-func daemonize(cmd *cobra.Command, loc daemon.MetaLocation, logFile, mountpoint string) error {
+func daemonize(cmd *cobra.Command, loc daemon.MetaLocation, logFile, mountpoint string) (err error) {
+	ownLog := false // the default log, made by this call: removed if the mount fails
 	if logFile == "" {
 		// Beside an embedded store if there is one (mounting creates
 		// none), else in the temporary directory.
@@ -327,11 +376,22 @@ func daemonize(cmd *cobra.Command, loc daemon.MetaLocation, logFile, mountpoint 
 			logFile = loc.Path + "/cairn-mount.log"
 		}
 	}
+	if logFile != cmd.Flags().Lookup("log").Value.String() {
+		_, serr := os.Stat(logFile)
+		ownLog = errors.Is(serr, fs.ErrNotExist)
+	}
 	lf, err := openLogFile(logFile)
 	if err != nil {
 		return fmt.Errorf("--log: %w", err)
 	}
 	defer lf.Close()
+	defer func() {
+		if err != nil && ownLog {
+			// The error is on stderr; the default log made for this
+			// mount has nothing the operator needs.
+			_ = os.Remove(logFile)
+		}
+	}()
 	metaURL := cmd.Flags().Arg(0)
 	redacted := object.RedactURL(metaURL)
 	var args []string
@@ -384,18 +444,29 @@ func daemonize(cmd *cobra.Command, loc daemon.MetaLocation, logFile, mountpoint 
 	if err != nil {
 		return fmt.Errorf("starting the mount process: %w", err)
 	}
-	line, _ := bufio.NewReader(pr).ReadString('\n')
-	line = strings.TrimSpace(line)
 	pid := c.Process.Pid
-	_ = c.Process.Release()
-	switch {
-	case line == "ok":
-		fmt.Fprintf(cmd.OutOrStdout(), "mounted %s at %s (pid %d, log %s)\n", loc.Display(), mountpoint, pid, logFile)
-		return nil
-	case strings.HasPrefix(line, "error: "):
-		return errors.New(strings.TrimPrefix(line, "error: "))
-	default:
-		return fmt.Errorf("the mount process (pid %d) exited before the mount was ready; see %s", pid, logFile)
+	rd := bufio.NewReader(pr)
+	for {
+		line, rerr := rd.ReadString('\n')
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "notice: "):
+			fmt.Fprintln(cmd.ErrOrStderr(), "cairn: "+strings.TrimPrefix(line, "notice: "))
+			continue
+		case line == "ok":
+			_ = c.Process.Release()
+			fmt.Fprintf(cmd.OutOrStdout(), "mounted %s at %s (pid %d, log %s)\n", loc.Display(), mountpoint, pid, logFile)
+			return nil
+		case strings.HasPrefix(line, "error: "):
+			_ = c.Wait()
+			return errors.New(strings.TrimPrefix(line, "error: "))
+		case rerr == nil:
+			continue // not a line of ours
+		}
+		// The process ended without a word: killed, or it crashed.
+		werr := c.Wait()
+		ownLog = false // the log is all there is to go on
+		return fmt.Errorf("the mount process (pid %d) exited before the mount was ready (%v); see %s", pid, werr, logFile)
 	}
 }
 

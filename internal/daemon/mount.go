@@ -28,8 +28,9 @@ type MountOptions struct {
 	Fuse       fuse.Options
 	// Version is recorded in the session.
 	Version string
-	// Ready is called once the file system is mounted and serving.
-	Ready  func()
+	// Ready is called once the file system is mounted and serving, with
+	// the volume's notices (Volume.Notices).
+	Ready  func(notices []string)
 	Logger *slog.Logger
 	// Heartbeat is how often the session proves it is alive and looks for
 	// dead sessions of other clients (default 5 s).
@@ -272,7 +273,7 @@ func Mount(ctx context.Context, o MountOptions) error {
 	}
 	log.Info("mounted", "volume", vol.Settings.Name, "meta", vol.Loc.Display(), "mountpoint", mp, "snapshot", o.Snapshot)
 	if o.Ready != nil {
-		o.Ready()
+		o.Ready(vol.Notices)
 	}
 
 	stopHB := startHeartbeats(vol.Meta, o.Heartbeat, o.SessionTimeout, log)

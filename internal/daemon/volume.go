@@ -409,6 +409,9 @@ type Volume struct {
 	disk        *cache.Disk // nil without CacheDirs
 	// diskSkipped says why the disk cache of CacheDirs is not used, or "".
 	diskSkipped string
+	// Notices are what the operator should hear at mount time, not only
+	// in the log: options that were given but are not applied, and why.
+	Notices []string
 	started     time.Time
 	// kernelChanged, set by a FUSE mount of the live volume before admin
 	// commands can arrive, tells its kernel that an admin command changed
@@ -573,6 +576,8 @@ func (v *Volume) dropStoreFSDirs(dirs []string, storeDir string) []string {
 	}
 	v.Log.Warn("disk cache directories on the data store's file system are not used: they would copy blocks to the device they are read from (--cache-on-store-fs keeps them)",
 		"dirs", strings.Join(dropped, ","), "store", storeDir)
+	v.Notices = append(v.Notices, fmt.Sprintf("--cache-dir %s not used: it is on the file system of the data store %s, where a disk cache only copies blocks (--cache-on-store-fs keeps it)",
+		strings.Join(dropped, ","), storeDir))
 	if len(kept) == 0 {
 		v.diskSkipped = fmt.Sprintf("its --cache-dir %s is on the file system of its data store %s, where a disk cache only copies blocks (mount with --cache-on-store-fs to keep it)",
 			strings.Join(dropped, ","), storeDir)
