@@ -218,3 +218,25 @@ func TestDataStoreMissing(t *testing.T) {
 	_, err = run(t, "status", meta)
 	wantErr(t, err, "is not a directory")
 }
+
+// TestFlagsFromEnvironment: every flag may be given as CAIRN_<FLAG>; the
+// command line wins, and a bad value names the variable.
+func TestFlagsFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("CAIRN_BLOCK_SIZE", "1M")
+	t.Setenv("CAIRN_INLINE_MAX", "0")
+	meta := "pebble://" + dir + "/meta"
+	if out, err := run(t, "format", "--inline-max", "8K", "--data", "file://"+dir+"/data", meta, "env"); err != nil {
+		t.Fatalf("format: %v\n%s", err, out)
+	}
+	out, err := run(t, "status", meta)
+	if err != nil || !regexp.MustCompile(`Block size\s+1.0 MiB`).MatchString(out) || !regexp.MustCompile(`Inline limit\s+8.0 KiB`).MatchString(out) {
+		t.Fatalf("status after format with CAIRN_BLOCK_SIZE=1M and --inline-max 8K over CAIRN_INLINE_MAX=0: %v\n%s", err, out)
+	}
+	t.Setenv("CAIRN_BLOCK_SIZE", "huge")
+	_, err = run(t, "format", "--data", "file://"+dir+"/data2", "pebble://"+dir+"/meta2", "env2")
+	wantErr(t, err, `--block-size was set by CAIRN_BLOCK_SIZE="huge"`)
+	if _, serr := os.Stat(dir + "/meta2"); serr == nil {
+		t.Error("a format refused for its environment created the volume")
+	}
+}

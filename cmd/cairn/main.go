@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -32,10 +34,15 @@ func newRootCommand() *cobra.Command {
 
 Quick start (embedded: one host, no other service):
   cairn format pebble:///var/lib/cairn/meta myvol
-  cairn mount -d pebble:///var/lib/cairn/meta /mnt/cairn`,
+  cairn mount -d pebble:///var/lib/cairn/meta /mnt/cairn
+
+Every flag can also be set in the environment as CAIRN_<FLAG>, upper case
+with - as _ (--cache-mem 1G: CAIRN_CACHE_MEM=1G); the command line wins.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
+		// Every flag may come from the environment instead.
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return flagsFromEnv(cmd) },
 	}
 	root.SetVersionTemplate("cairn {{.Version}}\n")
 	root.AddCommand(
@@ -53,7 +60,68 @@ Quick start (embedded: one host, no other service):
 		newGatewayCommand(),
 		newVersionCommand(),
 	)
+	withEnvNotes(root)
 	return root
+}
+
+// flagEnvPrefix: flag --some-flag may be given as CAIRN_SOME_FLAG.
+const flagEnvPrefix = "CAIRN_"
+
+// flagEnv is the environment variable that sets flag name.
+func flagEnv(name string) string {
+	return flagEnvPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// flagsFromEnv sets each flag of cmd not given on the command line from
+// its environment variable (flagEnv), if that is set: the command line
+// wins. A value the flag refuses is an error that names the variable.
+func flagsFromEnv(cmd *cobra.Command) error {
+	fromEnv = map[string]string{} // this command's only
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed || f.Name == "help" || f.Name == "version" {
+			return
+		}
+		env := flagEnv(f.Name)
+		if v, ok := os.LookupEnv(env); ok {
+			if serr := cmd.Flags().Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s=%q (--%s): %w", env, v, f.Name, serr)
+				return
+			}
+			fromEnv[f.Name] = fmt.Sprintf("%s=%q", env, v)
+		}
+	})
+	return err
+}
+
+// fromEnv maps the flags this process took from the environment to the
+// variable that set them, for error messages (envNote).
+var fromEnv = map[string]string{}
+
+// envNote adds to err, which names flag --X, that the environment set X,
+// so that the operator knows where to look.
+func envNote(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for name, set := range fromEnv {
+		if strings.Contains(msg, "--"+name) {
+			return fmt.Errorf("%w (--%s was set by %s)", err, name, set)
+		}
+	}
+	return err
+}
+
+// withEnvNotes makes every command of the tree under c report, in its
+// errors, the flags the environment set (envNote).
+func withEnvNotes(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error { return envNote(run(cmd, args)) }
+	}
+	for _, sub := range c.Commands() {
+		withEnvNotes(sub)
+	}
 }
 
 func main() {

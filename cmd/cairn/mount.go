@@ -414,7 +414,11 @@ func daemonize(cmd *cobra.Command, loc daemon.MetaLocation, logFile, mountpoint 
 	}
 	defer pr.Close()
 	c := exec.Command(exe, args...)
-	c.Env = append(os.Environ(), readyFDEnv+"=3")
+	// The mount process runs in the foreground, even if -d came from the
+	// environment.
+	c.Env = append(slices.DeleteFunc(os.Environ(), func(e string) bool {
+		return strings.HasPrefix(e, flagEnv("daemon")+"=")
+	}), readyFDEnv+"=3")
 	c.Stdin = nil
 	c.Stdout = lf
 	c.Stderr = lf
