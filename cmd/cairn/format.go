@@ -26,7 +26,7 @@ device), or postgres://user[:password]@host[:port]/database (shared: many
 hosts mount the volume; the database must exist, Cairn creates its table).
 --data: file:///absolute/path (default for pebble: a "data" directory beside
 the metadata), or s3://bucket[/prefix]?endpoint=http://host:port (created if
-missing; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).
+missing; credentials as for every command, see cairn --help).
 --inline-max: a file written in one piece of at most this size (a slice)
 keeps its data in the metadata engine: it costs a metadata transaction
 instead of an object PUT. Fixed at format time.`,

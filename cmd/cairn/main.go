@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -37,13 +38,26 @@ Quick start (embedded: one host, no other service):
   cairn mount -d pebble:///var/lib/cairn/meta /mnt/cairn
 
 Every flag can also be set in the environment as CAIRN_<FLAG>, upper case
-with - as _ (--cache-mem 1G: CAIRN_CACHE_MEM=1G); the command line wins.`,
+with - as _ (--cache-mem 1G: CAIRN_CACHE_MEM=1G); the command line wins.
+
+Credentials: an S3 data store's key pair comes from the environment
+(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), else the
+shared credentials and config files (--s3-credentials-file, --s3-profile;
+by default ~/.aws/credentials, AWS_PROFILE or "default"), else, on AWS, a
+web identity, container or instance role. A PostgreSQL password comes from
+the URL, PGPASSWORD, or the password file (PGPASSFILE, ~/.pgpass).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
 		// Every flag may come from the environment instead.
-		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return flagsFromEnv(cmd) },
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := flagsFromEnv(cmd); err != nil {
+				return err
+			}
+			return s3Files.apply()
+		},
 	}
+	s3Files.register(root.PersistentFlags())
 	root.SetVersionTemplate("cairn {{.Version}}\n")
 	root.AddCommand(
 		newFormatCommand(),
@@ -62,6 +76,37 @@ with - as _ (--cache-mem 1G: CAIRN_CACHE_MEM=1G); the command line wins.`,
 	)
 	withEnvNotes(root)
 	return root
+}
+
+// s3FileFlags are the flags that choose the shared AWS credentials file
+// and profile of S3 data stores, for every command. They set the variables
+// the AWS tools read (AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE), which a
+// mount process started by -d inherits.
+type s3FileFlags struct{ file, profile string }
+
+var s3Files s3FileFlags
+
+func (s *s3FileFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&s.file, "s3-credentials-file", "", "the shared credentials file of S3 data stores (default: AWS_SHARED_CREDENTIALS_FILE, or ~/.aws/credentials)")
+	f.StringVar(&s.profile, "s3-profile", "", "the profile of that file to use (default: AWS_PROFILE, or default)")
+}
+
+// apply exports the flags given to the variables the S3 store reads.
+func (s *s3FileFlags) apply() error {
+	if s.file != "" {
+		abs, err := filepath.Abs(s.file)
+		if err != nil {
+			return fmt.Errorf("--s3-credentials-file: %w", err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return fmt.Errorf("--s3-credentials-file: %w", err)
+		}
+		os.Setenv("AWS_SHARED_CREDENTIALS_FILE", abs)
+	}
+	if s.profile != "" {
+		os.Setenv("AWS_PROFILE", s.profile)
+	}
+	return nil
 }
 
 // flagEnvPrefix: flag --some-flag may be given as CAIRN_SOME_FLAG.

@@ -657,3 +657,49 @@ func TestSharedDirLeases(t *testing.T) {
 		t.Fatalf("b created in a leased directory without a recall: %v", l)
 	}
 }
+
+// TestSharedCredentialsFile: a shared volume whose S3 key pair is only in a
+// shared credentials file, chosen by --s3-credentials-file and
+// --s3-profile, or by CAIRN_S3_CREDENTIALS_FILE and AWS_PROFILE, mounts
+// and keeps a file; without the file, the mount says it has no
+// credentials and what it tried.
+func TestSharedCredentialsFile(t *testing.T) {
+	v := newSharedVolume(t)
+	var access, secret string
+	var env []string
+	for _, e := range v.env {
+		switch {
+		case strings.HasPrefix(e, "AWS_ACCESS_KEY_ID="):
+			access = strings.TrimPrefix(e, "AWS_ACCESS_KEY_ID=")
+		case strings.HasPrefix(e, "AWS_SECRET_ACCESS_KEY="):
+			secret = strings.TrimPrefix(e, "AWS_SECRET_ACCESS_KEY=")
+		case strings.HasPrefix(e, "AWS_"), strings.HasPrefix(e, "MINIO_"), strings.HasPrefix(e, "HOME="):
+		default:
+			env = append(env, e)
+		}
+	}
+	file := filepath.Join(v.dir, "s3-credentials")
+	body := "[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n[cairn]\naws_access_key_id = " + access + "\naws_secret_access_key = " + secret + "\n"
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v.env = append(env, "HOME="+t.TempDir())
+	out, err := v.cairn(t, "fsck", v.meta)
+	if err == nil || !strings.Contains(out, "no S3 credentials") || !strings.Contains(out, "tried") {
+		t.Fatalf("fsck without credentials: %v\n%s", err, out)
+	}
+	m := v.mount(t, "a", "--s3-credentials-file", file, "--s3-profile", "cairn")
+	if err := os.WriteFile(filepath.Join(m.mnt, "f"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.stop(t)
+	v.env = append(v.env, "CAIRN_S3_CREDENTIALS_FILE="+file, "AWS_PROFILE=cairn")
+	m = v.mount(t, "b")
+	if b, err := os.ReadFile(filepath.Join(m.mnt, "f")); err != nil || string(b) != "kept" {
+		t.Fatalf("read back through a mount with credentials from CAIRN_S3_CREDENTIALS_FILE: %q, %v", b, err)
+	}
+	m.stop(t)
+	if out, err := v.cairn(t, "fsck", v.meta); err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+}

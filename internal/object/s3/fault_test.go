@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -258,11 +260,20 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-func TestCredentialsFromEnvironment(t *testing.T) {
-	b := s3test.NewBucket(t)
-	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"} {
+// noCredentials empties the environment's S3 credentials and points the
+// shared files' defaults at an empty home.
+func noCredentials(t *testing.T) {
+	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD",
+		"AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
 		t.Setenv(v, "")
 	}
+	t.Setenv("HOME", t.TempDir())
+}
+
+func TestCredentialsFromEnvironment(t *testing.T) {
+	b := s3test.NewBucket(t)
+	noCredentials(t)
 	_, err := s3.Open(t.Context(), b.URL, s3.Options{})
 	if err == nil || !strings.Contains(err.Error(), "no S3 credentials") || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
 		t.Errorf("Open without credentials: err = %v, want 'no S3 credentials … AWS_ACCESS_KEY_ID'", err)
@@ -520,4 +531,65 @@ func TestTransientFaults(t *testing.T) {
 			t.Fatalf("Put after the fault: %v", err)
 		}
 	})
+}
+
+// TestCredentialsFromSharedFile: the key pair comes from a shared
+// credentials file, its profile chosen by Options or AWS_PROFILE, the file
+// by Options or AWS_SHARED_CREDENTIALS_FILE (or ~/.aws/credentials); the
+// environment's keys come first; a file without the profile, or missing,
+// is an error that names it.
+func TestCredentialsFromSharedFile(t *testing.T) {
+	b := s3test.NewBucket(t)
+	noCredentials(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "credentials")
+	body := fmt.Sprintf("[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n[cairn]\naws_access_key_id = %s\naws_secret_access_key = %s\n", b.AccessKey, b.SecretKey)
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	works := func(what string, o s3.Options) {
+		t.Helper()
+		s, err := s3.Open(t.Context(), b.URL, o)
+		if err == nil {
+			err = s.Put(t.Context(), "k", []byte("v"))
+			s.Close()
+		}
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	works("Options.CredentialsFile and Profile", s3.Options{CredentialsFile: file, Profile: "cairn"})
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", file)
+	t.Setenv("AWS_PROFILE", "cairn")
+	works("AWS_SHARED_CREDENTIALS_FILE and AWS_PROFILE", s3.Options{})
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "")
+	if err := os.MkdirAll(filepath.Join(os.Getenv("HOME"), ".aws"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(os.Getenv("HOME"), ".aws", "credentials"), []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	works("~/.aws/credentials", s3.Options{})
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_ACCESS_KEY_ID", b.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", b.SecretKey)
+	works("the environment before the file's wrong default profile", s3.Options{})
+	noCredentials(t)
+
+	for _, c := range []struct {
+		o    s3.Options
+		want string
+	}{
+		{s3.Options{CredentialsFile: file, Profile: "nope"}, `has no key pair for profile "nope"`},
+		{s3.Options{CredentialsFile: filepath.Join(dir, "missing")}, "missing"},
+	} {
+		_, err := s3.Open(t.Context(), b.URL, c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "credentials") {
+			t.Errorf("Open with %+v: %v, want an error with %q", c.o, err, c.want)
+		}
+	}
+	_, err := s3.Open(t.Context(), b.URL, s3.Options{})
+	if err == nil || !strings.Contains(err.Error(), "tried") || !strings.Contains(err.Error(), "shared credentials file") {
+		t.Errorf("Open with no credentials anywhere: %v, want what it tried", err)
+	}
 }

@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // Defaults and limits of Options.
@@ -35,11 +38,22 @@ const (
 type Options struct {
 	// AccessKey and SecretKey authenticate to the endpoint; SessionToken
 	// goes with temporary credentials. When AccessKey is empty, they come
-	// from the environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-	// AWS_SESSION_TOKEN, else MINIO_ROOT_USER and MINIO_ROOT_PASSWORD.
-	// Open fails when neither gives a key pair. The secret is never
-	// logged or put into an error.
+	// from the first of these that has a key pair, as the AWS tools look
+	// for them: the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+	// and AWS_SESSION_TOKEN, else MINIO_ROOT_USER and MINIO_ROOT_PASSWORD);
+	// the shared credentials and config files (CredentialsFile, else
+	// AWS_SHARED_CREDENTIALS_FILE and AWS_CONFIG_FILE or ~/.aws/credentials
+	// and ~/.aws/config; profile Profile, else AWS_PROFILE or "default");
+	// and, for AWS's own endpoint or where the environment names one
+	// (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_CONTAINER_CREDENTIALS_*), a web
+	// identity, container or instance role, renewed before it expires.
+	// Open fails, naming what it tried, when none gives a key pair. The
+	// secret is never logged or put into an error.
 	AccessKey, SecretKey, SessionToken string
+	// CredentialsFile and Profile choose the shared credentials file and
+	// its profile (see AccessKey). A CredentialsFile that cannot be read,
+	// or lacks the profile, fails Open.
+	CredentialsFile, Profile string
 
 	// Create makes Open create the bucket when it does not exist;
 	// otherwise a missing bucket fails Open.
@@ -120,19 +134,61 @@ func (o *Options) retries() bool {
 	return o.WaitForever || o.OutageTimeout > 0 && o.MaxRetries > 0
 }
 
-// credentials returns the key pair to use and where it came from: the
-// options, else the environment.
-func (o *Options) credentials() (access, secret, token string, err error) {
-	switch {
-	case o.AccessKey != "":
-		return o.AccessKey, o.SecretKey, o.SessionToken, nil
-	case os.Getenv("AWS_ACCESS_KEY_ID") != "" && os.Getenv("AWS_SECRET_ACCESS_KEY") != "":
-		return os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN"), nil
-	case os.Getenv("MINIO_ROOT_USER") != "" && os.Getenv("MINIO_ROOT_PASSWORD") != "":
-		return os.Getenv("MINIO_ROOT_USER"), os.Getenv("MINIO_ROOT_PASSWORD"), "", nil
+// credentials returns the credentials to sign with, and where they came
+// from: the options, else the first source of the chain (AccessKey) that
+// has a key pair. aws: the endpoint is AWS's own, where an instance role
+// may be asked for.
+func (o *Options) credentials(aws bool) (*credentials.Credentials, string, error) {
+	if o.AccessKey != "" {
+		return credentials.NewStaticV4(o.AccessKey, o.SecretKey, o.SessionToken), "options", nil
 	}
-	return "", "", "", errors.New("object/s3: no S3 credentials: set the access and secret key, " +
-		"or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or MINIO_ROOT_USER and MINIO_ROOT_PASSWORD) in the environment")
+	file := &credentials.FileAWSCredentials{Filename: o.CredentialsFile, Profile: o.Profile}
+	if o.CredentialsFile != "" {
+		if _, err := os.Stat(o.CredentialsFile); err != nil {
+			return nil, "", fmt.Errorf("object/s3: S3 credentials file: %w", err)
+		}
+		if v, err := file.Retrieve(); err != nil || v.AccessKeyID == "" {
+			return nil, "", fmt.Errorf("object/s3: S3 credentials file %s has no key pair for profile %q (%v)", o.CredentialsFile, profileName(o.Profile), err)
+		}
+	}
+	sources := []struct {
+		name string
+		p    credentials.Provider
+	}{
+		{"AWS_ACCESS_KEY_ID in the environment", &credentials.EnvAWS{}},
+		{"MINIO_ROOT_USER in the environment", &credentials.EnvMinio{}},
+		{"the shared credentials file, profile " + profileName(o.Profile), file},
+	}
+	role := aws
+	for _, v := range []string{"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
+		role = role || os.Getenv(v) != ""
+	}
+	if role {
+		sources = append(sources, struct {
+			name string
+			p    credentials.Provider
+		}{"a web identity, container or instance role", &credentials.IAM{Client: &http.Client{Timeout: 5 * time.Second}}})
+	}
+	var tried []string
+	for _, s := range sources {
+		if v, err := s.p.Retrieve(); err == nil && v.AccessKeyID != "" && v.SecretAccessKey != "" {
+			return credentials.New(s.p), s.name, nil
+		}
+		tried = append(tried, s.name)
+	}
+	return nil, "", fmt.Errorf("object/s3: no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or MINIO_ROOT_USER and MINIO_ROOT_PASSWORD) in the environment, or give a shared credentials file; tried %s",
+		strings.Join(tried, ", "))
+}
+
+// profileName is the profile the shared files are read for.
+func profileName(p string) string {
+	switch {
+	case p != "":
+		return p
+	case os.Getenv("AWS_PROFILE") != "":
+		return os.Getenv("AWS_PROFILE")
+	}
+	return "default"
 }
 
 // transport returns the HTTP transport for the endpoint: many idle

@@ -44,7 +44,6 @@ import (
 	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/cairnfs/cairn/internal/object"
 )
@@ -63,7 +62,7 @@ type Store struct {
 	loc       Location
 	prefix    string // loc.keyPrefix()
 	endpoint  string // where requests go, for messages
-	accessKey string // for messages; the secret is kept only by the client
+	accessKey string // for messages, with where it came from; the secret is kept only by the client
 	client    *minio.Client
 	transport http.RoundTripper
 	opts      Options
@@ -84,9 +83,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	access, secret, token, err := opts.credentials()
+	creds, credsFrom, err := opts.credentials(loc.Endpoint == "")
 	if err != nil {
 		return nil, err
+	}
+	v, err := creds.GetWithContext(nil)
+	if err != nil {
+		return nil, fmt.Errorf("object/s3: S3 credentials from %s: %w", credsFrom, err)
 	}
 	endpoint := loc.Endpoint
 	if endpoint == "" {
@@ -112,7 +115,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	transport := opts.transport()
 	client, err := minio.New(ep.Host, &minio.Options{
-		Creds:        credentials.NewStaticV4(access, secret, token),
+		Creds:        creds,
 		Secure:       ep.Scheme == "https",
 		Transport:    transport,
 		Region:       region,
@@ -130,7 +133,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		loc:       loc,
 		prefix:    loc.keyPrefix(),
 		endpoint:  endpoint,
-		accessKey: access,
+		accessKey: v.AccessKeyID + ", from " + credsFrom,
 		client:    client,
 		transport: transport,
 		opts:      opts,
