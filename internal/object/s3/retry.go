@@ -193,8 +193,8 @@ func (s *Store) fail(op, key string, err error, tries int, elapsed time.Duration
 			return fmt.Errorf("object/s3: %s: bucket %q does not exist at %s (format creates it): %w",
 				what, s.loc.Bucket, s.endpoint, err)
 		case credentialCodes[er.Code] || er.StatusCode == http.StatusForbidden:
-			return fmt.Errorf("object/s3: %s: S3 endpoint %s refused the credentials (access key %s) for bucket %q: %w",
-				what, s.endpoint, s.accessKey, s.loc.Bucket, err)
+			return fmt.Errorf("object/s3: %s: S3 endpoint %s refused the credentials (access key %s) from %s for bucket %q: %w",
+				what, s.endpoint, s.accessKey, s.credsFrom, s.loc.Bucket, err)
 		}
 	}
 	if !transient(err) || tries <= 1 {

@@ -62,7 +62,8 @@ type Store struct {
 	loc       Location
 	prefix    string // loc.keyPrefix()
 	endpoint  string // where requests go, for messages
-	accessKey string // for messages, with where it came from; the secret is kept only by the client
+	accessKey string // for messages; the secret is kept only by the client
+	credsFrom string // where the key pair came from, for messages
 	client    *minio.Client
 	transport http.RoundTripper
 	opts      Options
@@ -133,7 +134,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		loc:       loc,
 		prefix:    loc.keyPrefix(),
 		endpoint:  endpoint,
-		accessKey: v.AccessKeyID + ", from " + credsFrom,
+		accessKey: v.AccessKeyID,
+		credsFrom: credsFrom,
 		client:    client,
 		transport: transport,
 		opts:      opts,
