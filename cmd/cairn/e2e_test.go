@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -546,4 +548,76 @@ func TestE2EMountDaemonErrors(t *testing.T) {
 	if !strings.Contains(out, "--cache-dir "+cache+" not used") {
 		t.Errorf("mount -d with a --cache-dir on the store's file system: %q, want a notice", out)
 	}
+}
+
+// TestE2EServiceManager: a mount run by a service manager (systemd
+// Type=notify) says READY=1 once mounted and STOPPING=1 when it stops,
+// and with -d names its mount process as the main one (MAINPID); its log
+// is JSON with --log-format json and is reopened on SIGHUP, after a
+// rotation renamed it.
+func TestE2EServiceManager(t *testing.T) {
+	v := newE2EVolume(t)
+	sock := filepath.Join(v.dir, "notify.sock")
+	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	next := func(want string) string {
+		t.Helper()
+		buf := make([]byte, 4096)
+		for {
+			_ = ln.SetReadDeadline(time.Now().Add(20 * time.Second))
+			n, err := ln.Read(buf)
+			if err != nil {
+				t.Fatalf("waiting for %q on NOTIFY_SOCKET: %v", want, err)
+			}
+			if msg := string(buf[:n]); strings.Contains(msg, want) {
+				return msg
+			}
+		}
+	}
+	logf := filepath.Join(v.dir, "mount.log")
+	c := v.mountForeground(t, "--log", logf, "--log-format", "json")
+	next("READY=1")
+	if err := os.Rename(logf, logf+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// The reopen is asynchronous: wait for the new file.
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(logf); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	v.stopForeground(t, c)
+	next("STOPPING=1")
+	for file, want := range map[string]string{logf + ".1": `"msg":"mounted"`, logf: `"msg":"clean shutdown"`} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s has no %s:\n%s", file, want, b)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Errorf("%s: a line that is not JSON: %q", file, l)
+			}
+		}
+	}
+
+	out := cairn(t, "mount", "-d", "--log", logf, v.meta, v.mnt)
+	t.Cleanup(func() { v.unmount(t) })
+	msg := next("MAINPID=")
+	if !strings.Contains(msg, "READY=1") || !strings.Contains(out, "(pid "+strings.TrimPrefix(strings.SplitN(msg, "\n", 2)[0], "MAINPID=")+",") {
+		t.Errorf("mount -d: %q on NOTIFY_SOCKET; it printed %q", msg, out)
+	}
+	v.unmount(t)
+	next("STOPPING=1")
 }

@@ -25,8 +25,8 @@ NFSv3 (cairn gateway nfs). A mount can serve NFS itself with cairn mount --nfs-l
 func newGatewayNFSCommand() *cobra.Command {
 	var (
 		listen                    string
-		logFile                   string
-		readOnly, debug           bool
+		logs                      logFlags
+		readOnly                  bool
 		mem                       memFlags
 		storeTimeout              storeTimeoutFlag
 		heartbeat, sessionTimeout time.Duration
@@ -79,7 +79,7 @@ Clients mount with the port given for both programs, e.g. on Linux:
 			if err := storeTimeout.apply(&vo); err != nil {
 				return err
 			}
-			log, closeLog, err := openLog(logFile, debug)
+			log, closeLog, err := logs.open()
 			if err != nil {
 				return err
 			}
@@ -98,15 +98,19 @@ Clients mount with the port given for both programs, e.g. on Linux:
 				Heartbeat:      heartbeat,
 				SessionTimeout: sessionTimeout,
 				MetricsAddr:    metricsAddr,
-				Ready:          func(addr string) { fmt.Fprintf(out, "serving NFSv3 on %s\n", addr) },
+				Ready: func(addr string) {
+					fmt.Fprintf(out, "serving NFSv3 on %s\n", addr)
+					if err := daemon.SdNotify("READY=1\nSTATUS=serving NFSv3 on " + addr); err != nil {
+						log.Warn("telling the service manager the gateway is ready", "err", err)
+					}
+				},
 			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "0.0.0.0:2049", "TCP address to serve NFSv3 and MOUNTv3 on")
-	f.StringVar(&logFile, "log", "", "log file (default: stderr)")
+	logs.register(f, "stderr", "log every RPC call")
 	f.BoolVar(&readOnly, "read-only", false, "refuse every modification (NFS3ERR_ROFS)")
-	f.BoolVar(&debug, "debug", false, "log every RPC call")
 	mem.register(f)
 	storeTimeout.register(f)
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")

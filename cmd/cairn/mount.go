@@ -36,11 +36,10 @@ const metaURLFDEnv = "CAIRN_META_URL_FD"
 func newMountCommand() *cobra.Command {
 	var (
 		background                            bool
-		logFile                               string
+		logs                                  logFlags
 		opts                                  []string
 		allowOther                            bool
 		readOnly                              bool
-		debug                                 bool
 		mem                                   memFlags
 		storeTimeout                          storeTimeoutFlag
 		attrTimeout, entryTimeout, negTimeout time.Duration
@@ -184,15 +183,18 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 					return fmt.Errorf("--cache-dir: %w", err)
 				}
 			}
+			if _, err := logs.check(); err != nil {
+				return err
+			}
 			if background {
 				// The options are valid (checked above): start the mount
 				// process, which checks them again.
-				return daemonize(cmd, loc, logFile, abs)
+				return daemonize(cmd, loc, logs.file, abs)
 			}
-			if os.Getenv(readyFDEnv) != "" {
-				logFile = "" // the parent sent our stderr to the log file
-			}
-			log, closeLog, err := openLog(logFile, debug)
+			// A mount process started by -d: the parent sent our stderr
+			// to the log file as well.
+			logs.stderrToo = os.Getenv(readyFDEnv) != ""
+			log, closeLog, err := logs.open()
 			if err != nil {
 				return err
 			}
@@ -210,9 +212,17 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 				MountPoint:  abs,
 				Version:     version,
 				Logger:      log,
-				Ready:       func(notices []string) { ready(notices, nil) },
-				Snapshot:    snapshot,
-				NFSListen:   nfsListen,
+				Ready: func(notices []string) {
+					ready(notices, nil)
+					// A service manager (systemd Type=notify) learns it
+					// is up, and below that it is stopping.
+					if err := daemon.SdNotify("READY=1\nSTATUS=mounted at " + abs); err != nil {
+						log.Warn("telling the service manager the mount is ready", "err", err)
+					}
+				},
+				Stopping:  func() { _ = daemon.SdNotify("STOPPING=1") },
+				Snapshot:  snapshot,
+				NFSListen: nfsListen,
 			}
 			mo.Volume.CacheDirs, mo.Volume.CacheSize = cacheDirs, int64(cs)
 			mo.Volume.CacheFreeRatio, mo.Volume.CacheWrites = cacheFreeRatio, cacheWrites
@@ -235,7 +245,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			mo.Fuse.NegativeTimeout = negTimeout
 			// Unless set, both are 1 s, and the daemon may lengthen them.
 			mo.FixedTimeouts = cmd.Flags().Changed("attr-timeout") || cmd.Flags().Changed("entry-timeout")
-			mo.Fuse.Debug = debug
+			mo.Fuse.Debug = logs.debug
 			mo.Fuse.WritebackCache = writeback
 			mo.Fuse.MaxReadAhead = int(ra)
 			mo.Heartbeat, mo.SessionTimeout = heartbeat, sessionTimeout
@@ -249,11 +259,10 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&background, "daemon", "d", false, "run in the background; return once mounted")
-	f.StringVar(&logFile, "log", "", "log file, created readable by its owner only (default: stderr; with -d: cairn-mount.log in the metadata directory, or cairn-mount-MOUNTPOINT.log in the temporary directory)")
+	logs.register(f, "stderr; with -d: cairn-mount.log in the metadata directory, or cairn-mount-MOUNTPOINT.log in the temporary directory", "log every FUSE request")
 	f.StringSliceVarP(&opts, "options", "o", nil, "mount options, comma separated (allow_other, ro, ...)")
 	f.BoolVar(&allowOther, "allow-other", false, "let other users access the mount (needed by multi-user tests)")
 	f.BoolVar(&readOnly, "read-only", false, "mount read-only")
-	f.BoolVar(&debug, "debug", false, "log every FUSE request")
 	mem.register(f)
 	storeTimeout.register(f)
 	f.StringSliceVar(&cacheDirs, "cache-dir", nil, "keep a disk cache of blocks in these directories (repeat or separate with commas); it survives restarts. Fill it with cairn warmup")
@@ -376,7 +385,7 @@ func daemonize(cmd *cobra.Command, loc daemon.MetaLocation, logFile, mountpoint 
 			logFile = loc.Path + "/cairn-mount.log"
 		}
 	}
-	if logFile != cmd.Flags().Lookup("log").Value.String() {
+	if !cmd.Flags().Changed("log") {
 		_, serr := os.Stat(logFile)
 		ownLog = errors.Is(serr, fs.ErrNotExist)
 	}
@@ -403,6 +412,10 @@ func daemonize(cmd *cobra.Command, loc daemon.MetaLocation, logFile, mountpoint 
 			a = redacted
 		}
 		args = append(args, a)
+	}
+	if !cmd.Flags().Changed("log") {
+		// The mount process opens it too, to reopen it on SIGHUP.
+		args = append(args, "--log", logFile)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -459,6 +472,11 @@ func daemonize(cmd *cobra.Command, loc daemon.MetaLocation, logFile, mountpoint 
 			continue
 		case line == "ok":
 			_ = c.Process.Release()
+			// Started by a service manager with -d: the mount process
+			// is the service's main process now.
+			if err := daemon.SdNotify(fmt.Sprintf("MAINPID=%d\nREADY=1", pid)); err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "cairn: "+err.Error())
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "mounted %s at %s (pid %d, log %s)\n", loc.Display(), mountpoint, pid, logFile)
 			return nil
 		case strings.HasPrefix(line, "error: "):

@@ -9,7 +9,10 @@ import (
 	"math"
 	"math/big"
 	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -77,24 +80,130 @@ func openLogFile(file string) (*os.File, error) {
 	return os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 }
 
-// openLog returns the logger of a serving command: appending to file, or
-// to stderr when file is "", at debug level with debug, else info. Call
+// logFlags are the logging flags of the serving commands (mount,
+// gateway nfs).
+type logFlags struct {
+	file, level, format string
+	debug               bool
+	// stderrToo: stderr is the log file too (a mount process started by
+	// -d), and follows it when it is reopened.
+	stderrToo bool
+}
+
+func (l *logFlags) register(f *pflag.FlagSet, logDefault, debugWhat string) {
+	f.StringVar(&l.file, "log", "", "log file, created readable by its owner only; reopened on SIGHUP, for log rotation (default: "+logDefault+")")
+	f.StringVar(&l.level, "log-level", "info", "least severe messages logged: debug, info, warn or error")
+	f.StringVar(&l.format, "log-format", "text", "text (key=value) or json (one object a line)")
+	f.BoolVar(&l.debug, "debug", false, debugWhat+" (implies --log-level debug)")
+}
+
+// check validates the flags without opening anything.
+func (l *logFlags) check() (slog.Level, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", l.level)
+	}
+	if l.debug {
+		level = slog.LevelDebug
+	}
+	if l.format != "text" && l.format != "json" {
+		return 0, fmt.Errorf("--log-format %q: want text or json", l.format)
+	}
+	return level, nil
+}
+
+// open returns the logger of a serving command: appending to the log
+// file, reopened when the process gets SIGHUP (the file renamed by
+// logrotate: a new one is made), or to stderr when there is none. Call
 // closeLog when done.
-func openLog(file string, debug bool) (log *slog.Logger, closeLog func(), err error) {
+func (l *logFlags) open() (log *slog.Logger, closeLog func(), err error) {
+	level, err := l.check()
+	if err != nil {
+		return nil, nil, err
+	}
 	var w io.Writer = os.Stderr
 	closeLog = func() {}
-	if file != "" {
-		f, err := openLogFile(file)
+	if l.file != "" {
+		rw, err := openReopenable(l.file, l.stderrToo)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--log: %w", err)
 		}
-		w, closeLog = f, func() { f.Close() }
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		done := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-hup:
+					if err := rw.reopen(); err != nil {
+						fmt.Fprintf(os.Stderr, "cairn: reopening the log on SIGHUP: %v\n", err)
+					}
+				case <-done:
+					return
+				}
+			}
+		}()
+		w = rw
+		closeLog = func() {
+			signal.Stop(hup)
+			close(done)
+			rw.close()
+		}
 	}
-	level := slog.LevelInfo
-	if debug {
-		level = slog.LevelDebug
+	opts := &slog.HandlerOptions{Level: level}
+	if l.format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), closeLog, nil
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), closeLog, nil
+	return slog.New(slog.NewTextHandler(w, opts)), closeLog, nil
+}
+
+// reopenable is a log file that can be opened again under its name.
+type reopenable struct {
+	path   string
+	stderr bool // make fd 2 the new file too on reopen
+	mu     sync.Mutex
+	f      *os.File
+}
+
+func openReopenable(path string, stderr bool) (*reopenable, error) {
+	f, err := openLogFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return &reopenable{path: path, stderr: stderr, f: f}, nil
+}
+
+func (r *reopenable) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.f.Write(p)
+}
+
+// reopen opens the path anew and writes there from now on; the old file
+// is closed.
+func (r *reopenable) reopen() error {
+	f, err := openLogFile(r.path)
+	if err != nil {
+		return err
+	}
+	if r.stderr {
+		// What the runtime writes on a crash goes there too.
+		if err := syscall.Dup3(int(f.Fd()), 2, 0); err != nil {
+			f.Close()
+			return fmt.Errorf("stderr to the reopened log: %w", err)
+		}
+	}
+	r.mu.Lock()
+	old := r.f
+	r.f = f
+	r.mu.Unlock()
+	return old.Close()
+}
+
+func (r *reopenable) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.f.Close()
 }
 
 // metricsFlag registers --metrics of a command that serves a volume

@@ -30,8 +30,11 @@ type MountOptions struct {
 	Version string
 	// Ready is called once the file system is mounted and serving, with
 	// the volume's notices (Volume.Notices).
-	Ready  func(notices []string)
-	Logger *slog.Logger
+	Ready func(notices []string)
+	// Stopping is called when the mount starts to shut down (a signal,
+	// an unmount from outside, ctx's end), before the final flush.
+	Stopping func()
+	Logger   *slog.Logger
 	// Heartbeat is how often the session proves it is alive and looks for
 	// dead sessions of other clients (default 5 s).
 	Heartbeat time.Duration
@@ -287,10 +290,17 @@ func Mount(ctx context.Context, o MountOptions) error {
 		srv.Wait()
 		close(served)
 	}()
+	stopping := func() {
+		if o.Stopping != nil {
+			o.Stopping()
+		}
+	}
 	select {
 	case <-served:
+		stopping()
 		log.Info("unmounted externally", "mountpoint", mp)
 	case s := <-sigs:
+		stopping()
 		log.Info("signal: flushing and unmounting", "signal", s.String())
 		if err := v.FlushAll(context.Background()); err != nil {
 			log.Error("flush before unmount", "err", err)
@@ -301,6 +311,7 @@ func Mount(ctx context.Context, o MountOptions) error {
 		}
 		<-served
 	case <-ctx.Done():
+		stopping()
 		_ = srv.Unmount()
 		<-served
 	}

@@ -412,7 +412,7 @@ type Volume struct {
 	// Notices are what the operator should hear at mount time, not only
 	// in the log: options that were given but are not applied, and why.
 	Notices []string
-	started     time.Time
+	started time.Time
 	// kernelChanged, set by a FUSE mount of the live volume before admin
 	// commands can arrive, tells its kernel that an admin command changed
 	// entry name of directory parent behind its back (fuse.Server.Changed).
