@@ -15,8 +15,8 @@ func TestSharedFstest(t *testing.T) {
 	v := newSharedVolume(t)
 	m := v.mount(t, "a")
 	v.mount(t, "b") // a second client: leases are taken and recalled
-	t.Run("checks", func(t *testing.T) { fstest.Run(t, m.mnt) })
-	t.Run("posixtest", func(t *testing.T) { fstest.RunPosix(t, m.mnt) })
+	t.Run("checks", func(t *testing.T) { fstest.Run(t, m.mnt, nil) })
+	t.Run("posixtest", func(t *testing.T) { fstest.RunPosix(t, m.mnt, nil) })
 	if out, err := v.cairn(t, "fsck", v.meta); err != nil {
 		t.Fatalf("fsck: %v\n%s", err, out)
 	}

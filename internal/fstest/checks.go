@@ -34,8 +34,9 @@ var Checks = map[string]func(t *testing.T, dir string){
 	"ExchangeAndNoReplace": ExchangeAndNoReplace,
 }
 
-// Run runs every check against mountpoint.
-func Run(t *testing.T, mountpoint string) {
+// Run runs every check against mountpoint, but for those skips names
+// (check name to reason; nil for none).
+func Run(t *testing.T, mountpoint string, skips map[string]string) {
 	names := make([]string, 0, len(Checks))
 	for n := range Checks {
 		names = append(names, n)
@@ -43,6 +44,9 @@ func Run(t *testing.T, mountpoint string) {
 	sort.Strings(names)
 	for _, n := range names {
 		t.Run(n, func(t *testing.T) {
+			if why, ok := skips[n]; ok {
+				t.Skip(why)
+			}
 			dir := filepath.Join(mountpoint, "check-"+n)
 			if err := os.Mkdir(dir, 0o755); err != nil {
 				t.Fatal(err)
@@ -53,8 +57,9 @@ func Run(t *testing.T, mountpoint string) {
 }
 
 // RunPosix runs go-fuse's posixtest suite against mountpoint, each case
-// in a fresh subdirectory, but for PosixSkips.
-func RunPosix(t *testing.T, mountpoint string) {
+// in a fresh subdirectory, but for PosixSkips and those skips names
+// (case name to reason; nil for none).
+func RunPosix(t *testing.T, mountpoint string, skips map[string]string) {
 	names := make([]string, 0, len(posixtest.All))
 	for n := range posixtest.All {
 		names = append(names, n)
@@ -63,6 +68,9 @@ func RunPosix(t *testing.T, mountpoint string) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			if why, ok := PosixSkips[name]; ok {
+				t.Skip(why)
+			}
+			if why, ok := skips[name]; ok {
 				t.Skip(why)
 			}
 			posixtest.All[name](t, mkdir(t, filepath.Join(mountpoint, name)))

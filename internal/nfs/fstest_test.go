@@ -1,0 +1,213 @@
+// This file is in package nfs_test: fstest imports daemon, which imports
+// nfs, so a test of package nfs cannot import fstest. It therefore builds
+// its volume and gateway itself, as newEnv does (env_test.go).
+package nfs_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/cache"
+	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/fstest"
+	"github.com/cairnfs/cairn/internal/kv/memkv"
+	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/nfs"
+	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
+	"github.com/cairnfs/cairn/internal/nfs/nfsfuse"
+	"github.com/cairnfs/cairn/internal/object/mem"
+	"github.com/cairnfs/cairn/internal/vfs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// gatewaySkips are Cairn's checks that cannot pass through NFSv3.
+var gatewaySkips = map[string]string{
+	"ExchangeAndNoReplace": "renameat2 flags (RENAME_NOREPLACE, RENAME_EXCHANGE) have no NFSv3 form",
+}
+
+// gatewayPosixSkips are posixtest cases that cannot pass through NFSv3,
+// or whose result would say nothing of the gateway.
+var gatewayPosixSkips = map[string]string{
+	"Fallocate":         "NFSv3 has no ALLOCATE (NFSv4.2 has): a Linux NFSv3 client answers EOPNOTSUPP",
+	"FallocateKeepSize": "NFSv3 has no ALLOCATE (NFSv4.2 has): a Linux NFSv3 client answers EOPNOTSUPP",
+	"FcntlFlockSetLk":   "NFSv3 locks need NLM, which the gateway does not serve: locks stay in the mount's kernel (as with -o nolock), so the case tests only the kernel",
+	"OpenSymlinkRace":   "a file renamed over between the kernel's lookup and its open is gone at the server (NFSv3 keeps no open state; FUSE hides from the bridge the dentry the opener holds, by which a Linux client would hide the file instead), so open sometimes fails ESTALE after the kernel's one retry",
+}
+
+// TestFstestThroughGateway runs Cairn's POSIX checks and go-fuse's
+// posixtest suite through the gateway: on a FUSE mount that forwards
+// every operation over NFSv3 (nfsfuse, standing in for the kernel NFS
+// client this machine lacks), of a volume in memory whose consistency
+// check must pass at the end.
+func TestFstestThroughGateway(t *testing.T) {
+	dir := mountGateway(t)
+	t.Run("checks", func(t *testing.T) { fstest.Run(t, dir, gatewaySkips) })
+	t.Run("posixtest", func(t *testing.T) { fstest.RunPosix(t, dir, gatewayPosixSkips) })
+}
+
+// TestBridgeHidesOpenFiles: a file unlinked, or renamed over, while open
+// on the bridge stays usable through its descriptor under a hidden name
+// (nlink 0 to fstat), which goes at its last close.
+func TestBridgeHidesOpenFiles(t *testing.T) {
+	dir := mountGateway(t)
+	j := func(name string) string { return filepath.Join(dir, name) }
+	for _, name := range []string{"a", "b", "c"} {
+		if err := os.WriteFile(j(name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var open []*os.File
+	for _, name := range []string{"a", "b"} {
+		f, err := os.Open(j(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		open = append(open, f)
+	}
+	if err := os.Remove(j("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(j("c"), j("b")); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, dir); len(got) != 3 || !strings.HasPrefix(got[0], ".nfs") || !strings.HasPrefix(got[1], ".nfs") || got[2] != "b" {
+		t.Fatalf("names while open: %q, want b and two hidden ones", got)
+	}
+	for i, want := range []string{"a", "b"} {
+		got := make([]byte, 1)
+		if _, err := open[i].ReadAt(got, 0); err != nil || string(got) != want {
+			t.Fatalf("read of the hidden %s: %q %v", want, got, err)
+		}
+		if st, err := open[i].Stat(); err != nil || st.Sys().(*syscall.Stat_t).Nlink != 0 {
+			t.Fatalf("fstat of the hidden %s: %v (nlink want 0)", want, err)
+		}
+		open[i].Close()
+	}
+	// The kernel sends the releases after close returns.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := names(t, dir)
+		if len(got) == 1 && got[0] == "b" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("names after the last close: %q, want b alone", got)
+		}
+	}
+	if b, err := os.ReadFile(j("b")); err != nil || string(b) != "c" {
+		t.Fatalf("b after the rename: %q %v", b, err)
+	}
+}
+
+// names lists dir, sorted.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// mountGateway mounts, with nfsfuse, the root of a gateway serving a
+// volume in memory (startGateway) and returns the mount point; cleanup
+// unmounts it.
+func mountGateway(t *testing.T) string {
+	t.Helper()
+	if ok, why := fstest.CanMount(); !ok {
+		t.Skip(why)
+	}
+	c, root := startGateway(t)
+	dir := t.TempDir()
+	srv, err := nfsfuse.Mount(dir, c, root, nfsfuse.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unmount(t, srv, dir) })
+	return dir
+}
+
+// unmount unmounts dir, retrying while the kernel still holds files of
+// it (releases of closed files arrive after close returns).
+func unmount(t *testing.T, srv *fuse.Server, dir string) {
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = srv.Unmount(); err == nil {
+			srv.Wait()
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("unmount %s: %v", dir, err)
+}
+
+// startGateway serves a volume in memory (memkv metadata, mem objects)
+// on a loopback port and returns a client connected to it and the
+// handle of its root. Cleanup closes the client, the gateway and the
+// vfs, then checks the volume.
+func startGateway(t *testing.T) (*nfsclient.Client, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	const uuid = "6f0c1c9e-5d1e-4c39-9d3e-test-fstest"
+	store := memkv.New()
+	if err := meta.Format(ctx, store, meta.Settings{Name: "t", UUID: uuid, BlockSize: 64 << 10}, false); err != nil {
+		t.Fatal(err)
+	}
+	m, err := meta.Open(ctx, store, meta.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.NewSession(ctx, meta.SessionInfo{Host: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := chunk.New(mem.New(), cache.NewMemory(8<<20), chunk.Options{BlockSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vfs.New(m, cs, vfs.Options{FlushInterval: time.Hour, DeleteDelay: time.Millisecond})
+	t.Cleanup(func() {
+		if err := v.Close(ctx); err != nil {
+			t.Errorf("vfs close: %v", err)
+		}
+		problems, err := m.Check(ctx, false)
+		if err != nil || len(problems) > 0 {
+			t.Errorf("check after test: %v %v", err, problems)
+		}
+	})
+	srv, err := nfs.New(v, nfs.Options{VolumeUUID: uuid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() {
+		if err := srv.Close(ctx); err != nil {
+			t.Errorf("gateway close: %v", err)
+		}
+	})
+	c, err := nfsclient.Dial(l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	root, err := c.Mount("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, root
+}
