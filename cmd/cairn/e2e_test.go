@@ -482,7 +482,7 @@ func TestE2EFsckExitCodes(t *testing.T) {
 		if when == "unmounted" {
 			v.unmount(t)
 		}
-		if c, out := code("fsck", v.meta); c != 1 || !strings.Contains(out, "1 missing objects") {
+		if c, out := code("fsck", v.meta); c != 1 || !strings.Contains(out, "1 missing objects") || !strings.Contains(out, "(/f) chunk 0") {
 			t.Errorf("fsck of a %s volume with an object gone: exit %d, want 1\n%s", when, c, out)
 		}
 	}

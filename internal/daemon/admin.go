@@ -232,7 +232,7 @@ func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
 		return fmt.Errorf("metadata check: %w", err)
 	}
 	for _, p := range problems {
-		fmt.Fprintf(w, "metadata: %s ino=%d: %s\n", p.Kind, p.Ino, p.Detail)
+		fmt.Fprintf(w, "metadata: %s ino=%d%s: %s\n", p.Kind, p.Ino, pathNote(p.Path), p.Detail)
 	}
 	type blk struct {
 		key  string
@@ -242,6 +242,13 @@ func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
 	work := make(chan blk, 256)
 	var missing, checked atomic.Int64
 	var mu sync.Mutex
+	// The data problems, printed with path names at the end: what comes
+	// before the name of the inode and what comes after.
+	type badBlock struct {
+		ino           base.Ino
+		before, after string
+	}
+	var bad []badBlock
 	var wg sync.WaitGroup
 	for i := 0; i < 16; i++ {
 		wg.Add(1)
@@ -255,11 +262,13 @@ func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
 				}
 				missing.Add(1)
 				mu.Lock()
+				x := badBlock{ino: b.use.Ino, before: fmt.Sprintf("object %s of inode %d", b.key, b.use.Ino)}
 				if err != nil {
-					fmt.Fprintf(w, "data: object %s of inode %d chunk %d: %v\n", b.key, b.use.Ino, b.use.Chunk, err)
+					x.after = fmt.Sprintf(" chunk %d: %v", b.use.Chunk, err)
 				} else {
-					fmt.Fprintf(w, "data: object %s of inode %d chunk %d is %d bytes, want at least %d\n", b.key, b.use.Ino, b.use.Chunk, info.Size, b.size)
+					x.after = fmt.Sprintf(" chunk %d is %d bytes, want at least %d", b.use.Chunk, info.Size, b.size)
 				}
+				bad = append(bad, x)
 				mu.Unlock()
 			}
 		}()
@@ -286,12 +295,33 @@ func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(bad) > 0 {
+		inos := make([]base.Ino, len(bad))
+		for i, b := range bad {
+			inos[i] = b.ino
+		}
+		paths, perr := v.Meta.Paths(ctx, inos)
+		if perr != nil {
+			paths = nil // the inode numbers will do
+		}
+		for _, b := range bad {
+			fmt.Fprintf(w, "data: %s%s%s\n", b.before, pathNote(paths[b.ino]), b.after)
+		}
+	}
 	fmt.Fprintf(w, "checked %d slices, %d objects in %s: %d metadata problems, %d missing objects\n",
 		nslices, checked.Load(), time.Since(start).Round(time.Millisecond), len(problems), missing.Load())
 	if len(problems) > 0 || missing.Load() > 0 {
 		return ErrProblems
 	}
 	return nil
+}
+
+// pathNote is " (PATH)" for a problem's inode that has a path, else "".
+func pathNote(p string) string {
+	if p == "" {
+		return ""
+	}
+	return " (" + p + ")"
 }
 
 // GC runs a collection (gc.Collect) and prints its report: the orphans,

@@ -73,9 +73,10 @@ type ChunkInfo struct {
 
 // Problem is one inconsistency found by Check.
 type Problem struct {
-	Kind   string   // short machine-friendly kind, e.g. "dangling-dentry"
-	Ino    base.Ino // inode concerned, if any
-	Detail string
+	Kind   string   `json:"kind"`           // short machine-friendly kind, e.g. "dangling-dentry"
+	Ino    base.Ino `json:"ino,omitempty"`  // inode concerned, if any
+	Path   string   `json:"path,omitempty"` // a path name of Ino, if it has one
+	Detail string   `json:"detail"`
 }
 
 // SliceUse is reported by ForEachSlice: a slice referenced by a chunk.

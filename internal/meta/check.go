@@ -48,7 +48,17 @@ func (ck *checker) report(kind string, ino base.Ino, fix func(o *op) error, form
 // problems; run repairs on a quiet volume.
 func (m *Meta) Check(ctx context.Context, repair bool) ([]Problem, error) {
 	ck := &checker{m: m}
-	if err := m.view(ctx, ck.run); err != nil {
+	if err := m.view(ctx, func(r kv.Reader) error {
+		if err := ck.run(r); err != nil {
+			return err
+		}
+		// Name what can be named, in the same view.
+		n := newNamer(r, latestEpoch)
+		for i := range ck.problems {
+			ck.problems[i].Path = n.name(ck.problems[i].Ino)
+		}
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	if repair && len(ck.fixes) > 0 {

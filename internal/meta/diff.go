@@ -363,6 +363,38 @@ func (n *namer) path(ino base.Ino, a *base.Attr) (string, error) {
 	return p, err
 }
 
+// name is a path of ino, or "" if it has none (unlinked, missing, or a
+// record too damaged to follow).
+func (n *namer) name(ino base.Ino) string {
+	if ino == 0 {
+		return ""
+	}
+	a, err := getAttrAt(n.r, ino, n.epoch)
+	if err != nil {
+		return ""
+	}
+	p, err := n.path(ino, &a)
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// Paths returns a path name of each of inos that has one, as of now.
+func (m *Meta) Paths(ctx context.Context, inos []base.Ino) (map[base.Ino]string, error) {
+	out := make(map[base.Ino]string, len(inos))
+	err := m.view(ctx, func(r kv.Reader) error {
+		n := newNamer(r, latestEpoch)
+		for _, ino := range inos {
+			if p := n.name(ino); p != "" {
+				out[ino] = p
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // dir returns inode → name for the entries of directory ino.
 func (n *namer) dir(ino base.Ino) (map[base.Ino]string, error) {
 	if m, ok := n.byDir[ino]; ok {
