@@ -89,13 +89,23 @@ are never touched.`,
 
 func newInfoCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "info PATH...",
-		Short: "Show inode, chunks, slices and objects of files in a mounted volume",
-		Long: `Show, for files inside a mounted Cairn volume, the inode, attributes, chunks,
-slices and the block objects that hold their content.`,
-		Example: "  cairn info /mnt/cairn/data.db",
+		Use:   "info PATH... | info META-URL INODE|/PATH-IN-VOLUME...",
+		Short: "Show inode, chunks, slices and objects of files",
+		Long: `Show, for files, the inode, attributes, chunks, slices and the block objects
+that hold their content: files inside a mounted Cairn volume by their paths,
+or, given the volume's metadata URL first, files of that volume (mounted or
+not) by inode number or by absolute path inside the volume. fsck names the
+inodes it finds problems with.`,
+		Example: "  cairn info /mnt/cairn/data.db\n  cairn info pebble:///var/lib/cairn/meta 1234 /data.db",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.Contains(args[0], "://") {
+				if len(args) < 2 {
+					return fmt.Errorf("info %s: name inode numbers or paths in the volume after it", args[0])
+				}
+				req := daemon.Request{Verb: "info", Args: args[1:], Flags: map[string]string{"paths": "true"}}
+				return runAdmin(cmd.Context(), args[0], req, cmd.OutOrStdout())
+			}
 			mounts, err := daemon.Mounts()
 			if err != nil {
 				return err

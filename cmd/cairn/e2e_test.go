@@ -463,6 +463,20 @@ func TestE2EFsckExitCodes(t *testing.T) {
 	if c, out := code("fsck", v.meta); c != 0 {
 		t.Fatalf("fsck of a clean mounted volume: exit %d\n%s", c, out)
 	}
+	// info by the volume's URL, by path in the volume and by inode number.
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(v.mnt, "f"), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, arg := range []string{"/f", fmt.Sprint(st.Ino)} {
+		out := cairn(t, "info", v.meta, arg)
+		if !strings.Contains(out, fmt.Sprintf("inode: %d\n", st.Ino)) || !strings.Contains(out, "slice ") {
+			t.Errorf("cairn info META %s:\n%s", arg, out)
+		}
+	}
+	if out, err := cairnErr(t, "info", v.meta, "/nothing"); err == nil || !strings.Contains(out, "/nothing") {
+		t.Errorf("info of a path the volume lacks: %v\n%s", err, out)
+	}
 	var objects []string
 	if err := filepath.WalkDir(v.dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.Contains(p, "/chunks/") {

@@ -30,15 +30,26 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 	case "status":
 		return Status(ctx, v, w)
 	case "info":
+		names := req.Flags["names"]
 		inos := make([]base.Ino, 0, len(req.Args))
 		for _, a := range req.Args {
+			if strings.HasPrefix(a, "/") && req.Flags["paths"] == "true" {
+				// A path in the volume.
+				ino, _, err := v.Meta.ResolvePath(ctx, base.RootCaller, nil, a)
+				if err != nil {
+					return fmt.Errorf("info: %s: %w", a, err)
+				}
+				inos = append(inos, ino)
+				names += fmt.Sprintf("\x00%d=%s", ino, a)
+				continue
+			}
 			n, err := strconv.ParseUint(a, 10, 64)
-			if err != nil {
-				return fmt.Errorf("info: bad inode number %q", a)
+			if err != nil || n == 0 {
+				return fmt.Errorf("info: %q: want an inode number or, with the volume's URL, an absolute path in the volume", a)
 			}
 			inos = append(inos, base.Ino(n))
 		}
-		return Info(ctx, v, inos, req.Flags["names"], w)
+		return Info(ctx, v, inos, names, w)
 	case "stats":
 		return json.NewEncoder(w).Encode(v.Stats())
 	case "warmup":
