@@ -15,7 +15,8 @@ import (
 )
 
 func newStatusCommand() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "status META-URL",
 		Short: "Show a volume's settings, usage and sessions",
 		Long: `Show a volume's settings, usage and client sessions. Works whether or not the
@@ -23,9 +24,16 @@ volume is mounted (an embedded volume is asked through its mount process).`,
 		Example: "  cairn status pebble:///var/lib/cairn/meta",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runAdmin(cmd.Context(), args[0], daemon.Request{Verb: "status"}, cmd.OutOrStdout())
+			return runAdmin(cmd.Context(), args[0], daemon.Request{Verb: "status", Flags: jsonFlag(asJSON)}, cmd.OutOrStdout())
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+// jsonFlag is the flags of an admin request that asks for JSON or not.
+func jsonFlag(asJSON bool) map[string]string {
+	return map[string]string{"json": strconv.FormatBool(asJSON)}
 }
 
 // fsck's exit codes: a script tells "the volume has problems" from "the
@@ -37,7 +45,8 @@ const (
 )
 
 func newFsckCommand() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "fsck META-URL",
 		Short: "Check metadata invariants and that referenced objects exist",
 		Long: `Check the volume's metadata invariants (dentries, link counts, parents, chunk
@@ -54,7 +63,7 @@ not answer, bad usage).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := runAdmin(cmd.Context(), args[0], daemon.Request{Verb: "fsck"}, cmd.OutOrStdout())
+			err := runAdmin(cmd.Context(), args[0], daemon.Request{Verb: "fsck", Flags: jsonFlag(asJSON)}, cmd.OutOrStdout())
 			switch {
 			case err == nil:
 				return nil
@@ -65,10 +74,12 @@ not answer, bad usage).`,
 			}
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (problems, data, counts); the exit status is the same")
+	return cmd
 }
 
 func newGCCommand() *cobra.Command {
-	var del bool
+	var del, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "gc [--delete] META-URL",
 		Short: "Find (and delete) objects that no metadata references",
@@ -79,16 +90,19 @@ are never touched.`,
 		Example: "  cairn gc pebble:///var/lib/cairn/meta\n  cairn gc --delete pebble:///var/lib/cairn/meta",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := daemon.Request{Verb: "gc", Flags: map[string]string{"delete": strconv.FormatBool(del)}}
+			req := daemon.Request{Verb: "gc", Flags: jsonFlag(asJSON)}
+			req.Flags["delete"] = strconv.FormatBool(del)
 			return runAdmin(cmd.Context(), args[0], req, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&del, "delete", false, "delete the orphan objects")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	return cmd
 }
 
 func newInfoCommand() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "info PATH... | info META-URL INODE|/PATH-IN-VOLUME...",
 		Short: "Show inode, chunks, slices and objects of files",
 		Long: `Show, for files, the inode, attributes, chunks, slices and the block objects
@@ -103,7 +117,8 @@ inodes it finds problems with.`,
 				if len(args) < 2 {
 					return fmt.Errorf("info %s: name inode numbers or paths in the volume after it", args[0])
 				}
-				req := daemon.Request{Verb: "info", Args: args[1:], Flags: map[string]string{"paths": "true"}}
+				req := daemon.Request{Verb: "info", Args: args[1:], Flags: jsonFlag(asJSON)}
+				req.Flags["paths"] = "true"
 				return runAdmin(cmd.Context(), args[0], req, cmd.OutOrStdout())
 			}
 			mounts, err := daemon.Mounts()
@@ -143,7 +158,8 @@ inodes it finds problems with.`,
 			var errs []error
 			for _, src := range order {
 				g := groups[src]
-				req := daemon.Request{Verb: "info", Args: g.inos, Flags: map[string]string{"names": strings.Join(g.names, "\x00")}}
+				req := daemon.Request{Verb: "info", Args: g.inos, Flags: jsonFlag(asJSON)}
+				req.Flags["names"] = strings.Join(g.names, "\x00")
 				if err := runAdmin(cmd.Context(), src, req, cmd.OutOrStdout()); err != nil {
 					errs = append(errs, err)
 				}
@@ -151,6 +167,8 @@ inodes it finds problems with.`,
 			return errors.Join(errs...)
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array, one object per file (per volume, with files of several)")
+	return cmd
 }
 
 func newVersionCommand() *cobra.Command {

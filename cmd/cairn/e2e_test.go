@@ -500,6 +500,41 @@ func TestE2EFsckExitCodes(t *testing.T) {
 			t.Errorf("fsck of a %s volume with an object gone: exit %d, want 1\n%s", when, c, out)
 		}
 	}
+	// --json: the same findings, the same exit status.
+	c, out := code("fsck", "--json", v.meta)
+	var fr struct {
+		Problems []any
+		Data     []struct{ Object, Path string }
+		Slices   int
+	}
+	// (stderr, after the JSON, says the volume has problems)
+	if err := json.NewDecoder(strings.NewReader(out)).Decode(&fr); err != nil || c != 1 || len(fr.Data) != 1 || fr.Data[0].Path != "/f" || fr.Slices == 0 {
+		t.Errorf("fsck --json: exit %d, %v, %+v\n%s", c, err, fr, out)
+	}
+	var sr struct {
+		Volume    string
+		UsedBytes uint64 `json:"used_bytes"`
+		Sessions  []struct{ State string }
+	}
+	if err := json.Unmarshal([]byte(cairn(t, "status", "--json", v.meta)), &sr); err != nil || sr.Volume != "e2e" || sr.UsedBytes < 3000000 {
+		t.Errorf("status --json: %v %+v", err, sr)
+	}
+	var ir []struct {
+		Ino    uint64
+		Path   string
+		Chunks []struct{ Slices []struct{ Objects []string } }
+	}
+	if err := json.Unmarshal([]byte(cairn(t, "info", "--json", v.meta, "/f")), &ir); err != nil || len(ir) != 1 || ir[0].Ino != st.Ino ||
+		ir[0].Path != "/f" || len(ir[0].Chunks) != 1 || len(ir[0].Chunks[0].Slices[0].Objects) == 0 {
+		t.Errorf("info --json: %v %+v", err, ir)
+	}
+	var gr struct {
+		Listed     bool
+		Referenced int
+	}
+	if err := json.Unmarshal([]byte(cairn(t, "gc", "--json", v.meta)), &gr); err != nil || !gr.Listed || gr.Referenced == 0 {
+		t.Errorf("gc --json: %v %+v", err, gr)
+	}
 	if c, out := code("fsck", "pebble://"+v.dir+"/nothing-here"); c != 2 {
 		t.Errorf("fsck of no volume: exit %d, want 2\n%s", c, out)
 	}

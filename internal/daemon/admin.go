@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,9 @@ var ErrProblems = fmt.Errorf("the volume has problems (listed above)")
 func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 	switch req.Verb {
 	case "status":
+		if req.Flags["json"] == "true" {
+			return statusJSON(ctx, v, w)
+		}
 		return Status(ctx, v, w)
 	case "info":
 		names := req.Flags["names"]
@@ -49,6 +53,9 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 			}
 			inos = append(inos, base.Ino(n))
 		}
+		if req.Flags["json"] == "true" {
+			return infoJSON(ctx, v, inos, names, w)
+		}
 		return Info(ctx, v, inos, names, w)
 	case "stats":
 		return json.NewEncoder(w).Encode(v.Stats())
@@ -63,8 +70,12 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 		}
 		return Warmup(ctx, v, inos, interval, w)
 	case "fsck":
-		return Fsck(ctx, v, w)
+		return fsck(ctx, v, req.Flags["json"] == "true", w)
 	case "gc":
+		if req.Flags["json"] == "true" {
+			r, err := gc.Collect(ctx, v.Meta, v.Objects, v.Chunks, gc.Options{Delete: req.Flags["delete"] == "true", DataURL: v.Settings.DataURL})
+			return writeJSON(w, gcReport{Report: r, Error: errString(err)}, err)
+		}
 		return GC(ctx, v, req.Flags["delete"] == "true", w)
 	case "snapshot-create":
 		if len(req.Args) != 1 {
@@ -157,14 +168,7 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  ID\tSTATE\tHOST\tPID\tMOUNTPOINT\tSTARTED\tHEARTBEAT\tVERSION")
 	for _, se := range sessions {
-		state := "live"
-		limit := se.Timeout
-		if limit <= 0 {
-			limit = DefaultSessionTimeout
-		}
-		if time.Since(se.Heartbeat) > limit {
-			state = "dead?" // missed heartbeats; a live client will expire it
-		}
+		state := sessionState(se)
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s ago\t%s\n", se.ID, state, se.Host, se.Pid, orDash(se.MountPoint),
 			se.Started.Format(time.RFC3339), time.Since(se.Heartbeat).Round(time.Second), se.Version)
 	}
@@ -174,6 +178,160 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 			time.Since(se.Expired).Round(time.Second), se.ExpiredBy, se.Version)
 	}
 	return tw.Flush()
+}
+
+// StatusReport is status's --json output.
+type StatusReport struct {
+	Volume        string          `json:"volume"`
+	UUID          string          `json:"uuid"`
+	FormatVersion int             `json:"format_version"`
+	Created       time.Time       `json:"created"`
+	Metadata      string          `json:"metadata"`
+	Engine        string          `json:"engine"`
+	Accelerators  string          `json:"accelerators"` // of the process that answered
+	Data          string          `json:"data"`
+	BlockSize     int             `json:"block_size"`
+	InlineMax     int             `json:"inline_max"`
+	ChunkSize     int             `json:"chunk_size"`
+	Capacity      uint64          `json:"capacity"` // bytes; 0: unlimited
+	InodeLimit    uint64          `json:"inode_limit"`
+	UsedBytes     uint64          `json:"used_bytes"`
+	UsedInodes    uint64          `json:"used_inodes"`
+	AvailBytes    uint64          `json:"avail_bytes"`
+	AvailInodes   uint64          `json:"avail_inodes"`
+	Sessions      []SessionReport `json:"sessions"`
+}
+
+// SessionReport is one session in a StatusReport.
+type SessionReport struct {
+	meta.SessionInfo
+	State     string     `json:"state"` // live, dead? (missed heartbeats), dead (expired)
+	Expired   *time.Time `json:"expired,omitempty"`
+	ExpiredBy uint64     `json:"expired_by,omitempty"`
+}
+
+// statusJSON is Status as one StatusReport.
+func statusJSON(ctx context.Context, v *Volume, w io.Writer) error {
+	s := v.Settings
+	u, err := v.Meta.Usage(ctx)
+	if err != nil {
+		return err
+	}
+	sf, err := v.Meta.StatFS(ctx)
+	if err != nil {
+		return err
+	}
+	sessions, err := v.Meta.ListSessions(ctx)
+	if err != nil {
+		return err
+	}
+	expired, err := v.Meta.ListExpiredSessions(ctx)
+	if err != nil {
+		return err
+	}
+	r := StatusReport{Volume: s.Name, UUID: s.UUID, FormatVersion: s.FormatVersion, Created: s.Created,
+		Metadata: v.Loc.Display(), Engine: v.Meta.Profile().String(), Accelerators: v.Meta.Accelerators().String(),
+		Data: object.RedactURL(s.DataURL), BlockSize: s.BlockSize, InlineMax: s.InlineMax, ChunkSize: s.ChunkSize,
+		Capacity: s.Capacity, InodeLimit: s.Inodes, UsedBytes: u.Bytes, UsedInodes: u.Inodes,
+		AvailBytes: sf.AvailBytes, AvailInodes: sf.AvailFiles, Sessions: []SessionReport{}}
+	for _, se := range sessions {
+		r.Sessions = append(r.Sessions, SessionReport{SessionInfo: se, State: sessionState(se)})
+	}
+	for _, se := range expired {
+		at := se.Expired
+		r.Sessions = append(r.Sessions, SessionReport{SessionInfo: se.SessionInfo, State: "dead", Expired: &at, ExpiredBy: se.ExpiredBy})
+	}
+	return writeJSON(w, r, nil)
+}
+
+// sessionState is "live", or "dead?" for a session that missed its
+// heartbeats (a live client will expire it).
+func sessionState(se meta.SessionInfo) string {
+	limit := se.Timeout
+	if limit <= 0 {
+		limit = DefaultSessionTimeout
+	}
+	if time.Since(se.Heartbeat) > limit {
+		return "dead?"
+	}
+	return "live"
+}
+
+// InfoReport is info's --json output for one inode.
+type InfoReport struct {
+	Path   string        `json:"path,omitempty"`
+	Ino    base.Ino      `json:"ino"`
+	Type   string        `json:"type"`
+	Mode   uint32        `json:"mode"`
+	Uid    uint32        `json:"uid"`
+	Gid    uint32        `json:"gid"`
+	Nlink  uint32        `json:"nlink"`
+	Length uint64        `json:"length"`
+	Mtime  time.Time     `json:"mtime"`
+	Ctime  time.Time     `json:"ctime"`
+	Chunks []ChunkReport `json:"chunks,omitempty"`
+}
+
+// ChunkReport is one chunk of an InfoReport.
+type ChunkReport struct {
+	Index  uint32        `json:"index"`
+	Slices []SliceReport `json:"slices"`
+}
+
+// SliceReport is one slice of a ChunkReport; ID 0 is a run of zeros.
+type SliceReport struct {
+	ID      uint64   `json:"id"`
+	Pos     uint32   `json:"pos"`  // in the chunk
+	Off     uint32   `json:"off"`  // of the referenced range in the slice
+	Len     uint32   `json:"len"`  // of the referenced range
+	Size    uint32   `json:"size"` // of the stored slice
+	Objects []string `json:"objects,omitempty"`
+}
+
+// infoJSON is Info as a JSON array of InfoReport.
+func infoJSON(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Writer) error {
+	paths := infoNames(names)
+	out := []InfoReport{}
+	for _, ino := range inos {
+		a, err := v.Meta.GetAttr(ctx, ino)
+		if err != nil {
+			return fmt.Errorf("inode %d: %w", ino, err)
+		}
+		r := InfoReport{Path: paths[strconv.FormatUint(uint64(ino), 10)], Ino: ino, Type: a.Type.String(), Mode: a.Mode,
+			Uid: a.Uid, Gid: a.Gid, Nlink: a.Nlink, Length: a.Length, Mtime: base.NsToTime(a.Mtime), Ctime: base.NsToTime(a.Ctime)}
+		if a.Type == base.TypeFile {
+			chunks, err := v.Meta.Chunks(ctx, ino)
+			if err != nil {
+				return err
+			}
+			for _, c := range chunks {
+				cr := ChunkReport{Index: c.Index}
+				for _, s := range c.Slices {
+					sr := SliceReport{ID: s.ID, Pos: s.Pos, Off: s.Off, Len: s.Len, Size: s.Size}
+					if s.ID != 0 {
+						for i, n := range chunk.BlockLens(s.Size, v.Settings.BlockSize) {
+							sr.Objects = append(sr.Objects, chunk.BlockKey(s.ID, i, n))
+						}
+					}
+					cr.Slices = append(cr.Slices, sr)
+				}
+				r.Chunks = append(r.Chunks, cr)
+			}
+		}
+		out = append(out, r)
+	}
+	return writeJSON(w, out, nil)
+}
+
+// infoNames parses the names flag of info: "ino=path" joined by NUL.
+func infoNames(names string) map[string]string {
+	paths := map[string]string{}
+	for _, kvp := range strings.Split(names, "\x00") {
+		if k, p, ok := strings.Cut(kvp, "="); ok {
+			paths[k] = p
+		}
+	}
+	return paths
 }
 
 func orDash(s string) string {
@@ -186,12 +344,7 @@ func orDash(s string) string {
 // Info prints inode, chunks, slices and objects of each inode. names maps
 // inodes to the paths the user gave, as "ino=path" joined by NUL.
 func Info(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Writer) error {
-	paths := map[string]string{}
-	for _, kvp := range strings.Split(names, "\x00") {
-		if k, p, ok := strings.Cut(kvp, "="); ok {
-			paths[k] = p
-		}
-	}
+	paths := infoNames(names)
 	for _, ino := range inos {
 		a, err := v.Meta.GetAttr(ctx, ino)
 		if err != nil {
@@ -235,31 +388,75 @@ func Info(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Wr
 }
 
 // Fsck checks the metadata invariants and that every block object that
-// metadata references exists with the right size.
-func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
-	start := time.Now()
-	problems, err := v.Meta.Check(ctx, false)
-	if err != nil {
-		return fmt.Errorf("metadata check: %w", err)
+// metadata references exists with the right size, and prints what it
+// found; ErrProblems if it found any.
+func Fsck(ctx context.Context, v *Volume, w io.Writer) error { return fsck(ctx, v, false, w) }
+
+// FsckReport is what fsck found (its --json output).
+type FsckReport struct {
+	Problems []meta.Problem `json:"problems"` // of the metadata
+	Data     []DataProblem  `json:"data"`     // missing or short block objects
+	Slices   int            `json:"slices"`   // slices checked
+	Objects  int64          `json:"objects"`  // block objects checked
+	Millis   int64          `json:"ms"`       // how long it took
+	Error    string         `json:"error,omitempty"`
+}
+
+// DataProblem is a block object that is missing or shorter than its
+// slice needs.
+type DataProblem struct {
+	Object string   `json:"object"`
+	Ino    base.Ino `json:"ino"`
+	Path   string   `json:"path,omitempty"`
+	Chunk  uint32   `json:"chunk"`
+	Detail string   `json:"detail"`
+}
+
+// fsck is Fsck, printing text or (asJSON) one FsckReport.
+func fsck(ctx context.Context, v *Volume, asJSON bool, w io.Writer) error {
+	r, err := checkVolume(ctx, v)
+	if asJSON {
+		r.Error = errString(err)
+		if err == nil && (len(r.Problems) > 0 || len(r.Data) > 0) {
+			err = ErrProblems
+		}
+		return writeJSON(w, r, err)
 	}
-	for _, p := range problems {
+	if err != nil {
+		return err
+	}
+	for _, p := range r.Problems {
 		fmt.Fprintf(w, "metadata: %s ino=%d%s: %s\n", p.Kind, p.Ino, pathNote(p.Path), p.Detail)
 	}
+	for _, d := range r.Data {
+		fmt.Fprintf(w, "data: object %s of inode %d%s chunk %d%s\n", d.Object, d.Ino, pathNote(d.Path), d.Chunk, d.Detail)
+	}
+	fmt.Fprintf(w, "checked %d slices, %d objects in %s: %d metadata problems, %d missing objects\n",
+		r.Slices, r.Objects, (time.Duration(r.Millis) * time.Millisecond).String(), len(r.Problems), len(r.Data))
+	if len(r.Problems) > 0 || len(r.Data) > 0 {
+		return ErrProblems
+	}
+	return nil
+}
+
+// checkVolume runs the checks of fsck.
+func checkVolume(ctx context.Context, v *Volume) (FsckReport, error) {
+	start := time.Now()
+	var r FsckReport
+	problems, err := v.Meta.Check(ctx, false)
+	if err != nil {
+		return r, fmt.Errorf("metadata check: %w", err)
+	}
+	r.Problems = append([]meta.Problem{}, problems...)
+	r.Data = []DataProblem{}
 	type blk struct {
 		key  string
 		size int
 		use  meta.SliceUse
 	}
 	work := make(chan blk, 256)
-	var missing, checked atomic.Int64
+	var checked atomic.Int64
 	var mu sync.Mutex
-	// The data problems, printed with path names at the end: what comes
-	// before the name of the inode and what comes after.
-	type badBlock struct {
-		ino           base.Ino
-		before, after string
-	}
-	var bad []badBlock
 	var wg sync.WaitGroup
 	for i := 0; i < 16; i++ {
 		wg.Add(1)
@@ -271,27 +468,25 @@ func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
 				if err == nil && info.Size >= int64(b.size) {
 					continue
 				}
-				missing.Add(1)
-				mu.Lock()
-				x := badBlock{ino: b.use.Ino, before: fmt.Sprintf("object %s of inode %d", b.key, b.use.Ino)}
+				d := DataProblem{Object: b.key, Ino: b.use.Ino, Chunk: b.use.Chunk}
 				if err != nil {
-					x.after = fmt.Sprintf(" chunk %d: %v", b.use.Chunk, err)
+					d.Detail = ": " + err.Error()
 				} else {
-					x.after = fmt.Sprintf(" chunk %d is %d bytes, want at least %d", b.use.Chunk, info.Size, b.size)
+					d.Detail = fmt.Sprintf(" is %d bytes, want at least %d", info.Size, b.size)
 				}
-				bad = append(bad, x)
+				mu.Lock()
+				r.Data = append(r.Data, d)
 				mu.Unlock()
 			}
 		}()
 	}
 	seen := map[uint64]bool{}
-	nslices := 0
 	err = v.Meta.ForEachSlice(ctx, func(u meta.SliceUse) error {
 		if u.ID == 0 || seen[u.ID] {
 			return nil
 		}
 		seen[u.ID] = true
-		nslices++
+		r.Slices++
 		for i, n := range chunk.BlockLens(u.Size, v.Settings.BlockSize) {
 			select {
 			case work <- blk{key: chunk.BlockKey(u.ID, i, n), size: n, use: u}:
@@ -304,27 +499,49 @@ func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
 	close(work)
 	wg.Wait()
 	if err != nil {
-		return err
+		return r, err
 	}
-	if len(bad) > 0 {
-		inos := make([]base.Ino, len(bad))
-		for i, b := range bad {
-			inos[i] = b.ino
+	if len(r.Data) > 0 {
+		sort.Slice(r.Data, func(i, j int) bool { return r.Data[i].Object < r.Data[j].Object })
+		inos := make([]base.Ino, len(r.Data))
+		for i, d := range r.Data {
+			inos[i] = d.Ino
 		}
-		paths, perr := v.Meta.Paths(ctx, inos)
-		if perr != nil {
-			paths = nil // the inode numbers will do
-		}
-		for _, b := range bad {
-			fmt.Fprintf(w, "data: %s%s%s\n", b.before, pathNote(paths[b.ino]), b.after)
+		if paths, err := v.Meta.Paths(ctx, inos); err == nil { // else the inode numbers will do
+			for i := range r.Data {
+				r.Data[i].Path = paths[r.Data[i].Ino]
+			}
 		}
 	}
-	fmt.Fprintf(w, "checked %d slices, %d objects in %s: %d metadata problems, %d missing objects\n",
-		nslices, checked.Load(), time.Since(start).Round(time.Millisecond), len(problems), missing.Load())
-	if len(problems) > 0 || missing.Load() > 0 {
-		return ErrProblems
+	r.Objects = checked.Load()
+	r.Millis = time.Since(start).Milliseconds()
+	return r, nil
+}
+
+// writeJSON writes x as one JSON document and returns err, the outcome
+// of the command x reports on.
+func writeJSON(w io.Writer, x any, err error) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if jerr := enc.Encode(x); jerr != nil {
+		return jerr
 	}
-	return nil
+	return err
+}
+
+// errString is err's message, "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// gcReport is gc's --json output: its report, as far as it got, and the
+// error that stopped it.
+type gcReport struct {
+	gc.Report
+	Error string `json:"error,omitempty"`
 }
 
 // pathNote is " (PATH)" for a problem's inode that has a path, else "".
