@@ -240,3 +240,23 @@ func TestFlagsFromEnvironment(t *testing.T) {
 		t.Error("a format refused for its environment created the volume")
 	}
 }
+
+// TestGenMan: the manual pages of every command are generated, with their
+// flags.
+func TestGenMan(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SOURCE_DATE_EPOCH", "1764892800")
+	if out, err := run(t, "gen-man", dir); err != nil {
+		t.Fatalf("gen-man: %v\n%s", err, out)
+	}
+	for page, want := range map[string]string{"cairn.1": "cairn-mount(1)", "cairn-mount.1": "cache-mem", "cairn-fsck.1": "Exit status",
+		"cairn-snapshot-restore.1": "SYNOPSIS"} {
+		b, err := os.ReadFile(filepath.Join(dir, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `.TH "CAIRN" "1" "Dec 2025"`) || !strings.Contains(string(b), want) {
+			t.Errorf("%s: no header or no %q:\n%.400s", page, want, b)
+		}
+	}
+}

@@ -73,6 +73,7 @@ the URL, PGPASSWORD, or the password file (PGPASSFILE, ~/.pgpass).`,
 		newSnapshotCommand(),
 		newGatewayCommand(),
 		newVersionCommand(),
+		newGenManCommand(),
 	)
 	withEnvNotes(root)
 	return root
