@@ -109,9 +109,9 @@ func TestE2EGatewayMetrics(t *testing.T) {
 		t.Errorf("%s grew by %g after an NFS create", bench.MetricMetaTx, d)
 	}
 	for _, want := range []string{
-		`cairn_nfs_calls_total{prog="mount",proc="mnt"} 1`,
-		`cairn_nfs_calls_total{prog="nfs",proc="create"} 1`,
-		`cairn_nfs_call_seconds_count{prog="nfs",proc="create"} 1`,
+		`cairn_nfs_calls_total{proc="mnt",prog="mount"} 1`,
+		`cairn_nfs_calls_total{proc="create",prog="nfs"} 1`,
+		`cairn_nfs_call_seconds_count{proc="create",prog="nfs"} 1`,
 		`cairn_object_requests_total{kind="get"}`,
 	} {
 		if !strings.Contains(text, want) {

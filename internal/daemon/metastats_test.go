@@ -109,9 +109,9 @@ func TestMetaAndNFSStats(t *testing.T) {
 		`cairn_meta_retries_total{kind="update"} 0`,
 		`cairn_meta_transaction_seconds_bucket{kind="update",le="+Inf"} `,
 		`cairn_meta_sync_seconds_count `,
-		`cairn_nfs_calls_total{prog="nfs",proc="lookup"} 2`,
-		`cairn_nfs_calls_total{prog="mount",proc="mnt"} 1`,
-		`cairn_nfs_call_seconds_count{prog="nfs",proc="create"} 2`,
+		`cairn_nfs_calls_total{proc="lookup",prog="nfs"} 2`,
+		`cairn_nfs_calls_total{proc="mnt",prog="mount"} 1`,
+		`cairn_nfs_call_seconds_count{proc="create",prog="nfs"} 2`,
 		`cairn_meta_cache_reads_total{result="hit"} `,
 		`cairn_meta_cache_entries `,
 	} {

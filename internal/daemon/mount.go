@@ -182,7 +182,7 @@ func Mount(ctx context.Context, o MountOptions) error {
 	defer vol.Close()
 	// Garbage may use what the block cache may hold but does not (gctune.go).
 	defer holdHeapFloor(min(heapFloor, vol.memCache.Max()))()
-	stopMetrics, err := serveMetrics(o.MetricsAddr, vol, log)
+	stopMetrics, err := serveMetrics(o.MetricsAddr, vol, o.Version, log)
 	if err != nil {
 		return err
 	}

@@ -156,9 +156,8 @@ func (v *Volume) Stats() Stats {
 	return st
 }
 
-// WritePrometheus writes s in the Prometheus text exposition format.
-func WritePrometheus(w io.Writer, s Stats) error {
-	p := metrics.NewPromWriter(w)
+// emitStats sends the samples of s to p.
+func emitStats(p metricSink, s Stats) {
 	tiers := []struct {
 		name string
 		t    *TierStats
@@ -275,7 +274,6 @@ func WritePrometheus(w io.Writer, s Stats) error {
 	p.Counter("cairn_read_tier_misses_total", "", float64(s.Chunk.ReadDiskMisses), "tier", "disk")
 	p.Counter("cairn_checksum_errors_total", "Blocks from the object store that failed verification.", float64(s.Chunk.ChecksumErrors))
 	p.Gauge("cairn_write_buffer_bytes", "Bytes buffered in writers, not yet uploaded.", float64(s.Chunk.Buffered))
-	return p.Err()
 }
 
 // occStatter is the ability of the embedded engine (kv/pebble) to say how
@@ -283,7 +281,7 @@ func WritePrometheus(w io.Writer, s Stats) error {
 type occStatter interface{ OCCStats() pebble.OCCStats }
 
 // writeMetaPrometheus writes the metadata engine's counters.
-func writeMetaPrometheus(p *metrics.PromWriter, m kvcounted.Stats) {
+func writeMetaPrometheus(p metricSink, m kvcounted.Stats) {
 	kinds := kvcounted.Kinds()
 	for _, k := range kinds {
 		for _, o := range kvcounted.Outcomes() {
@@ -310,16 +308,13 @@ type MetricsServer struct {
 
 // ServeMetrics listens on addr (host:port) and serves the volume's
 // counters until Close.
-func ServeMetrics(addr string, v *Volume, log *slog.Logger) (*MetricsServer, error) {
+func ServeMetrics(addr string, v *Volume, version string, log *slog.Logger) (*MetricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_ = WritePrometheus(w, v.Stats())
-	})
+	mux.Handle("/metrics", metricsHandler(newRegistry(v, version, log), log))
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(v.Stats())
@@ -336,11 +331,11 @@ func ServeMetrics(addr string, v *Volume, log *slog.Logger) (*MetricsServer, err
 
 // serveMetrics serves the volume's counters on addr, if it is set, and
 // returns the function that stops serving them.
-func serveMetrics(addr string, v *Volume, log *slog.Logger) (stop func(), err error) {
+func serveMetrics(addr string, v *Volume, version string, log *slog.Logger) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
-	ms, err := ServeMetrics(addr, v, log)
+	ms, err := ServeMetrics(addr, v, version, log)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/vfs"
+	"github.com/prometheus/common/expfmt"
 )
 
 // TestStatsThroughVFS writes and reads a file through vfs on a real
@@ -114,7 +118,7 @@ func TestStatsThroughVFS(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.Disk == nil || got.Disk.Hits != nblocks || got.Volume != "st" {
 		t.Fatalf("stats over the socket: %v\n%s", err, out.String())
 	}
-	ms, err := ServeMetrics("127.0.0.1:0", vol, vol.Log)
+	ms, err := ServeMetrics("127.0.0.1:0", vol, "test", vol.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,9 +135,35 @@ func TestStatsThroughVFS(t *testing.T) {
 		`cairn_object_requests_total{kind="get"} 1`,
 		`cairn_object_request_seconds_bucket{kind="get",le="+Inf"} 1`,
 		`cairn_cache_items{tier="disk"} 3`,
+		`cairn_build_info{goversion="` + runtime.Version() + `",version="test"} 1`,
+		`cairn_volume_info{uuid="` + vol.Settings.UUID + `",volume="st"} 1`,
+		`cairn_volume_used_inodes{uuid="` + vol.Settings.UUID + `",volume="st"} `,
+		"go_goroutines ",
+		"process_resident_memory_bytes ",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
+	// The page is valid exposition format, as Prometheus parses it.
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("the metrics page does not parse: %v", err)
+	}
+	if h := families["cairn_object_request_seconds"]; h == nil || h.GetType().String() != "HISTOGRAM" {
+		t.Errorf("cairn_object_request_seconds: %v", h)
+	}
+	// The example dashboard asks for series that exist (the NFS ones need
+	// a gateway).
+	dash, err := os.ReadFile("../../docs/examples/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range regexp.MustCompile(`\b(cairn|go|process)_[a-z_]+`).FindAllString(string(dash), -1) {
+		base := strings.TrimSuffix(name, "_bucket")
+		if families[base] == nil && !strings.HasPrefix(name, "cairn_nfs_") {
+			t.Errorf("the dashboard asks for %s, which /metrics lacks", name)
 		}
 	}
 }

@@ -1,18 +1,13 @@
 // Package metrics holds what Cairn's layers use to measure themselves: a
-// lock-free latency Histogram and a writer of the Prometheus text
-// exposition format. It imports nothing of Cairn's, so every layer (object
-// decorators included) may use it. It keeps no global registry: each
-// component owns its counters and the composition root (daemon) collects
-// them.
+// lock-free latency Histogram. It imports nothing of Cairn's, so every
+// layer (object decorators included) may use it. It keeps no global
+// registry: each component owns its counters and the composition root
+// (daemon) collects them for Prometheus (client_golang, daemon/prom.go).
 package metrics
 
 import (
-	"fmt"
-	"io"
 	"math"
 	"sort"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -121,73 +116,4 @@ func (s HistogramSnapshot) Quantile(q float64) time.Duration {
 		}
 	}
 	return 2 * Bounds[len(Bounds)-1]
-}
-
-// PromWriter writes metrics in the Prometheus text exposition format
-// (version 0.0.4). The HELP and TYPE lines of a name are written before its
-// first sample, so samples of one name must be written together. It
-// remembers the first write error and then writes nothing; Err returns it.
-type PromWriter struct {
-	w    io.Writer
-	err  error
-	seen map[string]bool
-}
-
-// NewPromWriter returns a PromWriter writing to w.
-func NewPromWriter(w io.Writer) *PromWriter {
-	return &PromWriter{w: w, seen: make(map[string]bool)}
-}
-
-// Err returns the first write error.
-func (p *PromWriter) Err() error { return p.err }
-
-// Counter writes a sample of a counter. labels are name, value pairs.
-func (p *PromWriter) Counter(name, help string, v float64, labels ...string) {
-	p.sample(name, "counter", help, "", v, labels)
-}
-
-// Gauge writes a sample of a gauge.
-func (p *PromWriter) Gauge(name, help string, v float64, labels ...string) {
-	p.sample(name, "gauge", help, "", v, labels)
-}
-
-// Histogram writes a histogram of durations, in seconds.
-func (p *PromWriter) Histogram(name, help string, h HistogramSnapshot, labels ...string) {
-	var cum int64
-	for i, n := range h.Buckets {
-		cum += n
-		le := "+Inf"
-		if i < len(Bounds) {
-			le = strconv.FormatFloat(Bounds[i].Seconds(), 'g', -1, 64)
-		}
-		p.sample(name, "histogram", help, "_bucket", float64(cum), append(labels[:len(labels):len(labels)], "le", le))
-	}
-	p.sample(name, "histogram", help, "_sum", float64(h.SumNs)/1e9, labels)
-	p.sample(name, "histogram", help, "_count", float64(h.Count), labels)
-}
-
-func (p *PromWriter) sample(name, typ, help, suffix string, v float64, labels []string) {
-	if p.err != nil {
-		return
-	}
-	var b strings.Builder
-	if !p.seen[name] {
-		p.seen[name] = true
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-	}
-	b.WriteString(name + suffix)
-	if len(labels) > 0 {
-		b.WriteByte('{')
-		for i := 0; i+1 < len(labels); i += 2 {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, "%s=%q", labels[i], labels[i+1])
-		}
-		b.WriteByte('}')
-	}
-	b.WriteByte(' ')
-	b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
-	b.WriteByte('\n')
-	_, p.err = io.WriteString(p.w, b.String())
 }
