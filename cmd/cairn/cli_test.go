@@ -260,3 +260,38 @@ func TestGenMan(t *testing.T) {
 		}
 	}
 }
+
+// TestMountHelperArgs: what mount(8) gives mount.cairn becomes cairn mount
+// -d: options named like mount flags set them, the others go to -o, which
+// refuses unknown ones unless mount(8) said -s; -f mounts nothing.
+func TestMountHelperArgs(t *testing.T) {
+	mount, _, err := newRootCommand().Find([]string{"mount"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		in   []string
+		want string
+		fake bool
+	}{
+		{[]string{"pebble:///m", "/mnt", "-o", "rw,_netdev,allow_other,cache-dir=/c,cache-size=5G,writeback"},
+			"mount -d --cache-dir=/c --cache-size=5G --writeback -o rw,allow_other pebble:///m /mnt", false},
+		{[]string{"-s", "-n", "pebble:///m", "/mnt", "-o", "bogus,noatime", "-t", "cairn"}, "mount -d -o noatime pebble:///m /mnt", false},
+		{[]string{"-fv", "pebble:///m", "/mnt"}, "mount -d pebble:///m /mnt", true},
+	} {
+		out, fake, _, err := mountHelperArgs(c.in, mount.Flags())
+		if err != nil || strings.Join(out, " ") != c.want || fake != c.fake {
+			t.Errorf("mountHelperArgs(%q) = %q, %v, %v; want %q, %v", c.in, out, fake, err, c.want, c.fake)
+		}
+	}
+	for _, in := range [][]string{
+		{"pebble:///m", "/mnt", "-o", "bogus"},
+		{"pebble:///m"},
+		{"pebble:///m", "/mnt", "-o", "cache-dir"},
+		{"-x", "pebble:///m", "/mnt"},
+	} {
+		if out, _, _, err := mountHelperArgs(in, mount.Flags()); err == nil {
+			t.Errorf("mountHelperArgs(%q) = %q, want an error", in, out)
+		}
+	}
+}

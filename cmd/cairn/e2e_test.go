@@ -670,3 +670,53 @@ func TestE2EServiceManager(t *testing.T) {
 	v.unmount(t)
 	next("STOPPING=1")
 }
+
+// TestE2EFstab: an /etc/fstab line of type cairn mounts with mount -a and
+// goes with umount, through the binary linked as mount.cairn, in a private
+// mount namespace whose /etc/fstab and /sbin are the test's.
+func TestE2EFstab(t *testing.T) {
+	v := newE2EVolume(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	fstab := filepath.Join(v.dir, "fstab")
+	line := fmt.Sprintf("%s %s cairn _netdev,allow_other,nofail,cache-mem=64M,log=%s/fstab.log 0 0\n", v.meta, v.mnt, v.dir)
+	if err := os.WriteFile(fstab, []byte("# test\n"+line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `set -eu
+mount -t tmpfs tmpfs /usr/sbin
+ln -s "$BIN" /usr/sbin/mount.cairn
+mount --bind "$FSTAB" /etc/fstab
+trap 'umount "$MNT" 2>/dev/null || true' EXIT
+mount -a -t cairn
+grep -q " $MNT " /proc/self/mountinfo
+echo kept > "$MNT/f"
+cat "$MNT/f"
+umount "$MNT"
+grep -q " $MNT " /proc/self/mountinfo && exit 3 || true
+`
+	c := exec.Command("unshare", "--mount", "--propagation", "private", "bash", "-c", script)
+	c.Env = append(os.Environ(), "BIN="+cairnBinary(t), "FSTAB="+fstab, "MNT="+v.mnt)
+	out, err := c.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "kept" {
+		log, _ := os.ReadFile(v.dir + "/fstab.log")
+		t.Fatalf("mount -a, write, umount in a namespace: %v\n%s\nlog:\n%s", err, out, log)
+	}
+	// The mount process flushed and let the volume go.
+	for i := 0; ; i++ {
+		out, err := cairnErr(t, "fsck", v.meta)
+		if err == nil && strings.Contains(out, "0 metadata problems") {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("fsck after the fstab mount: %v\n%s", err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The file is there for the next mount.
+	v.mount(t)
+	if b, err := os.ReadFile(filepath.Join(v.mnt, "f")); err != nil || string(b) != "kept\n" {
+		t.Fatalf("f after the fstab mount: %q %v", b, err)
+	}
+}

@@ -7,6 +7,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,7 +172,27 @@ func withEnvNotes(c *cobra.Command) {
 }
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	root := newRootCommand()
+	if isMountHelper(os.Args[0]) {
+		// mount(8)'s helper for type cairn (mounthelper.go).
+		mount, _, _ := root.Find([]string{"mount"})
+		args, fake, verbose, err := mountHelperArgs(os.Args[1:], mount.Flags())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if fake {
+			os.Exit(0)
+		}
+		if !verbose {
+			root.SetOut(io.Discard)
+		}
+		// The mount process must find this command again: it runs as
+		// cairn, not as the helper.
+		os.Args = append([]string{os.Args[0]}, args...)
+		root.SetArgs(args)
+	}
+	if err := root.Execute(); err != nil {
 		fmt.Fprintf(os.Stderr, "cairn: %v\n", err)
 		var ee *exitError
 		if errors.As(err, &ee) {
