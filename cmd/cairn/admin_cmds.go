@@ -45,12 +45,22 @@ const (
 )
 
 func newFsckCommand() *cobra.Command {
-	var asJSON bool
+	var asJSON, repair, scrub bool
+	var scrubRate string
 	cmd := &cobra.Command{
 		Use:   "fsck META-URL",
 		Short: "Check metadata invariants and that referenced objects exist",
 		Long: `Check the volume's metadata invariants (dentries, link counts, parents, chunk
-maps, counters) and that every block object the metadata references exists.
+maps, counters) and that every block object the metadata references exists
+with its size (one listing of the data store). Problems are named by inode
+and path.
+
+--scrub also reads every block object and verifies its checksums (8 reads at
+a time, at most --scrub-rate bytes a second), which finds a flipped byte.
+--repair fixes the metadata problems that can be fixed safely (orphans,
+counters, dangling entries, stale holds and records), then checks again and
+lists what it repaired and what is left; missing or damaged block objects are
+never "repaired" (that would drop data): they are listed.
 
 Exit status: 0 no problems found; 1 problems found (listed), left as they
 are; 2 the check could not run (the volume could not be opened, a store did
@@ -63,7 +73,17 @@ not answer, bad usage).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := runAdmin(cmd.Context(), args[0], daemon.Request{Verb: "fsck", Flags: jsonFlag(asJSON)}, cmd.OutOrStdout())
+			req := daemon.Request{Verb: "fsck", Flags: jsonFlag(asJSON)}
+			req.Flags["repair"] = strconv.FormatBool(repair)
+			req.Flags["scrub"] = strconv.FormatBool(scrub)
+			if scrubRate != "" {
+				n, err := parseSize(scrubRate)
+				if err != nil {
+					return &exitError{code: fsckFailed, err: fmt.Errorf("--scrub-rate: %w", err)}
+				}
+				req.Flags["scrub-rate"] = strconv.FormatUint(n, 10)
+			}
+			err := runAdmin(cmd.Context(), args[0], req, cmd.OutOrStdout())
 			switch {
 			case err == nil:
 				return nil
@@ -75,6 +95,9 @@ not answer, bad usage).`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (problems, data, counts); the exit status is the same")
+	cmd.Flags().BoolVar(&repair, "repair", false, "fix the metadata problems that can be fixed safely, then check again")
+	cmd.Flags().BoolVar(&scrub, "scrub", false, "also read every block object and verify its checksums")
+	cmd.Flags().StringVar(&scrubRate, "scrub-rate", "", "with --scrub, read at most this many bytes a second (e.g. 100M; default: no limit)")
 	return cmd
 }
 

@@ -463,6 +463,9 @@ func TestE2EFsckExitCodes(t *testing.T) {
 	if c, out := code("fsck", v.meta); c != 0 {
 		t.Fatalf("fsck of a clean mounted volume: exit %d\n%s", c, out)
 	}
+	if c, out := code("fsck", "--scrub", "--scrub-rate", "100M", v.meta); c != 0 || !strings.Contains(out, "read and verified") {
+		t.Fatalf("fsck --scrub of a clean mounted volume: exit %d\n%s", c, out)
+	}
 	// info by the volume's URL, by path in the volume and by inode number.
 	var st syscall.Stat_t
 	if err := syscall.Stat(filepath.Join(v.mnt, "f"), &st); err != nil {

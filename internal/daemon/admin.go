@@ -70,7 +70,15 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 		}
 		return Warmup(ctx, v, inos, interval, w)
 	case "fsck":
-		return fsck(ctx, v, req.Flags["json"] == "true", w)
+		o := FsckOptions{Repair: req.Flags["repair"] == "true", Scrub: req.Flags["scrub"] == "true"}
+		if rate := req.Flags["scrub-rate"]; rate != "" {
+			n, err := strconv.ParseInt(rate, 10, 64)
+			if err != nil || n < 0 {
+				return fmt.Errorf("fsck: scrub rate %q: want bytes a second", rate)
+			}
+			o.ScrubRate = n
+		}
+		return fsck(ctx, v, o, req.Flags["json"] == "true", w)
 	case "gc":
 		if req.Flags["json"] == "true" {
 			r, err := gc.Collect(ctx, v.Meta, v.Objects, v.Chunks, gc.Options{Delete: req.Flags["delete"] == "true", DataURL: v.Settings.DataURL})
@@ -390,15 +398,19 @@ func Info(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Wr
 // Fsck checks the metadata invariants and that every block object that
 // metadata references exists with the right size, and prints what it
 // found; ErrProblems if it found any.
-func Fsck(ctx context.Context, v *Volume, w io.Writer) error { return fsck(ctx, v, false, w) }
+func Fsck(ctx context.Context, v *Volume, w io.Writer) error {
+	return fsck(ctx, v, FsckOptions{}, false, w)
+}
 
 // FsckReport is what fsck found (its --json output).
 type FsckReport struct {
-	Problems []meta.Problem `json:"problems"` // of the metadata
-	Data     []DataProblem  `json:"data"`     // missing or short block objects
-	Slices   int            `json:"slices"`   // slices checked
-	Objects  int64          `json:"objects"`  // block objects checked
-	Millis   int64          `json:"ms"`       // how long it took
+	Problems []meta.Problem `json:"problems"`           // of the metadata (with --repair: those left)
+	Repaired []meta.Problem `json:"repaired,omitempty"` // of the metadata, fixed by --repair
+	Data     []DataProblem  `json:"data"`               // missing, short or (--scrub) corrupt block objects
+	Slices   int            `json:"slices"`             // slices checked
+	Objects  int64          `json:"objects"`            // block objects found
+	Scrubbed int64          `json:"scrubbed,omitempty"` // bytes read and verified by --scrub
+	Millis   int64          `json:"ms"`                 // how long it took
 	Error    string         `json:"error,omitempty"`
 }
 
@@ -412,9 +424,9 @@ type DataProblem struct {
 	Detail string   `json:"detail"`
 }
 
-// fsck is Fsck, printing text or (asJSON) one FsckReport.
-func fsck(ctx context.Context, v *Volume, asJSON bool, w io.Writer) error {
-	r, err := checkVolume(ctx, v)
+// fsck is Fsck with options o, printing text or (asJSON) one FsckReport.
+func fsck(ctx context.Context, v *Volume, o FsckOptions, asJSON bool, w io.Writer) error {
+	r, err := checkVolume(ctx, v, o)
 	if asJSON {
 		r.Error = errString(err)
 		if err == nil && (len(r.Problems) > 0 || len(r.Data) > 0) {
@@ -425,81 +437,187 @@ func fsck(ctx context.Context, v *Volume, asJSON bool, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, p := range r.Repaired {
+		fmt.Fprintf(w, "repaired: %s ino=%d%s: %s\n", p.Kind, p.Ino, pathNote(p.Path), p.Detail)
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "metadata: %s ino=%d%s: %s\n", p.Kind, p.Ino, pathNote(p.Path), p.Detail)
 	}
 	for _, d := range r.Data {
 		fmt.Fprintf(w, "data: object %s of inode %d%s chunk %d%s\n", d.Object, d.Ino, pathNote(d.Path), d.Chunk, d.Detail)
 	}
-	fmt.Fprintf(w, "checked %d slices, %d objects in %s: %d metadata problems, %d missing objects\n",
-		r.Slices, r.Objects, (time.Duration(r.Millis) * time.Millisecond).String(), len(r.Problems), len(r.Data))
+	scrubbed := ""
+	if o.Scrub {
+		scrubbed = fmt.Sprintf(", %s read and verified", base.IBytes(uint64(r.Scrubbed)))
+	}
+	repaired := ""
+	if o.Repair {
+		repaired = fmt.Sprintf(", %d repaired", len(r.Repaired))
+	}
+	fmt.Fprintf(w, "checked %d slices, %d objects%s in %s: %d metadata problems%s, %d missing objects\n",
+		r.Slices, r.Objects, scrubbed, (time.Duration(r.Millis) * time.Millisecond).String(), len(r.Problems), repaired, len(r.Data))
 	if len(r.Problems) > 0 || len(r.Data) > 0 {
 		return ErrProblems
 	}
 	return nil
 }
 
-// checkVolume runs the checks of fsck.
-func checkVolume(ctx context.Context, v *Volume) (FsckReport, error) {
+// FsckOptions choose what fsck does beyond its checks.
+type FsckOptions struct {
+	// Repair fixes the metadata problems that can be fixed safely
+	// (meta.Check's repairs: orphans, counters, dangling entries, stale
+	// records), then checks again; what remains is reported.
+	Repair bool
+	// Scrub reads every block object and verifies its checksums, at
+	// most ScrubRate bytes a second (0: as fast as it goes).
+	Scrub     bool
+	ScrubRate int64
+}
+
+// checkVolume runs the checks of fsck: the metadata invariants, then the
+// block objects the metadata references, found by one listing of the data
+// store (not a request per object) and, with o.Scrub, read and verified.
+func checkVolume(ctx context.Context, v *Volume, o FsckOptions) (FsckReport, error) {
 	start := time.Now()
 	var r FsckReport
-	problems, err := v.Meta.Check(ctx, false)
+	problems, err := v.Meta.Check(ctx, o.Repair)
 	if err != nil {
 		return r, fmt.Errorf("metadata check: %w", err)
 	}
 	r.Problems = append([]meta.Problem{}, problems...)
-	r.Data = []DataProblem{}
-	type blk struct {
-		key  string
-		size int
-		use  meta.SliceUse
-	}
-	work := make(chan blk, 256)
-	var checked atomic.Int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i := 0; i < 16; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := range work {
-				info, err := v.Objects.Head(ctx, b.key)
-				checked.Add(1)
-				if err == nil && info.Size >= int64(b.size) {
-					continue
-				}
-				d := DataProblem{Object: b.key, Ino: b.use.Ino, Chunk: b.use.Chunk}
-				if err != nil {
-					d.Detail = ": " + err.Error()
-				} else {
-					d.Detail = fmt.Sprintf(" is %d bytes, want at least %d", info.Size, b.size)
-				}
-				mu.Lock()
-				r.Data = append(r.Data, d)
-				mu.Unlock()
-			}
-		}()
-	}
-	seen := map[uint64]bool{}
-	err = v.Meta.ForEachSlice(ctx, func(u meta.SliceUse) error {
-		if u.ID == 0 || seen[u.ID] {
-			return nil
+	if o.Repair && len(problems) > 0 {
+		left, err := v.Meta.Check(ctx, false)
+		if err != nil {
+			return r, fmt.Errorf("metadata check after repairing: %w", err)
 		}
-		seen[u.ID] = true
-		r.Slices++
-		for i, n := range chunk.BlockLens(u.Size, v.Settings.BlockSize) {
-			select {
-			case work <- blk{key: chunk.BlockKey(u.ID, i, n), size: n, use: u}:
-			case <-ctx.Done():
-				return ctx.Err()
+		still := map[string]bool{}
+		for _, p := range left {
+			still[p.Kind+"\x00"+p.Detail] = true
+		}
+		for _, p := range problems {
+			if !still[p.Kind+"\x00"+p.Detail] {
+				r.Repaired = append(r.Repaired, p)
 			}
+		}
+		r.Problems = append([]meta.Problem{}, left...)
+	}
+	r.Data = []DataProblem{}
+
+	// The slices the metadata references, with the blocks of each the
+	// listing found.
+	type ref struct {
+		ino   base.Ino
+		chunk uint32
+		size  uint32
+		found []uint64 // bit i: block i listed, of the right size
+	}
+	refs := map[uint64]*ref{}
+	bs := v.Settings.BlockSize
+	err = v.Meta.ForEachSlice(ctx, func(u meta.SliceUse) error {
+		if u.ID != 0 && refs[u.ID] == nil {
+			n := len(chunk.BlockLens(u.Size, bs))
+			refs[u.ID] = &ref{ino: u.Ino, chunk: u.Chunk, size: u.Size, found: make([]uint64, (n+63)/64)}
 		}
 		return nil
 	})
-	close(work)
-	wg.Wait()
 	if err != nil {
 		return r, err
+	}
+	r.Slices = len(refs)
+	wrongSize := map[string]bool{} // reported already: not scrubbed
+	bad := func(id uint64, rf *ref, index, length int, detail string) {
+		r.Data = append(r.Data, DataProblem{Object: chunk.BlockKey(id, index, length), Ino: rf.ino, Chunk: rf.chunk, Detail: detail})
+	}
+	err = v.Objects.List(ctx, chunk.KeyPrefix, func(info object.Info) bool {
+		id, index, length, err := chunk.ParseBlockKey(info.Key)
+		if err != nil {
+			return true // not a block: gc's business
+		}
+		rf := refs[id]
+		if rf == nil {
+			return true // an orphan: gc's business
+		}
+		lens := chunk.BlockLens(rf.size, bs)
+		if index < 0 || index >= len(lens) || lens[index] != length {
+			return true // not a block of this slice: gc's business
+		}
+		r.Objects++
+		rf.found[index/64] |= 1 << (index % 64)
+		if want := int64(chunk.EncodedLen(length)); info.Size != want {
+			bad(id, rf, index, length, fmt.Sprintf(" is %d bytes, want %d", info.Size, want))
+			wrongSize[info.Key] = true
+		}
+		return true
+	})
+	if err != nil {
+		return r, fmt.Errorf("listing the data store: %w", err)
+	}
+	type block struct {
+		id            uint64
+		index, length int
+	}
+	var present []block
+	for id, rf := range refs {
+		for i, n := range chunk.BlockLens(rf.size, bs) {
+			if rf.found[i/64]&(1<<(i%64)) == 0 {
+				bad(id, rf, i, n, ": missing from the data store")
+			} else if o.Scrub && !wrongSize[chunk.BlockKey(id, i, n)] {
+				present = append(present, block{id, i, n})
+			}
+		}
+	}
+	if o.Scrub {
+		sort.Slice(present, func(i, j int) bool {
+			return present[i].id < present[j].id || present[i].id == present[j].id && present[i].index < present[j].index
+		})
+		format := chunk.BlockFormat1
+		if v.Settings.BoundBlocks() {
+			format = chunk.BlockFormat2
+		}
+		work := make(chan block)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		var read atomic.Int64
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for b := range work {
+					obj, err := v.Objects.Get(ctx, chunk.BlockKey(b.id, b.index, b.length), 0, -1)
+					if err == nil {
+						read.Add(int64(len(obj)))
+						_, err = chunk.DecodeBlock(obj, chunk.BlockID{Slice: b.id, Index: b.index, Length: b.length}, format)
+					}
+					if err != nil && ctx.Err() == nil {
+						mu.Lock()
+						bad(b.id, refs[b.id], b.index, b.length, ": "+err.Error())
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		for _, b := range present {
+			if o.ScrubRate > 0 {
+				// Hold the reads to the rate: wait until the bytes read
+				// so far are due.
+				if due := start.Add(time.Duration(float64(read.Load()) / float64(o.ScrubRate) * float64(time.Second))); time.Now().Before(due) {
+					time.Sleep(time.Until(due))
+				}
+			}
+			select {
+			case work <- b:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		close(work)
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		r.Scrubbed = read.Load()
 	}
 	if len(r.Data) > 0 {
 		sort.Slice(r.Data, func(i, j int) bool { return r.Data[i].Object < r.Data[j].Object })
@@ -513,7 +631,6 @@ func checkVolume(ctx context.Context, v *Volume) (FsckReport, error) {
 			}
 		}
 	}
-	r.Objects = checked.Load()
 	r.Millis = time.Since(start).Milliseconds()
 	return r, nil
 }
