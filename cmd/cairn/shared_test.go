@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 	"github.com/cairnfs/cairn/internal/testenv/s3test"
+	"github.com/jackc/pgx/v5"
 )
 
 // Shared mode end to end: one volume on a real PostgreSQL and a real S3
@@ -701,5 +703,86 @@ func TestSharedCredentialsFile(t *testing.T) {
 	m.stop(t)
 	if out, err := v.cairn(t, "fsck", v.meta); err != nil {
 		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+}
+
+// TestPostgresPasswordSources: a role that must give a password (the
+// test's server trusts its other roles) reaches its volume with the
+// password from PGPASSWORD or from the password file PGPASSFILE names, as
+// libpq's rules say, and without one is refused with the server's reason.
+func TestPostgresPasswordSources(t *testing.T) {
+	bin := cairnBinary(t)
+	db := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	role := fmt.Sprintf("cairnpw%d", os.Getpid())
+	name := conn.Config().Database
+	var hba string
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN PASSWORD 'the-secret'",
+		"ALTER DATABASE " + name + " OWNER TO " + role,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := conn.QueryRow(ctx, "SHOW hba_file").Scan(&hba); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(hba)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// This role alone must give a password.
+	if err := os.WriteFile(hba, append([]byte("local all "+role+" scram-sha-256\n"), old...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload := func() {
+		if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // the postmaster rereads it on its signal
+	}
+	reload()
+	t.Cleanup(func() {
+		_ = os.WriteFile(hba, old, 0o600)
+		_, _ = conn.Exec(context.Background(), "SELECT pg_reload_conf()")
+	})
+	u := strings.Replace(db, "postgres://postgres@", "postgres://"+role+"@", 1)
+	dir := t.TempDir()
+	cairnEnv := func(env ...string) (string, error) {
+		c := exec.Command(bin, "format", "--data", "file://"+dir+"/data", u, "pw")
+		var base []string
+		for _, e := range os.Environ() {
+			if !strings.HasPrefix(e, "PGPASS") && !strings.HasPrefix(e, "HOME=") {
+				base = append(base, e)
+			}
+		}
+		c.Env = append(append(base, "HOME="+dir), env...)
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	out, err := cairnEnv()
+	if err == nil || !strings.Contains(out, "password") {
+		t.Fatalf("format with no password: %v\n%s", err, out)
+	}
+	passfile := filepath.Join(dir, "pgpass")
+	if err := os.WriteFile(passfile, []byte("*:*:*:"+role+":the-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cairnEnv("PGPASSFILE=" + passfile); err != nil || !strings.Contains(out, "pw") {
+		t.Fatalf("format with PGPASSFILE: %v\n%s", err, out)
+	}
+	c := exec.Command(bin, "status", u)
+	c.Env = append(os.Environ(), "PGPASSWORD=the-secret")
+	if out, err := c.CombinedOutput(); err != nil || !strings.Contains(string(out), "Volume") {
+		t.Fatalf("status with PGPASSWORD: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "the-secret") {
+		t.Errorf("format printed the password:\n%s", out)
 	}
 }
