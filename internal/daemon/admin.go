@@ -130,60 +130,51 @@ const DefaultSessionTimeout = 60 * time.Second
 // Status prints settings, usage and sessions: live ones, ones that missed
 // their heartbeats (dead?), and ones declared dead in the last day.
 func Status(ctx context.Context, v *Volume, w io.Writer) error {
-	s := v.Settings
-	u, err := v.Meta.Usage(ctx)
-	if err != nil {
-		return err
-	}
-	sf, err := v.Meta.StatFS(ctx)
-	if err != nil {
-		return err
-	}
-	sessions, err := v.Meta.ListSessions(ctx)
+	r, err := statusReport(ctx, v)
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "Volume\t%s\n", s.Name)
-	fmt.Fprintf(tw, "UUID\t%s\n", s.UUID)
-	fmt.Fprintf(tw, "Format version\t%d\n", s.FormatVersion)
-	fmt.Fprintf(tw, "Created\t%s\n", s.Created.Format(time.RFC3339))
-	fmt.Fprintf(tw, "Metadata\t%s\n", v.Loc.Display())
-	fmt.Fprintf(tw, "Engine\t%s\n", v.Meta.Profile())
-	fmt.Fprintf(tw, "Accelerators\t%s (of the process that answered)\n", v.Meta.Accelerators())
-	fmt.Fprintf(tw, "Data\t%s\n", object.RedactURL(s.DataURL))
-	fmt.Fprintf(tw, "Block size\t%s\n", base.IBytes(uint64(s.BlockSize)))
-	if s.InlineMax > 0 {
-		fmt.Fprintf(tw, "Inline limit\t%s (smaller slices keep their data in the metadata engine)\n", base.IBytes(uint64(s.InlineMax)))
+	fmt.Fprintf(tw, "Volume\t%s\n", r.Volume)
+	fmt.Fprintf(tw, "UUID\t%s\n", r.UUID)
+	fmt.Fprintf(tw, "Format version\t%d\n", r.FormatVersion)
+	fmt.Fprintf(tw, "Created\t%s\n", r.Created.Format(time.RFC3339))
+	fmt.Fprintf(tw, "Metadata\t%s\n", r.Metadata)
+	fmt.Fprintf(tw, "Engine\t%s\n", r.Engine)
+	fmt.Fprintf(tw, "Accelerators\t%s (of the process that answered)\n", r.Accelerators)
+	fmt.Fprintf(tw, "Data\t%s\n", r.Data)
+	fmt.Fprintf(tw, "Block size\t%s\n", base.IBytes(uint64(r.BlockSize)))
+	if r.InlineMax > 0 {
+		fmt.Fprintf(tw, "Inline limit\t%s (smaller slices keep their data in the metadata engine)\n", base.IBytes(uint64(r.InlineMax)))
 	} else {
 		fmt.Fprintf(tw, "Inline limit\tnone\n")
 	}
-	fmt.Fprintf(tw, "Chunk size\t%s\n", base.IBytes(uint64(s.ChunkSize)))
+	fmt.Fprintf(tw, "Chunk size\t%s\n", base.IBytes(uint64(r.ChunkSize)))
 	capStr := "unlimited"
-	if s.Capacity > 0 {
-		capStr = base.IBytes(s.Capacity)
+	if r.Capacity > 0 {
+		capStr = base.IBytes(r.Capacity)
 	}
 	fmt.Fprintf(tw, "Capacity\t%s\n", capStr)
-	fmt.Fprintf(tw, "Used\t%s (%d bytes)\n", base.IBytes(u.Bytes), u.Bytes)
-	fmt.Fprintf(tw, "Inodes\t%d\n", u.Inodes)
-	fmt.Fprintf(tw, "Available\t%s, %d inodes\n", base.IBytes(sf.AvailBytes), sf.AvailFiles)
+	fmt.Fprintf(tw, "Used\t%s (%d bytes)\n", base.IBytes(r.UsedBytes), r.UsedBytes)
+	fmt.Fprintf(tw, "Inodes\t%d\n", r.UsedInodes)
+	fmt.Fprintf(tw, "Available\t%s, %d inodes\n", base.IBytes(r.AvailBytes), r.AvailInodes)
 	tw.Flush()
-	expired, err := v.Meta.ListExpiredSessions(ctx)
-	if err != nil {
-		return err
+	live := 0
+	for _, se := range r.Sessions {
+		if se.Expired == nil {
+			live++
+		}
 	}
-	fmt.Fprintf(w, "\nSessions (%d):\n", len(sessions))
+	fmt.Fprintf(w, "\nSessions (%d):\n", live)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  ID\tSTATE\tHOST\tPID\tMOUNTPOINT\tSTARTED\tHEARTBEAT\tVERSION")
-	for _, se := range sessions {
-		state := sessionState(se)
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s ago\t%s\n", se.ID, state, se.Host, se.Pid, orDash(se.MountPoint),
-			se.Started.Format(time.RFC3339), time.Since(se.Heartbeat).Round(time.Second), se.Version)
-	}
-	for _, se := range expired {
-		fmt.Fprintf(tw, "  %d\tdead\t%s\t%d\t%s\t%s\t%s ago (expired %s ago by session %d)\t%s\n", se.ID, se.Host, se.Pid,
-			orDash(se.MountPoint), se.Started.Format(time.RFC3339), time.Since(se.Heartbeat).Round(time.Second),
-			time.Since(se.Expired).Round(time.Second), se.ExpiredBy, se.Version)
+	for _, se := range r.Sessions {
+		hb := time.Since(se.Heartbeat).Round(time.Second).String() + " ago"
+		if se.Expired != nil {
+			hb += fmt.Sprintf(" (expired %s ago by session %d)", time.Since(*se.Expired).Round(time.Second), se.ExpiredBy)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", se.ID, se.State, se.Host, se.Pid, orDash(se.MountPoint),
+			se.Started.Format(time.RFC3339), hb, se.Version)
 	}
 	return tw.Flush()
 }
@@ -218,24 +209,25 @@ type SessionReport struct {
 	ExpiredBy uint64     `json:"expired_by,omitempty"`
 }
 
-// statusJSON is Status as one StatusReport.
-func statusJSON(ctx context.Context, v *Volume, w io.Writer) error {
+// statusReport reads what status shows: the sessions live first, then
+// those expired in the last day.
+func statusReport(ctx context.Context, v *Volume) (StatusReport, error) {
 	s := v.Settings
 	u, err := v.Meta.Usage(ctx)
 	if err != nil {
-		return err
+		return StatusReport{}, err
 	}
 	sf, err := v.Meta.StatFS(ctx)
 	if err != nil {
-		return err
+		return StatusReport{}, err
 	}
 	sessions, err := v.Meta.ListSessions(ctx)
 	if err != nil {
-		return err
+		return StatusReport{}, err
 	}
 	expired, err := v.Meta.ListExpiredSessions(ctx)
 	if err != nil {
-		return err
+		return StatusReport{}, err
 	}
 	r := StatusReport{Volume: s.Name, UUID: s.UUID, FormatVersion: s.FormatVersion, Created: s.Created,
 		Metadata: v.Loc.Display(), Engine: v.Meta.Profile().String(), Accelerators: v.Meta.Accelerators().String(),
@@ -248,6 +240,15 @@ func statusJSON(ctx context.Context, v *Volume, w io.Writer) error {
 	for _, se := range expired {
 		at := se.Expired
 		r.Sessions = append(r.Sessions, SessionReport{SessionInfo: se.SessionInfo, State: "dead", Expired: &at, ExpiredBy: se.ExpiredBy})
+	}
+	return r, nil
+}
+
+// statusJSON is Status as one StatusReport.
+func statusJSON(ctx context.Context, v *Volume, w io.Writer) error {
+	r, err := statusReport(ctx, v)
+	if err != nil {
+		return err
 	}
 	return writeJSON(w, r, nil)
 }
