@@ -211,3 +211,13 @@ func TestExportSquash(t *testing.T) {
 		})
 	}
 }
+
+// StartTestGateway is newEnv and its client for the tests of package
+// nfs_test (fstest_test.go), which cannot use package nfs's test helpers
+// otherwise: a volume in memory served on a loopback port, a client
+// connected to it, and the handle of its root; cleanup closes them and
+// checks the volume.
+func StartTestGateway(t *testing.T) (*nfsclient.Client, []byte) {
+	t.Helper()
+	return newEnv(t).client(t)
+}

@@ -1,11 +1,9 @@
 // This file is in package nfs_test: fstest imports daemon, which imports
-// nfs, so a test of package nfs cannot import fstest. It therefore builds
-// its volume and gateway itself, as newEnv does (env_test.go).
+// nfs, so a test of package nfs cannot import fstest. Its volume and
+// gateway come from newEnv through StartTestGateway (export_test.go).
 package nfs_test
 
 import (
-	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,16 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnfs/cairn/internal/cache"
-	"github.com/cairnfs/cairn/internal/chunk"
 	"github.com/cairnfs/cairn/internal/fstest"
-	"github.com/cairnfs/cairn/internal/kv/memkv"
-	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/nfs"
-	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
 	"github.com/cairnfs/cairn/internal/nfs/nfsfuse"
-	"github.com/cairnfs/cairn/internal/object/mem"
-	"github.com/cairnfs/cairn/internal/vfs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -122,14 +113,14 @@ func names(t *testing.T, dir string) []string {
 }
 
 // mountGateway mounts, with nfsfuse, the root of a gateway serving a
-// volume in memory (startGateway) and returns the mount point; cleanup
+// volume in memory (StartTestGateway) and returns the mount point; cleanup
 // unmounts it.
 func mountGateway(t *testing.T) string {
 	t.Helper()
 	if ok, why := fstest.CanMount(); !ok {
 		t.Skip(why)
 	}
-	c, root := startGateway(t)
+	c, root := nfs.StartTestGateway(t)
 	dir := t.TempDir()
 	srv, err := nfsfuse.Mount(dir, c, root, nfsfuse.Options{})
 	if err != nil {
@@ -151,63 +142,4 @@ func unmount(t *testing.T, srv *fuse.Server, dir string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Errorf("unmount %s: %v", dir, err)
-}
-
-// startGateway serves a volume in memory (memkv metadata, mem objects)
-// on a loopback port and returns a client connected to it and the
-// handle of its root. Cleanup closes the client, the gateway and the
-// vfs, then checks the volume.
-func startGateway(t *testing.T) (*nfsclient.Client, []byte) {
-	t.Helper()
-	ctx := context.Background()
-	const uuid = "6f0c1c9e-5d1e-4c39-9d3e-test-fstest"
-	store := memkv.New()
-	if err := meta.Format(ctx, store, meta.Settings{Name: "t", UUID: uuid, BlockSize: 64 << 10}, false); err != nil {
-		t.Fatal(err)
-	}
-	m, err := meta.Open(ctx, store, meta.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.NewSession(ctx, meta.SessionInfo{Host: "t"}); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := chunk.New(mem.New(), cache.NewMemory(8<<20), chunk.Options{BlockSize: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := vfs.New(m, cs, vfs.Options{FlushInterval: time.Hour, DeleteDelay: time.Millisecond})
-	t.Cleanup(func() {
-		if err := v.Close(ctx); err != nil {
-			t.Errorf("vfs close: %v", err)
-		}
-		problems, err := m.Check(ctx, false)
-		if err != nil || len(problems) > 0 {
-			t.Errorf("check after test: %v %v", err, problems)
-		}
-	})
-	srv, err := nfs.New(v, nfs.Options{VolumeUUID: uuid})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() {
-		if err := srv.Close(ctx); err != nil {
-			t.Errorf("gateway close: %v", err)
-		}
-	})
-	c, err := nfsclient.Dial(l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	root, err := c.Mount("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, root
 }
