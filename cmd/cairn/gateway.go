@@ -32,6 +32,8 @@ func newGatewayNFSCommand() *cobra.Command {
 		heartbeat, sessionTimeout time.Duration
 		export                    nfsExportFlags
 		metricsAddr               string
+		portmap                   string
+		portmapRegister           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "nfs [options] META-URL",
@@ -63,13 +65,19 @@ does, with the gateway's calls per NFS procedure among them
 Memory is bounded as for cairn mount (--cache-mem, --buffer-size, and
 garbage collection not before 64 MiB of heap unless GOGC is set).
 
-Clients mount with the port given for both programs, e.g. on Linux:
+Clients find MOUNT and NFS through the portmapper: the gateway registers
+with the host's (rpcbind on 127.0.0.1:111) if one runs, or, with --portmap
+HOST:111, answers its calls itself (TCP and UDP). Locks are not served yet
+(no NLM), so Linux clients mount with nolock:
+  mount -t nfs -o vers=3,nolock HOST:/ /mnt
+Without a portmapper, give the port for both programs:
   mount -t nfs -o vers=3,proto=tcp,port=PORT,mountport=PORT,nolock HOST:/ /mnt`,
 		Example: `  cairn gateway nfs --listen 0.0.0.0:2049 'postgres://cairn@db1/vol1'
   cairn gateway nfs --listen 0.0.0.0:2049 --nfs-allow 10.1.0.0/16,192.168.7.12 --nfs-squash root 'postgres://cairn@db1/vol1'
   cairn gateway nfs --listen 0.0.0.0:2049 --nfs-export-ro --nfs-squash all --nfs-anon-uid 1500 --nfs-anon-gid 1500 'postgres://cairn@db1/vol1'
   cairn gateway nfs --listen 127.0.0.1:20490 --metrics 127.0.0.1:9567 pebble:///var/lib/cairn/meta
-  nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=20490&mountport=20490'`,
+  nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=20490&mountport=20490'
+  cairn gateway nfs --listen 0.0.0.0:2049 --portmap 0.0.0.0:111 'postgres://cairn@db1/vol1'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			vo := daemon.VolumeOptions{MetaURL: args[0], ReadOnly: readOnly}
@@ -90,14 +98,16 @@ Clients mount with the port given for both programs, e.g. on Linux:
 				return err
 			}
 			return daemon.Gateway(cmd.Context(), daemon.GatewayOptions{
-				NFS:            nfs.Options{Export: ex},
-				Volume:         vo,
-				Listen:         listen,
-				Version:        version,
-				Logger:         log,
-				Heartbeat:      heartbeat,
-				SessionTimeout: sessionTimeout,
-				MetricsAddr:    metricsAddr,
+				NFS:             nfs.Options{Export: ex},
+				Volume:          vo,
+				Listen:          listen,
+				Version:         version,
+				Logger:          log,
+				Heartbeat:       heartbeat,
+				SessionTimeout:  sessionTimeout,
+				MetricsAddr:     metricsAddr,
+				Portmap:         portmap,
+				PortmapRegister: portmapRegister,
 				Ready: func(addr string) {
 					fmt.Fprintf(out, "serving NFSv3 on %s\n", addr)
 					if err := daemon.SdNotify("READY=1\nSTATUS=serving NFSv3 on " + addr); err != nil {
@@ -110,6 +120,8 @@ Clients mount with the port given for both programs, e.g. on Linux:
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "0.0.0.0:2049", "TCP address to serve NFSv3 and MOUNTv3 on")
 	logs.register(f, "stderr", "log every RPC call")
+	f.StringVar(&portmap, "portmap", "", "also be the portmapper on this address (HOST:111, TCP and UDP), so that clients find NFS and MOUNT without being given the port; without it, see --portmap-register")
+	f.BoolVar(&portmapRegister, "portmap-register", true, "register NFS and MOUNT with the host's portmapper on 127.0.0.1:111 if one runs (and take them back at exit)")
 	f.BoolVar(&readOnly, "read-only", false, "refuse every modification (NFS3ERR_ROFS)")
 	mem.register(f)
 	storeTimeout.register(f)

@@ -246,3 +246,29 @@ func TestE2EGatewayNFSExport(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestE2EGatewayPortmap: with --portmap 127.0.0.1:111 the gateway is the
+// portmapper, and libnfs's clients find it with no port in their URL, as a
+// Linux client's mount does.
+func TestE2EGatewayPortmap(t *testing.T) {
+	cp := needLibnfs(t, "nfs-cp")
+	ls := needLibnfs(t, "nfs-ls")
+	if l, err := net.Listen("tcp", "127.0.0.1:111"); err != nil {
+		t.Skipf("port 111 is taken (a portmapper runs here?): %v", err)
+	} else {
+		l.Close()
+	}
+	v := newE2EVolume(t)
+	port := freePort(t)
+	g := startGateway(t, cairnBinary(t), v.meta, port, v.dir+"/gw.log", "--portmap", "127.0.0.1:111")
+	src := filepath.Join(v.dir, "src")
+	if err := os.WriteFile(src, []byte("found by the portmapper"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nfsCmd(t, cp, src, "nfs://127.0.0.1//found?version=3")
+	if out := nfsCmd(t, ls, "nfs://127.0.0.1/?version=3"); !strings.Contains(out, "found") {
+		t.Fatalf("nfs-ls through the portmapper:\n%s", out)
+	}
+	stopGateway(t, g)
+	cairn(t, "fsck", v.meta)
+}

@@ -223,6 +223,9 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 				Stopping:  func() { _ = daemon.SdNotify("STOPPING=1") },
 				Snapshot:  snapshot,
 				NFSListen: nfsListen,
+				// The NFS service registers with the host's portmapper
+				// if one runs.
+				NFSPortmapRegister: true,
 			}
 			mo.Volume.CacheDirs, mo.Volume.CacheSize = cacheDirs, int64(cs)
 			mo.Volume.CacheFreeRatio, mo.Volume.CacheWrites = cacheFreeRatio, cacheWrites

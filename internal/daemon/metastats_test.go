@@ -41,7 +41,7 @@ func TestMetaAndNFSStats(t *testing.T) {
 		t.Errorf("a create committed no update: before %+v, after %+v", b, a)
 	}
 
-	g, err := startNFS(v, vol, "127.0.0.1:0", nfs.Options{}, vol.Log)
+	g, err := startNFS(v, vol, "127.0.0.1:0", "", false, nfs.Options{}, vol.Log)
 	if err != nil {
 		t.Fatal(err)
 	}

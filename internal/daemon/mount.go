@@ -46,6 +46,9 @@ type MountOptions struct {
 	// NFSListen, if set, also serves the mounted volume over NFSv3 on
 	// this TCP address, through the same vfs (embedded mode).
 	NFSListen string
+	// NFSPortmapRegister registers that NFS service with the host's
+	// portmapper (127.0.0.1:111) if one runs.
+	NFSPortmapRegister bool
 	// NFS tunes that gateway.
 	NFS nfs.Options
 	// MetricsAddr, if set, serves the volume's counters on this TCP
@@ -247,7 +250,7 @@ func Mount(ctx context.Context, o MountOptions) error {
 	// stopNFS stops the NFS gateway (if any) before vfs closes.
 	stopNFS := func() {}
 	if o.NFSListen != "" {
-		g, err := startNFS(v, vol, o.NFSListen, o.NFS, log)
+		g, err := startNFS(v, vol, o.NFSListen, "", o.NFSPortmapRegister, o.NFS, log)
 		if err != nil {
 			_ = srv.Unmount()
 			_ = v.Close(context.Background())

@@ -40,6 +40,11 @@ type GatewayOptions struct {
 	// MetricsAddr is as in MountOptions: if set, the volume's counters
 	// (the gateway's calls among them) are served on this TCP address.
 	MetricsAddr string
+	// Portmap, if set, is the address (HOST:111) where the gateway is
+	// also the portmapper; else, with PortmapRegister, it registers with
+	// the host's portmapper if one runs.
+	Portmap         string
+	PortmapRegister bool
 }
 
 // Validate checks the options that need no volume.
@@ -58,10 +63,16 @@ type nfsGateway struct {
 	srv  *nfs.Server
 	addr string
 	done chan error
+	// unregister takes the gateway's programs back from the host's
+	// portmapper (nil: not registered).
+	unregister func()
 }
 
-// startNFS serves v over NFS on addr.
-func startNFS(v *vfs.VFS, vol *Volume, addr string, o nfs.Options, log *slog.Logger) (*nfsGateway, error) {
+// startNFS serves v over NFS on addr. With pmapAddr set it is also the
+// portmapper there (TCP and UDP; port 111 is the one clients ask); else,
+// with register, it registers with the host's portmapper on
+// 127.0.0.1:111 if one runs.
+func startNFS(v *vfs.VFS, vol *Volume, addr, pmapAddr string, register bool, o nfs.Options, log *slog.Logger) (*nfsGateway, error) {
 	o.VolumeUUID = vol.Settings.UUID
 	o.Logger = log
 	vol.nfsStats.on.Store(true)
@@ -72,16 +83,44 @@ func startNFS(v *vfs.VFS, vol *Volume, addr string, o nfs.Options, log *slog.Log
 		}
 		vol.nfsStats.observe(prog, proc, d)
 	}
-	srv, err := nfs.New(v, o)
-	if err != nil {
-		return nil, err
-	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		_ = srv.Close(context.Background())
 		return nil, fmt.Errorf("NFS gateway: %w", err)
 	}
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	if pmapAddr != "" {
+		o.PortmapPort = port
+	}
+	srv, err := nfs.New(v, o)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
 	g := &nfsGateway{srv: srv, addr: l.Addr().String(), done: make(chan error, 1)}
+	if pmapAddr != "" {
+		pl, err := net.Listen("tcp", pmapAddr)
+		if err == nil {
+			var pc net.PacketConn
+			if pc, err = net.ListenPacket("udp", pmapAddr); err == nil {
+				go func() { _ = srv.Serve(pl) }()
+				go func() { _ = srv.ServePortmapUDP(pc) }()
+			} else {
+				pl.Close()
+			}
+		}
+		if err != nil {
+			l.Close()
+			_ = srv.Close(context.Background())
+			return nil, fmt.Errorf("portmapper: %w", err)
+		}
+		log.Info("answering the portmapper's calls", "addr", pmapAddr)
+	} else if !register {
+	} else if unregister, err := nfs.RegisterPortmap("127.0.0.1:111", port); err != nil {
+		log.Info("not registered with a portmapper: clients must be given the port", "err", err)
+	} else {
+		g.unregister = unregister
+		log.Info("registered NFS and MOUNT with the portmapper on 127.0.0.1:111", "port", port)
+	}
 	go func() { g.done <- srv.Serve(l) }()
 	log.Info("serving NFSv3", "addr", g.addr, "volume", vol.Settings.Name, "export", o.Export.String())
 	return g, nil
@@ -89,6 +128,9 @@ func startNFS(v *vfs.VFS, vol *Volume, addr string, o nfs.Options, log *slog.Log
 
 // stop closes the gateway, committing the writes of its cached files.
 func (g *nfsGateway) stop(log *slog.Logger) {
+	if g.unregister != nil {
+		g.unregister()
+	}
 	if err := g.srv.Close(context.Background()); err != nil {
 		log.Error("closing the NFS gateway", "err", err)
 	}
@@ -126,7 +168,7 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 	}
 	defer closeSession()
 	v := vfs.New(vol.Meta, vol.Chunks, vfs.Options{Logger: log, ReadOnly: o.Volume.ReadOnly, AppendAtEOF: vol.Loc.Shared()})
-	g, err := startNFS(v, vol, o.Listen, o.NFS, log)
+	g, err := startNFS(v, vol, o.Listen, o.Portmap, o.PortmapRegister, o.NFS, log)
 	if err != nil {
 		_ = v.Close(context.Background())
 		return err

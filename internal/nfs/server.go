@@ -56,6 +56,10 @@ type Options struct {
 	// serving it took, for counters; it must be quick and safe for
 	// concurrent use.
 	OnCall func(prog, proc uint32, d time.Duration)
+	// PortmapPort, if set, makes the server a portmapper too (portmap.go):
+	// it answers PMAP calls, giving this port for NFS 3 and MOUNT 3 over
+	// TCP (the port the clients are to use, that of the main listener).
+	PortmapPort uint16
 }
 
 func (o *Options) setDefaults() {
@@ -124,9 +128,13 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]bool
 	conns     map[net.Conn]bool
-	closed    bool
-	wg        sync.WaitGroup
-	stop      chan struct{}
+	// packetConns are the datagram sockets of ServePortmapUDP; pmap the
+	// portmapper's table (nil: not a portmapper).
+	packetConns map[net.PacketConn]bool
+	pmap        *portmap
+	closed      bool
+	wg          sync.WaitGroup
+	stop        chan struct{}
 }
 
 // New returns a server over v. Close releases it (v stays open).
@@ -136,14 +144,18 @@ func New(v *vfs.VFS, opts Options) (*Server, error) {
 	}
 	opts.setDefaults()
 	s := &Server{
-		v:         v,
-		opts:      opts,
-		log:       opts.Logger,
-		fh:        newHandles(opts.VolumeUUID),
-		listeners: map[net.Listener]bool{},
-		conns:     map[net.Conn]bool{},
-		stop:      make(chan struct{}),
-		mnt:       newMountTable(),
+		v:           v,
+		opts:        opts,
+		log:         opts.Logger,
+		fh:          newHandles(opts.VolumeUUID),
+		listeners:   map[net.Listener]bool{},
+		conns:       map[net.Conn]bool{},
+		packetConns: map[net.PacketConn]bool{},
+		stop:        make(chan struct{}),
+		mnt:         newMountTable(),
+	}
+	if opts.PortmapPort != 0 {
+		s.pmap = newPortmap(opts.PortmapPort)
 	}
 	if _, err := rand.Read(s.verf[:]); err != nil {
 		return nil, err
@@ -208,6 +220,9 @@ func (s *Server) Close(ctx context.Context) error {
 	s.closed = true
 	for l := range s.listeners {
 		l.Close()
+	}
+	for pc := range s.packetConns {
+		pc.Close()
 	}
 	for c := range s.conns {
 		c.Close()
@@ -399,6 +414,10 @@ func (s *Server) handleCall(remote string, allowed bool, call proto.Call) (reply
 		w := proto.NewDenied(call.Xid, proto.AuthError)
 		w.Uint32(proto.AuthTooWeak)
 		return proto.AppendRecordMark(w.B)
+	}
+	if call.Prog == ProgPortmap && s.pmap != nil {
+		// Any client may ask where the services are (no export rules).
+		return proto.AppendRecordMark(s.handlePortmap(remote, call))
 	}
 	var procs []procedure
 	switch call.Prog {
