@@ -180,7 +180,8 @@ func (s *Server) ServePortmapUDP(pc net.PacketConn) error {
 // RegisterPortmap registers NFS 3 and MOUNT 3 over TCP at port with the
 // portmapper at addr (a host's rpcbind on 127.0.0.1:111), so that its
 // clients find them; the returned function takes them back. An error says
-// no portmapper answered there or it refused.
+// no portmapper answered there, or another server has them registered
+// (which is not replaced).
 func RegisterPortmap(addr string, port uint16) (unregister func(), err error) {
 	c, err := nfsclient.Dial(addr)
 	if err != nil {
@@ -202,21 +203,26 @@ func RegisterPortmap(addr string, port uint16) (unregister func(), err error) {
 		return ok, r.Err()
 	}
 	progs := [][2]uint32{{proto.ProgNFS, proto.NFSVersion}, {proto.ProgMount, proto.MountVers3}}
-	for _, p := range progs {
-		_, _ = call(pmapProcUnset, p[0], p[1]) // a registration of an earlier process
-		ok, err := call(pmapProcSet, p[0], p[1])
-		if err == nil && !ok {
-			err = fmt.Errorf("the portmapper at %s refused program %d version %d", addr, p[0], p[1])
-		}
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-	}
-	return func() {
-		for _, p := range progs {
+	var done [][2]uint32
+	unregister = func() {
+		for _, p := range done {
 			_, _ = call(pmapProcUnset, p[0], p[1])
 		}
 		c.Close()
-	}, nil
+	}
+	for _, p := range progs {
+		ok, err := call(pmapProcSet, p[0], p[1])
+		if err == nil && !ok {
+			// Another NFS server holds it, or an earlier process that did
+			// not take it back: not ours to replace.
+			err = fmt.Errorf("the portmapper at %s has program %d version %d registered already (rpcinfo -p shows by whom; rpcinfo -d %d %d removes it)",
+				addr, p[0], p[1], p[0], p[1])
+		}
+		if err != nil {
+			unregister()
+			return nil, err
+		}
+		done = append(done, p)
+	}
+	return unregister, nil
 }

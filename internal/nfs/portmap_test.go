@@ -2,6 +2,7 @@ package nfs
 
 import (
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,7 +86,24 @@ func TestPortmap(t *testing.T) {
 		t.Fatalf("GETPORT over UDP: %v", got)
 	}
 
-	// Another gateway on this host registers with this one.
+	// Another gateway on this host does not replace this one's
+	// registration...
+	if _, err := RegisterPortmap(e.addr, 20490); err == nil || !strings.Contains(err.Error(), "registered already") {
+		t.Errorf("RegisterPortmap over this gateway's programs: %v", err)
+	}
+	if got := getPort(t, c, proto.ProgNFS, proto.NFSVersion, IPProtoTCP); got != 2049 {
+		t.Errorf("GETPORT after a refused registration = %d, want 2049", got)
+	}
+	// ...but registers once they are free, and takes itself back.
+	for _, prog := range [][2]uint32{{proto.ProgNFS, proto.NFSVersion}, {proto.ProgMount, proto.MountVers3}} {
+		w := &proto.Writer{}
+		for _, v := range []uint32{prog[0], prog[1], IPProtoTCP, 0} {
+			w.Uint32(v)
+		}
+		if _, err := c.Call(ProgPortmap, PortmapVers, pmapProcUnset, w.B); err != nil {
+			t.Fatal(err)
+		}
+	}
 	unregister, err := RegisterPortmap(e.addr, 20490)
 	if err != nil {
 		t.Fatal(err)
