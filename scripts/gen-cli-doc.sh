@@ -8,7 +8,7 @@ make -s build
 	echo
 	echo "Generated from \`cairn <verb> --help\` (regenerate with \`scripts/gen-cli-doc.sh\`)."
 	echo
-	for c in format mount umount status info fsck gc stats warmup bench snapshot "snapshot create" "snapshot list" "snapshot restore" \
+	for c in format mount umount status config info fsck gc stats warmup bench snapshot "snapshot create" "snapshot list" "snapshot restore" \
 		"snapshot delete" "snapshot diff" gateway "gateway nfs" version; do
 		echo "## cairn $c"
 		echo

@@ -206,3 +206,52 @@ func newVersionCommand() *cobra.Command {
 		},
 	}
 }
+
+func newConfigCommand() *cobra.Command {
+	var name, capacity, inodes string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "config META-URL [--name NAME] [--capacity SIZE] [--inodes N]",
+		Short: "Show or change the settings that can change after format",
+		Long: `Show the volume's settings, or change those that can change on a live volume:
+its name, its capacity (--capacity SIZE, or unlimited) and its inode limit
+(--inodes N, or unlimited). Block size, inline limit and data store are fixed
+at format. Mounted clients use the new limits within a heartbeat (5 s by
+default); the process that made the change (or that holds an embedded volume
+and was asked through its control socket) at once. Writes and creates past a
+lowered limit fail with ENOSPC; what is stored already stays.`,
+		Example: "  cairn config pebble:///var/lib/cairn/meta\n  cairn config --capacity 2T --inodes 50000000 'postgres://cairn@db1/vol1'\n  cairn config --capacity unlimited pebble:///var/lib/cairn/meta",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := daemon.Request{Verb: "config", Flags: jsonFlag(asJSON)}
+			if cmd.Flags().Changed("name") {
+				req.Flags["name"] = name
+			}
+			for flag, val := range map[string]string{"capacity": capacity, "inodes": inodes} {
+				if !cmd.Flags().Changed(flag) {
+					continue
+				}
+				n := uint64(0)
+				if val != "unlimited" {
+					var err error
+					if flag == "capacity" {
+						n, err = parseSize(val)
+					} else {
+						n, err = strconv.ParseUint(val, 10, 64)
+					}
+					if err != nil || n == 0 {
+						return fmt.Errorf("--%s %q: want a positive %s, or unlimited", flag, val, map[string]string{"capacity": "size", "inodes": "count"}[flag])
+					}
+				}
+				req.Flags[flag] = strconv.FormatUint(n, 10)
+			}
+			return runAdmin(cmd.Context(), args[0], req, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&name, "name", "", "rename the volume")
+	f.StringVar(&capacity, "capacity", "", "the volume's capacity (e.g. 500G), or unlimited")
+	f.StringVar(&inodes, "inodes", "", "the volume's inode limit, or unlimited")
+	f.BoolVar(&asJSON, "json", false, "print the settings as one JSON object")
+	return cmd
+}

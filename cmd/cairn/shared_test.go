@@ -786,3 +786,47 @@ func TestPostgresPasswordSources(t *testing.T) {
 		t.Errorf("format printed the password:\n%s", out)
 	}
 }
+
+// TestSharedConfigLive: a capacity set by cairn config, from a process of
+// its own, reaches the mounted clients within their heartbeats: df shows
+// it, and a write past it fails with ENOSPC; lifted, writes go on.
+func TestSharedConfigLive(t *testing.T) {
+	v := newSharedVolume(t)
+	a := v.mount(t, "a")
+	b := v.mount(t, "b")
+	if out, err := v.cairn(t, "config", "--capacity", "1M", "--name", "small", v.meta); err != nil || !strings.Contains(out, "1.0 MiB") {
+		t.Fatalf("config: %v\n%s", err, out)
+	}
+	for _, m := range []*sharedMount{a, b} {
+		deadline := time.Now().Add(10 * testHeartbeat)
+		for {
+			var st syscall.Statfs_t
+			if err := syscall.Statfs(m.mnt, &st); err != nil {
+				t.Fatal(err)
+			}
+			if uint64(st.Blocks)*uint64(st.Bsize) == 1<<20 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: df shows %d bytes, want the new capacity", m.mnt, uint64(st.Blocks)*uint64(st.Bsize))
+			}
+			time.Sleep(testHeartbeat / 4)
+		}
+	}
+	big := bytes.Repeat([]byte("x"), 2<<20)
+	err := os.WriteFile(filepath.Join(b.mnt, "big"), big, 0o644)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("writing 2 MiB past a 1 MiB capacity: %v", err)
+	}
+	os.Remove(filepath.Join(b.mnt, "big"))
+	if out, err := v.cairn(t, "config", "--capacity", "unlimited", v.meta); err != nil || !strings.Contains(out, "unlimited") {
+		t.Fatalf("config unlimited: %v\n%s", err, out)
+	}
+	time.Sleep(3 * testHeartbeat)
+	if err := os.WriteFile(filepath.Join(b.mnt, "big"), big, 0o644); err != nil {
+		t.Fatalf("writing 2 MiB once the capacity is lifted: %v", err)
+	}
+	if out, err := v.cairn(t, "status", v.meta); err != nil || !strings.Contains(out, "small") {
+		t.Fatalf("status after the rename: %v\n%s", err, out)
+	}
+}

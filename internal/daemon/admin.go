@@ -85,6 +85,8 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 			return writeJSON(w, gcReport{Report: r, Error: errString(err)}, err)
 		}
 		return GC(ctx, v, req.Flags["delete"] == "true", w)
+	case "config":
+		return Config(ctx, v, req.Flags, w)
 	case "snapshot-create":
 		if len(req.Args) != 1 {
 			return fmt.Errorf("snapshot create: want one name")
@@ -212,7 +214,7 @@ type SessionReport struct {
 // statusReport reads what status shows: the sessions live first, then
 // those expired in the last day.
 func statusReport(ctx context.Context, v *Volume) (StatusReport, error) {
-	s := v.Settings
+	s := v.Meta.Settings() // as last read: a change by config shows
 	u, err := v.Meta.Usage(ctx)
 	if err != nil {
 		return StatusReport{}, err
@@ -348,6 +350,62 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// Config changes the settings that may change after format (flags
+// "name", "capacity", "inodes"; capacity and inodes in bytes and inodes, 0
+// for no limit), then prints the settings; with no flag it only prints
+// them. Clients of the volume pick a change up at their next heartbeat.
+func Config(ctx context.Context, v *Volume, flags map[string]string, w io.Writer) error {
+	s := v.Meta.Settings()
+	changes := map[string]string{}
+	for _, k := range []string{"name", "capacity", "inodes"} {
+		if val, ok := flags[k]; ok {
+			changes[k] = val
+		}
+	}
+	if len(changes) > 0 {
+		var err error
+		s, err = v.Meta.ChangeSettings(ctx, func(s *meta.Settings) error {
+			for k, val := range changes {
+				switch k {
+				case "name":
+					s.Name = val
+				case "capacity", "inodes":
+					n, err := strconv.ParseUint(val, 10, 64)
+					if err != nil {
+						return fmt.Errorf("config: %s %q: %w", k, val, base.ErrInvalid)
+					}
+					if k == "capacity" {
+						s.Capacity = n
+					} else {
+						s.Inodes = n
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if flags["json"] == "true" {
+		return writeJSON(w, s, nil)
+	}
+	limit := func(n uint64, f func(uint64) string) string {
+		if n == 0 {
+			return "unlimited"
+		}
+		return f(n)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "name\t%s\n", s.Name)
+	fmt.Fprintf(tw, "capacity\t%s\n", limit(s.Capacity, base.IBytes))
+	fmt.Fprintf(tw, "inodes\t%s\n", limit(s.Inodes, func(n uint64) string { return strconv.FormatUint(n, 10) }))
+	fmt.Fprintf(tw, "block-size\t%s (fixed at format)\n", base.IBytes(uint64(s.BlockSize)))
+	fmt.Fprintf(tw, "inline-max\t%s (fixed at format)\n", base.IBytes(uint64(s.InlineMax)))
+	fmt.Fprintf(tw, "data\t%s (fixed at format)\n", object.RedactURL(s.DataURL))
+	return tw.Flush()
 }
 
 // Info prints inode, chunks, slices and objects of each inode. names maps

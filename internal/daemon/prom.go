@@ -113,7 +113,7 @@ type volumeCollector struct {
 func (c volumeCollector) Describe(chan<- *prometheus.Desc) {}
 
 func (c volumeCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.v.Settings
+	s := c.v.Meta.Settings()
 	id := []string{"volume", s.Name, "uuid", s.UUID}
 	sink := newConstSink(ch)
 	sink.Gauge("cairn_volume_info", "The volume this process serves (always 1): join other series with it by instance.", 1, id...)

@@ -114,7 +114,9 @@ type Meta struct {
 	store    kv.Store
 	opts     Options
 	log      *slog.Logger
-	settings Settings
+	// settings is the volume's settings record as last read (Open,
+	// ChangeSettings, RefreshSettings at each heartbeat).
+	settings atomic.Pointer[Settings]
 	profile  kv.Profile   // what the store declares
 	accel    Accelerators // chosen from it at Open
 
@@ -182,7 +184,7 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 			s.Name, s.FormatVersion, CurrentFormatVersion, base.ErrNotSupported)
 	}
 	m := &Meta{
-		store: store, opts: opts, log: opts.Logger, settings: s,
+		store: store, opts: opts, log: opts.Logger,
 		opened:   make(map[base.Ino]int),
 		releases: make(map[base.Ino]bool),
 		inflight: make(map[uint64]bool),
@@ -190,6 +192,7 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 		deletes:  make(chan struct{}, 1),
 		now:      func() int64 { return time.Now().UnixNano() },
 	}
+	m.settings.Store(&s)
 	m.profile = kv.ProfileOf(store)
 	m.accel = chooseAccelerators(m.profile, opts)
 	if m.accel.LatestCache {
@@ -239,8 +242,10 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 	return m, nil
 }
 
-// Settings returns the volume's settings as read at Open.
-func (m *Meta) Settings() Settings { return m.settings }
+// Settings returns the volume's settings as last read: at Open, then at
+// each heartbeat (RefreshSettings), so that a change another client made
+// (ChangeSettings) reaches this one within a heartbeat.
+func (m *Meta) Settings() Settings { return *m.settings.Load() }
 
 // Store returns the kv.Store; the caller of Open still owns it.
 func (m *Meta) Store() kv.Store { return m.store }

@@ -117,6 +117,11 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 // client has no session. Its outcome is what this client knows of its own
 // access to the store, which ExpireSessions waits for (reach.go).
 func (m *Meta) Heartbeat(ctx context.Context) error {
+	// Settings another client changed (ChangeSettings) apply here from
+	// this heartbeat on.
+	if err := m.RefreshSettings(ctx); err != nil {
+		return fmt.Errorf("reading the volume's settings: %w", err)
+	}
 	sid := m.sessionID()
 	if sid == 0 {
 		m.idMu.Lock()

@@ -17,7 +17,7 @@ import (
 // chargeInode counts one more inode, ino, made in directory parent (create,
 // restore), refusing to pass the volume's inode limit.
 func (o *op) chargeInode(ino, parent base.Ino) error {
-	if lim := o.m.settings.Inodes; lim > 0 {
+	if lim := o.m.Settings().Inodes; lim > 0 {
 		used, err := usage(o, counterUsedInodes)
 		if err != nil {
 			return err
@@ -32,7 +32,7 @@ func (o *op) chargeInode(ino, parent base.Ino) error {
 // chargeBytes adds delta to the bytes counted for ino (a write, truncate
 // or restore changed its length), refusing growth past the capacity.
 func (o *op) chargeBytes(ino base.Ino, delta int64) error {
-	if capa := o.m.settings.Capacity; capa > 0 && delta > 0 {
+	if capa := o.m.Settings().Capacity; capa > 0 && delta > 0 {
 		used, err := usage(o, counterUsedBytes)
 		if err != nil {
 			return err
@@ -187,11 +187,12 @@ func (m *Meta) StatFS(ctx context.Context) (StatFS, error) {
 	if err != nil {
 		return StatFS{}, err
 	}
-	total := m.settings.Capacity
+	s := m.Settings()
+	total := s.Capacity
 	if total == 0 {
 		total = VirtualCapacity
 	}
-	files := m.settings.Inodes
+	files := s.Inodes
 	if files == 0 {
 		files = VirtualInodes
 	}
