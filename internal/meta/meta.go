@@ -111,9 +111,9 @@ var ErrCompactionStale = errors.New("meta: chunk changed during compaction")
 
 // Meta is a metadata client over one kv.Store. Safe for concurrent use.
 type Meta struct {
-	store    kv.Store
-	opts     Options
-	log      *slog.Logger
+	store kv.Store
+	opts  Options
+	log   *slog.Logger
 	// settings is the volume's settings record as last read (Open,
 	// ChangeSettings, RefreshSettings at each heartbeat).
 	settings atomic.Pointer[Settings]
