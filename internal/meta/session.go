@@ -117,11 +117,6 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 // client has no session. Its outcome is what this client knows of its own
 // access to the store, which ExpireSessions waits for (reach.go).
 func (m *Meta) Heartbeat(ctx context.Context) error {
-	// Settings another client changed (ChangeSettings) apply here from
-	// this heartbeat on.
-	if err := m.RefreshSettings(ctx); err != nil {
-		return fmt.Errorf("reading the volume's settings: %w", err)
-	}
 	sid := m.sessionID()
 	if sid == 0 {
 		m.idMu.Lock()
@@ -152,8 +147,20 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 	gone := false
 	start := time.Now()
 	var recalled []base.Ino
+	var settings *Settings
 	err := m.rawUpdate(ctx, func(t *wtx) error {
-		gone, recalled = false, nil
+		gone, recalled, settings = false, nil, nil
+		// Settings another client changed (ChangeSettings) apply here
+		// from this heartbeat on; read in its transaction.
+		if sv, err := t.Get(settingsKey()); err != nil {
+			return err
+		} else if sv != nil {
+			var s Settings
+			if err := json.Unmarshal(sv, &s); err != nil {
+				return fmt.Errorf("decoding settings: %v: %w", err, base.ErrIO)
+			}
+			settings = &s
+		}
 		v, err := t.Get(sessionKey(sid))
 		if err != nil {
 			return err
@@ -182,6 +189,9 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 		return err
 	})
 	m.noteReach(err == nil, false)
+	if err == nil && settings != nil {
+		m.settings.Store(settings)
+	}
 	if err == nil && !gone && m.leases != nil {
 		m.leases.alive(start)
 		m.releaseLeases(ctx, recalled)

@@ -64,7 +64,7 @@ func (m *Meta) ChangeSettings(ctx context.Context, change func(s *Settings) erro
 }
 
 // RefreshSettings reads the settings record again, for the changes other
-// clients made (the heartbeat calls it).
+// clients made. The heartbeat does the same in its own transaction.
 func (m *Meta) RefreshSettings(ctx context.Context) error {
 	s, err := LoadSettings(ctx, m.store)
 	if err != nil {
