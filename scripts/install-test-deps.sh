@@ -36,14 +36,15 @@ fi
 # sqlite3: JuiceFS meta inspection         attr: getfattr/setfattr for xattr checks
 # git, python3: bench helper / table       build-essential, pkg-config: cargo builds
 # (lint) shellcheck                        procps: ps, sysctl
-# util-linux: mountpoint, findmnt          coreutils: timeout, dd, sha256sum
+# util-linux: mountpoint, findmnt, unshare (TestE2EFstab's mount namespace)   mount: mount, umount (mount -a of TestE2EFstab)
+# coreutils: timeout, dd, sha256sum
 # diffutils: diff (e2e.sh compares a tree read back after a remount)
 # postgresql-15: shared-mode metadata server started by the tests (initdb, pg_ctl)
 # libnfs-utils: nfs-ls, nfs-cp, nfs-cat: real NFSv3 clients for the NFS gateway tests
 # nfs-ganesha(-vfs): the NFS peer of bench/nfs.sh   iproute2: ss, ip (bench/nfs.sh, bench/moosefs.sh)
 # moosefs-master, -chunkserver, -client: the MooseFS peer of bench/run.sh (TARGETS=moosefs)
 APT_PKGS=(fuse3 fio sqlite3 git attr python3 build-essential pkg-config strace
-	shellcheck procps util-linux coreutils diffutils ca-certificates curl postgresql-15 libnfs-utils
+	shellcheck procps util-linux mount coreutils diffutils ca-certificates curl postgresql-15 libnfs-utils
 	nfs-ganesha nfs-ganesha-vfs iproute2 moosefs-master moosefs-chunkserver moosefs-client)
 if [[ -z ${SKIP_APT:-} ]]; then
 	missing=()

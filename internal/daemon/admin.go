@@ -299,21 +299,22 @@ type SliceReport struct {
 	Objects []string `json:"objects,omitempty"`
 }
 
-// infoJSON is Info as a JSON array of InfoReport.
-func infoJSON(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Writer) error {
+// infoReports reads what info shows of each of inos; names maps them to
+// the paths the user gave, as "ino=path" joined by NUL.
+func infoReports(ctx context.Context, v *Volume, inos []base.Ino, names string) ([]InfoReport, error) {
 	paths := infoNames(names)
 	out := []InfoReport{}
 	for _, ino := range inos {
 		a, err := v.Meta.GetAttr(ctx, ino)
 		if err != nil {
-			return fmt.Errorf("inode %d: %w", ino, err)
+			return nil, fmt.Errorf("inode %d: %w", ino, err)
 		}
 		r := InfoReport{Path: paths[strconv.FormatUint(uint64(ino), 10)], Ino: ino, Type: a.Type.String(), Mode: a.Mode,
 			Uid: a.Uid, Gid: a.Gid, Nlink: a.Nlink, Length: a.Length, Mtime: base.NsToTime(a.Mtime), Ctime: base.NsToTime(a.Ctime)}
 		if a.Type == base.TypeFile {
 			chunks, err := v.Meta.Chunks(ctx, ino)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			for _, c := range chunks {
 				cr := ChunkReport{Index: c.Index}
@@ -331,7 +332,16 @@ func infoJSON(ctx context.Context, v *Volume, inos []base.Ino, names string, w i
 		}
 		out = append(out, r)
 	}
-	return writeJSON(w, out, nil)
+	return out, nil
+}
+
+// infoJSON is Info as a JSON array of InfoReport.
+func infoJSON(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Writer) error {
+	reports, err := infoReports(ctx, v, inos, names)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, reports, nil)
 }
 
 // infoNames parses the names flag of info: "ino=path" joined by NUL.
@@ -411,31 +421,26 @@ func Config(ctx context.Context, v *Volume, flags map[string]string, w io.Writer
 // Info prints inode, chunks, slices and objects of each inode. names maps
 // inodes to the paths the user gave, as "ino=path" joined by NUL.
 func Info(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Writer) error {
-	paths := infoNames(names)
-	for _, ino := range inos {
-		a, err := v.Meta.GetAttr(ctx, ino)
-		if err != nil {
-			return fmt.Errorf("inode %d: %w", ino, err)
-		}
-		if p := paths[strconv.FormatUint(uint64(ino), 10)]; p != "" {
-			fmt.Fprintf(w, "%s:\n", p)
+	reports, err := infoReports(ctx, v, inos, names)
+	if err != nil {
+		return err
+	}
+	for _, r := range reports {
+		if r.Path != "" {
+			fmt.Fprintf(w, "%s:\n", r.Path)
 		}
 		fmt.Fprintf(w, "  inode: %d\n  type: %s\n  mode: %04o\n  uid: %d\n  gid: %d\n  nlink: %d\n  length: %d (%s)\n",
-			ino, a.Type, a.Mode, a.Uid, a.Gid, a.Nlink, a.Length, base.IBytes(a.Length))
-		fmt.Fprintf(w, "  mtime: %s\n  ctime: %s\n", base.NsToTime(a.Mtime).Format(time.RFC3339Nano), base.NsToTime(a.Ctime).Format(time.RFC3339Nano))
-		if a.Type != base.TypeFile {
+			r.Ino, r.Type, r.Mode, r.Uid, r.Gid, r.Nlink, r.Length, base.IBytes(r.Length))
+		fmt.Fprintf(w, "  mtime: %s\n  ctime: %s\n", r.Mtime.Format(time.RFC3339Nano), r.Ctime.Format(time.RFC3339Nano))
+		if r.Type != base.TypeFile.String() {
 			continue
 		}
-		chunks, err := v.Meta.Chunks(ctx, ino)
-		if err != nil {
-			return err
-		}
 		nslices, nobjs := 0, 0
-		for _, c := range chunks {
+		for _, c := range r.Chunks {
 			nslices += len(c.Slices)
 		}
-		fmt.Fprintf(w, "  chunks: %d\n  slices: %d\n", len(chunks), nslices)
-		for _, c := range chunks {
+		fmt.Fprintf(w, "  chunks: %d\n  slices: %d\n", len(r.Chunks), nslices)
+		for _, c := range r.Chunks {
 			fmt.Fprintf(w, "  chunk %d (file offset %d):\n", c.Index, uint64(c.Index)*base.ChunkSize)
 			for _, s := range c.Slices {
 				if s.ID == 0 {
@@ -443,8 +448,8 @@ func Info(ctx context.Context, v *Volume, inos []base.Ino, names string, w io.Wr
 					continue
 				}
 				fmt.Fprintf(w, "    slice %d pos=%d off=%d len=%d size=%d\n", s.ID, s.Pos, s.Off, s.Len, s.Size)
-				for i, n := range chunk.BlockLens(s.Size, v.Settings.BlockSize) {
-					fmt.Fprintf(w, "      %s\n", chunk.BlockKey(s.ID, i, n))
+				for _, o := range s.Objects {
+					fmt.Fprintf(w, "      %s\n", o)
 					nobjs++
 				}
 			}

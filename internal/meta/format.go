@@ -161,10 +161,17 @@ func LoadSettings(ctx context.Context, store kv.Store) (Settings, error) {
 		if v == nil {
 			return fmt.Errorf("no volume formatted in %s: %w", store.Name(), base.ErrNotFound)
 		}
-		if err := json.Unmarshal(v, &s); err != nil {
-			return fmt.Errorf("decoding settings: %v: %w", err, base.ErrIO)
-		}
-		return nil
+		s, err = decodeSettings(v)
+		return err
 	})
 	return s, err
+}
+
+// decodeSettings decodes the settings record's value.
+func decodeSettings(v []byte) (Settings, error) {
+	var s Settings
+	if err := json.Unmarshal(v, &s); err != nil {
+		return Settings{}, fmt.Errorf("decoding settings: %v: %w", err, base.ErrIO)
+	}
+	return s, nil
 }

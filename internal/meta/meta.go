@@ -115,7 +115,7 @@ type Meta struct {
 	opts  Options
 	log   *slog.Logger
 	// settings is the volume's settings record as last read (Open,
-	// ChangeSettings, RefreshSettings at each heartbeat).
+	// ChangeSettings, each heartbeat).
 	settings atomic.Pointer[Settings]
 	profile  kv.Profile   // what the store declares
 	accel    Accelerators // chosen from it at Open
@@ -243,7 +243,7 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 }
 
 // Settings returns the volume's settings as last read: at Open, then at
-// each heartbeat (RefreshSettings), so that a change another client made
+// each heartbeat, so that a change another client made
 // (ChangeSettings) reaches this one within a heartbeat.
 func (m *Meta) Settings() Settings { return *m.settings.Load() }
 

@@ -155,9 +155,9 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 		if sv, err := t.Get(settingsKey()); err != nil {
 			return err
 		} else if sv != nil {
-			var s Settings
-			if err := json.Unmarshal(sv, &s); err != nil {
-				return fmt.Errorf("decoding settings: %v: %w", err, base.ErrIO)
+			s, err := decodeSettings(sv)
+			if err != nil {
+				return err
 			}
 			settings = &s
 		}

@@ -18,7 +18,7 @@ import (
 // transaction and returns the new settings. change may alter Name,
 // Capacity and Inodes; a change of any other field is refused
 // (ErrInvalid), and nothing is written. This client uses the new settings
-// at once; the others at their next heartbeat (RefreshSettings).
+// at once; the others at their next heartbeat.
 func (m *Meta) ChangeSettings(ctx context.Context, change func(s *Settings) error) (Settings, error) {
 	if m.opts.ReadOnly {
 		return Settings{}, base.ErrReadOnly
@@ -32,9 +32,9 @@ func (m *Meta) ChangeSettings(ctx context.Context, change func(s *Settings) erro
 		if v == nil {
 			return fmt.Errorf("no settings record: %w", base.ErrNotFound)
 		}
-		var before Settings
-		if err := json.Unmarshal(v, &before); err != nil {
-			return fmt.Errorf("decoding settings: %v: %w", err, base.ErrIO)
+		before, err := decodeSettings(v)
+		if err != nil {
+			return err
 		}
 		after := before
 		if err := change(&after); err != nil {
@@ -63,9 +63,9 @@ func (m *Meta) ChangeSettings(ctx context.Context, change func(s *Settings) erro
 	return out, nil
 }
 
-// RefreshSettings reads the settings record again, for the changes other
-// clients made. The heartbeat does the same in its own transaction.
-func (m *Meta) RefreshSettings(ctx context.Context) error {
+// refreshSettings reads the settings record again, for the changes other
+// clients made, as the heartbeat does in its own transaction (tests).
+func (m *Meta) refreshSettings(ctx context.Context) error {
 	s, err := LoadSettings(ctx, m.store)
 	if err != nil {
 		return err

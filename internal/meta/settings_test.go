@@ -8,8 +8,8 @@ import (
 )
 
 // TestChangeSettings: the name and limits change in the record, this
-// client applies them at once and another at its RefreshSettings (the
-// heartbeat); a lowered inode limit refuses creates; fixed settings do
+// client applies them at once and another at its refreshSettings (as at
+// its heartbeat); a lowered inode limit refuses creates; fixed settings do
 // not change.
 func TestChangeSettings(t *testing.T) {
 	store := newStore(t, Settings{Name: "v"})
@@ -23,7 +23,7 @@ func TestChangeSettings(t *testing.T) {
 	if b.Settings().Inodes != 0 {
 		t.Fatalf("b saw the change before its refresh")
 	}
-	ok(t, b.RefreshSettings(ctx))
+	ok(t, b.refreshSettings(ctx))
 	if b.Settings().Name != "renamed" || b.Settings().Inodes != 2 {
 		t.Fatalf("b after its refresh: %+v", b.Settings())
 	}
@@ -41,6 +41,6 @@ func TestChangeSettings(t *testing.T) {
 		t.Fatalf("an empty name: %v", err)
 	}
 	must[Settings](t)(a.ChangeSettings(ctx, func(s *Settings) error { s.Inodes = 0; return nil }))
-	ok(t, b.RefreshSettings(ctx))
+	ok(t, b.refreshSettings(ctx))
 	create(t, b, root, base.RootIno, "two")
 }
