@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // The control socket lets admin commands reach a volume whose embedded
@@ -31,7 +32,10 @@ type Request struct {
 }
 
 type reply struct {
-	Out  string `json:"out,omitempty"`
+	Out string `json:"out,omitempty"`
+	// Data is output that is not UTF-8 text (a dump, names printed by
+	// find -print0): a JSON string would replace its invalid bytes.
+	Data []byte `json:"data,omitempty"`
 	Done bool   `json:"done,omitempty"`
 	Err  string `json:"err,omitempty"`
 	// Problems: Err is ErrProblems (fsck found some), not a failure to
@@ -116,7 +120,11 @@ type replyWriter struct {
 func (w *replyWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.enc.Encode(reply{Out: string(p)}); err != nil {
+	r := reply{Out: string(p)}
+	if !utf8.Valid(p) {
+		r = reply{Data: p}
+	}
+	if err := w.enc.Encode(r); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -189,6 +197,11 @@ func callControl(c net.Conn, path string, req Request, w io.Writer) error {
 		}
 		if r.Out != "" {
 			if _, err := io.WriteString(w, r.Out); err != nil {
+				return err
+			}
+		}
+		if len(r.Data) > 0 {
+			if _, err := w.Write(r.Data); err != nil {
 				return err
 			}
 		}
