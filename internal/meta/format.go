@@ -159,6 +159,9 @@ func LoadSettings(ctx context.Context, store kv.Store) (Settings, error) {
 			return err
 		}
 		if v == nil {
+			if err := unfinishedLoad(r, store.Name()); err != nil {
+				return err
+			}
 			return fmt.Errorf("no volume formatted in %s: %w", store.Name(), base.ErrNotFound)
 		}
 		s, err = decodeSettings(v)

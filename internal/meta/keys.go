@@ -62,6 +62,10 @@ package meta
 //	"U" sid u64 dir u64         recall of session sid's lease on dir, asked by
 //	                            another client that waits to change dir
 //	                            (empty value)
+//	"M"                         load in progress (load.go): the store is
+//	                            being filled from a dump and is no volume
+//	                            until the load finishes; value: JSON
+//	                            (loadMarker). Settings are written last
 //	"Z" shard u8                epoch fence: every transaction that writes a
 //	                            versioned record writes one shard (empty
 //	                            value); changing "E" or "F" writes them all,
@@ -88,6 +92,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"strconv"
 
 	"github.com/cairnfs/cairn/internal/base"
 )
@@ -114,6 +119,7 @@ const (
 	pLease    = 'J'
 	pRecall   = 'U'
 	pDrop     = 'I'
+	pLoad     = 'M'
 
 	pAttr    = 'A'
 	pDentry  = 'D'
@@ -153,6 +159,7 @@ func blobKey(key string) []byte { return append([]byte{pBlob}, key...) }
 func blobAfter(key string) []byte { return append(blobKey(key), 0) }
 
 func epochKey() []byte         { return []byte{pEpoch} }
+func loadKey() []byte          { return []byte{pLoad} }
 func frozenKey() []byte        { return []byte{pFrozen} }
 func counterKey(k byte) []byte { return []byte{pCounter, k} }
 func sessionKey(sid uint64) []byte {
@@ -345,6 +352,31 @@ func decodeBlobKey(key []byte) ([]byte, error) {
 	return key[1:], nil
 }
 
+// blobSlice returns the slice id in a blob key (an object key
+// chunks/…/<id>_<index>_<length>); ok is false for a key that is not one.
+func blobSlice(key []byte) (uint64, bool) {
+	obj, err := decodeBlobKey(key)
+	if err != nil {
+		return 0, false
+	}
+	name := obj[bytes.LastIndexByte(obj, '/')+1:]
+	idStr, _, ok := bytes.Cut(name, []byte{'_'})
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(string(idStr), 10, 64)
+	return id, err == nil
+}
+
+// inodeKinds are the prefixes of the records keyed by an inode (the
+// parent, for entries): the per-inode records a dump carries, attributes
+// first.
+var inodeKinds = []byte{pAttr, pDentry, pSymlink, pXattr, pChunk}
+
+// inodeFrom is the first key of kind p (one of inodeKinds) whose inode
+// field is ino or more.
+func inodeFrom(p byte, ino uint64) []byte { return u64([]byte{p}, ino) }
+
 // keySession returns the session a hold, lock, reservation or recall key
 // belongs to; ok is false for other or malformed keys.
 func keySession(key []byte) (sid uint64, ok bool) {
@@ -458,11 +490,11 @@ func DecodeKey(key []byte) (KeyInfo, error) {
 	rest := key[1:]
 	fixed := func(n int) bool { return len(rest) == n }
 	switch key[0] {
-	case pSettings, pEpoch, pFrozen:
+	case pSettings, pEpoch, pFrozen, pLoad:
 		if !fixed(0) {
 			return bad("trailing bytes")
 		}
-		return KeyInfo{Kind: map[byte]string{pSettings: "settings", pEpoch: "epoch", pFrozen: "frozen"}[key[0]]}, nil
+		return KeyInfo{Kind: map[byte]string{pSettings: "settings", pEpoch: "epoch", pFrozen: "frozen", pLoad: "load"}[key[0]]}, nil
 	case pCounter:
 		switch {
 		case fixed(1):

@@ -132,9 +132,16 @@ func vscanKeys(r kv.Reader, prefix, start []byte, epoch uint64, fn func(logical,
 	if start == nil || bytes.Compare(start, prefix) < 0 {
 		start = prefix
 	}
+	return vscanRange(r, start, kv.PrefixEnd(prefix), epoch, fn)
+}
+
+// vscanRange is vscanKeys over the physical keys [start, end): start must
+// be a logical key or the start of one, end the end of one (so that no
+// logical key has versions on both sides).
+func vscanRange(r kv.Reader, start, end []byte, epoch uint64, fn func(logical, key, payload []byte) bool) error {
 	var last []byte // logical key already decided
 	var ferr error
-	err := r.Scan(start, kv.PrefixEnd(prefix), false, func(k, v []byte) bool {
+	err := r.Scan(start, end, false, func(k, v []byte) bool {
 		logical, e, err := splitVersion(k)
 		if err != nil {
 			ferr = err

@@ -1,0 +1,386 @@
+package meta
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/dumpfile"
+	"github.com/cairnfs/cairn/internal/kv"
+	"github.com/cairnfs/cairn/internal/kv/memkv"
+	"github.com/cairnfs/cairn/internal/kv/pebble"
+	"github.com/cairnfs/cairn/internal/kv/postgres"
+	"github.com/cairnfs/cairn/internal/testenv/pgtest"
+)
+
+// richTree fills m with every kind of record a dump carries: directories,
+// files with data in the object store and inline, hard links, symlinks,
+// a FIFO and a device, xattrs, a slice shared by two files (restored from
+// a snapshot), a file open but unlinked, and a snapshot.
+func richTree(t *testing.T, m *Meta) {
+	c := base.RootCaller
+	root := base.RootIno
+	slice := func(ino base.Ino, index uint32, size uint32, inline bool) {
+		id := must[uint64](t)(m.NewSliceID(ctx))
+		w := SliceWrite{Index: index, Slice: base.Slice{ID: id, Size: size, Len: size}}
+		if inline {
+			w.Slice.ID |= base.InlineBit
+			w.BlobKey = fmt.Sprintf("chunks/0/0/%d_0_%d", w.Slice.ID, size)
+			w.Blob = bytes.Repeat([]byte{byte(ino)}, int(size))
+		}
+		if _, err := m.WriteSlices(ctx, ino, []SliceWrite{w}, 123456789); err != nil {
+			t.Fatal(err)
+		}
+	}
+	docs := mkdir(t, m, c, root, "docs")
+	sub := mkdir(t, m, c, docs, "sub dir")
+	for i := range 40 {
+		dir := docs
+		if i%3 == 0 {
+			dir = sub
+		}
+		ino := create(t, m, c, dir, fmt.Sprintf("f%02d \x01odd", i))
+		switch i % 4 {
+		case 0:
+			slice(ino, 0, 1000+uint32(i), true)
+		case 1:
+			slice(ino, 0, 100000, false)
+			slice(ino, 2, 5000, false)
+		case 2:
+			ok(t, m.SetXattr(ctx, c, ino, "user.tag", []byte(fmt.Sprint("v", i)), 0))
+			ok(t, m.SetXattr(ctx, c, ino, "user.empty", nil, 0))
+		}
+	}
+	f1 := lookup(t, m, docs, "f01 \x01odd")
+	must[base.Attr](t)(m.Link(ctx, c, f1, sub, "hard link"))
+	must[base.Ino](t)(mkIno(m.Mknod(ctx, c, docs, "link", base.TypeSymlink, 0, 0, 0, "../docs/f01 \x01odd")))
+	must[base.Ino](t)(mkIno(m.Mknod(ctx, c, docs, "fifo", base.TypeFIFO, 0o640, 0, 0, "")))
+	must[base.Ino](t)(mkIno(m.Mknod(ctx, c, docs, "dev", base.TypeChar, 0o600, 0, 0x0103, "")))
+	ok(t, m.SetXattr(ctx, c, docs, "user.dir", []byte("on a directory"), 0))
+	must[Snapshot](t)(m.CreateSnapshot(ctx, "before"))
+	must[RestoreStats](t)(m.Restore(ctx, c, "before", "/docs/f01 \x01odd", "/restored", nil))
+	// Changed after the snapshot: the dump must see the new state.
+	ok(t, m.Unlink(ctx, c, docs, "f05 \x01odd"))
+	ok(t, m.SetXattr(ctx, c, docs, "user.dir", []byte("changed"), 0))
+	// Open and unlinked: not in the namespace, not in a dump.
+	gone, _, err := m.Create(ctx, c, root, "open-unlinked", 0o644, 0)
+	ok(t, err)
+	slice(gone, 0, 4096, false)
+	ok(t, m.Unlink(ctx, c, root, "open-unlinked"))
+	t.Cleanup(func() { _ = m.CloseFile(ctx, gone) })
+}
+
+func mkIno(ino base.Ino, _ base.Attr, err error) (base.Ino, error) { return ino, err }
+
+// fingerprint lists everything a reader of m can see, one line per fact,
+// sorted: paths with attributes, symlink targets, xattrs, chunks and the
+// inline blocks' bytes.
+func fingerprint(t *testing.T, m *Meta) []string {
+	var out []string
+	var walk func(dir base.Ino, path string)
+	walk = func(dir base.Ino, path string) {
+		ents, err := m.Readdir(ctx, base.RootCaller, dir, "", 1<<20, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			p := path + "/" + e.Name
+			a := attr(t, m, e.Ino)
+			out = append(out, fmt.Sprintf("%q ino=%d %+v", p, e.Ino, a))
+			if a.Type == base.TypeSymlink {
+				out = append(out, fmt.Sprintf("%q -> %q", p, must[string](t)(m.Readlink(ctx, e.Ino))))
+			}
+			for _, x := range must[[]string](t)(m.ListXattr(ctx, base.RootCaller, e.Ino)) {
+				out = append(out, fmt.Sprintf("%q xattr %s=%q", p, x, must[[]byte](t)(m.GetXattr(ctx, base.RootCaller, e.Ino, x))))
+			}
+			for _, ci := range must[[]ChunkInfo](t)(m.Chunks(ctx, e.Ino)) {
+				out = append(out, fmt.Sprintf("%q chunk %d %+v", p, ci.Index, ci.Slices))
+				for _, s := range ci.Slices {
+					if s.ID&base.InlineBit != 0 {
+						blob := must[[]byte](t)(m.GetBlob(ctx, fmt.Sprintf("chunks/0/0/%d_0_%d", s.ID, s.Size)))
+						out = append(out, fmt.Sprintf("%q blob %d %x", p, s.ID, blob[:min(len(blob), 8)]))
+					}
+				}
+			}
+			if a.Type == base.TypeDir {
+				walk(e.Ino, p)
+			}
+		}
+	}
+	out = append(out, fmt.Sprintf("root %+v", attr(t, m, base.RootIno)))
+	walk(base.RootIno, "")
+	slices.Sort(out)
+	return out
+}
+
+func dumpOf(t *testing.T, m *Meta, o DumpOptions) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := m.Dump(ctx, &buf, o); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func loadInto(t *testing.T, store kv.Store, dump []byte) *Meta {
+	t.Helper()
+	if _, err := Load(ctx, store, bytes.NewReader(dump), LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(ctx, store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	checkOnCleanup(t, m)
+	return m
+}
+
+func pebbleStore(t *testing.T) kv.Store {
+	s, err := pebble.Open(t.TempDir(), pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func sameLines(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		for i := 0; i < max(len(got), len(want)); i++ {
+			g, w := "", ""
+			if i < len(got) {
+				g = got[i]
+			}
+			if i < len(want) {
+				w = want[i]
+			}
+			if g != w {
+				t.Fatalf("%s differs at line %d of %d/%d:\n got %s\nwant %s", what, i, len(got), len(want), g, w)
+			}
+		}
+	}
+}
+
+// TestDumpLoadRoundTrip: a volume dumped, loaded into Pebble, dumped
+// again and loaded into PostgreSQL (and memkv) reads the same everywhere,
+// is clean for Check (usage counters, slice owners), and takes writes.
+func TestDumpLoadRoundTrip(t *testing.T) {
+	src := newTestMeta(t)
+	richTree(t, src)
+	want := fingerprint(t, src)
+	d1 := dumpOf(t, src, DumpOptions{Workers: 3})
+	if snaps := must[[]Snapshot](t)(src.Snapshots(ctx)); len(snaps) != 1 || snaps[0].Name != "before" {
+		t.Fatalf("the dump's own snapshot was left: %+v", snaps)
+	}
+	onPebble := loadInto(t, pebbleStore(t), d1)
+	sameLines(t, "pebble after load", fingerprint(t, onPebble), want)
+	if s := onPebble.Settings(); s.UUID != src.Settings().UUID || s.Name != "test" {
+		t.Fatalf("settings after load: %+v", s)
+	}
+	d2 := dumpOf(t, onPebble, DumpOptions{})
+	second := func(t *testing.T, name string, store kv.Store) {
+		m := loadInto(t, store, d2)
+		sameLines(t, name+" after a second load", fingerprint(t, m), want)
+		// The loaded volume works: new inodes and slices do not collide.
+		ino := create(t, m, base.RootCaller, base.RootIno, "new")
+		id := must[uint64](t)(m.NewSliceID(ctx))
+		if ino <= lookup(t, m, base.RootIno, "restored") || id == 0 {
+			t.Fatalf("%s: new inode %d, slice %d", name, ino, id)
+		}
+		// Removing a file that shares its slice keeps the other's data.
+		ok(t, m.Unlink(ctx, base.RootCaller, base.RootIno, "restored"))
+	}
+	second(t, "memkv", memkv.New())
+	t.Run("postgres", func(t *testing.T) {
+		s, err := postgres.Open(ctx, pgtest.NewDatabase(t), postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		second(t, "postgres", s)
+	})
+}
+
+// TestDumpSnapshot: --snapshot dumps what the snapshot froze, not what
+// changed after it.
+func TestDumpSnapshot(t *testing.T) {
+	src := newTestMeta(t)
+	c := base.RootCaller
+	create(t, src, c, base.RootIno, "kept")
+	must[Snapshot](t)(src.CreateSnapshot(ctx, "s1"))
+	want := fingerprint(t, src)
+	create(t, src, c, base.RootIno, "later")
+	ok(t, src.Unlink(ctx, c, base.RootIno, "kept"))
+	m := loadInto(t, memkv.New(), dumpOf(t, src, DumpOptions{Snapshot: "s1"}))
+	sameLines(t, "snapshot dump", fingerprint(t, m), want)
+	var buf bytes.Buffer
+	if _, err := src.Dump(ctx, &buf, DumpOptions{Snapshot: "nope"}); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("dump of a missing snapshot: %v", err)
+	}
+}
+
+// TestDumpWhileWriting: a dump taken while writers create files one after
+// another and move one file back and forth holds the state of one
+// instant: a gapless prefix of each writer's files, and the moving file in
+// exactly one place.
+func TestDumpWhileWriting(t *testing.T) {
+	store := pebbleStore(t)
+	if err := Format(ctx, store, Settings{Name: "w"}, false); err != nil {
+		t.Fatal(err)
+	}
+	src, err := Open(ctx, store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	c := base.RootCaller
+	a := mkdir(t, src, c, base.RootIno, "a")
+	b := mkdir(t, src, c, base.RootIno, "b")
+	create(t, src, c, a, "mover")
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for w := range 3 {
+		dir := mkdir(t, src, c, base.RootIno, fmt.Sprint("w", w))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				ino, _, err := src.Create(ctx, c, dir, fmt.Sprintf("%06d", i), 0o644, 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = src.CloseFile(ctx, ino)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			from, to := a, b
+			if i%2 == 1 {
+				from, to = b, a
+			}
+			if err := src.Rename(ctx, c, from, "mover", to, "mover", 0); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var dumps [][]byte
+	for range 3 {
+		dumps = append(dumps, dumpOf(t, src, DumpOptions{Workers: 4}))
+	}
+	stop.Store(true)
+	wg.Wait()
+	for i, d := range dumps {
+		m := loadInto(t, memkv.New(), d)
+		movers := len(names(t, m, lookup(t, m, base.RootIno, "a"))) + len(names(t, m, lookup(t, m, base.RootIno, "b")))
+		if movers != 1 {
+			t.Fatalf("dump %d: the moving file is in %d places", i, movers)
+		}
+		for w := range 3 {
+			got := names(t, m, lookup(t, m, base.RootIno, fmt.Sprint("w", w)))
+			for j, n := range got {
+				if n != fmt.Sprintf("%06d", j) {
+					t.Fatalf("dump %d: writer %d's files have a gap: %d files, the %dth is %s", i, w, len(got), j, n)
+				}
+			}
+			t.Logf("dump %d: writer %d had %d files", i, w, len(got))
+		}
+	}
+}
+
+// TestLoadRefuses: a load goes only into an empty store; a damaged or cut
+// dump leaves a store that Open refuses, saying why, and that a rerun
+// with the whole dump finishes; another dump is refused there unless
+// forced.
+func TestLoadRefuses(t *testing.T) {
+	src := newTestMeta(t)
+	richTree(t, src)
+	dump := dumpOf(t, src, DumpOptions{})
+	other := dumpOf(t, src, DumpOptions{}) // another dump id
+
+	formatted := newStore(t, Settings{Name: "busy"})
+	if _, err := Load(ctx, formatted, bytes.NewReader(dump), LoadOptions{}); !errors.Is(err, base.ErrExist) || !strings.Contains(err.Error(), `volume "busy"`) {
+		t.Fatalf("load over a volume: %v", err)
+	}
+	if _, err := Load(ctx, memkv.New(), strings.NewReader("hello"), LoadOptions{}); !errors.Is(err, dumpfile.ErrFormat) {
+		t.Fatalf("load of a foreign file: %v", err)
+	}
+
+	store := pebbleStore(t)
+	for _, cut := range []int{len(dump) / 3, len(dump) - 30, len(dump) - 1} {
+		_, err := Load(ctx, store, bytes.NewReader(dump[:cut]), LoadOptions{})
+		if !errors.Is(err, dumpfile.ErrFormat) || !strings.Contains(err.Error(), "offset") {
+			t.Fatalf("load of a dump cut at %d: %v", cut, err)
+		}
+		_, err = Open(ctx, store, Options{})
+		if err == nil || !strings.Contains(err.Error(), "unfinished load") {
+			t.Fatalf("open after a cut load: %v", err)
+		}
+	}
+	bad := bytes.Clone(dump)
+	bad[len(bad)/2] ^= 1
+	if _, err := Load(ctx, store, bytes.NewReader(bad), LoadOptions{}); !errors.Is(err, dumpfile.ErrFormat) {
+		t.Fatalf("load of a damaged dump: %v", err)
+	}
+	if _, err := Load(ctx, store, bytes.NewReader(other), LoadOptions{}); !errors.Is(err, base.ErrExist) || !strings.Contains(err.Error(), "unfinished load of another dump") {
+		t.Fatalf("another dump over an unfinished load: %v", err)
+	}
+	if err := Format(ctx, store, Settings{Name: "x"}, false); err == nil {
+		t.Fatal("format without --force over an unfinished load succeeded")
+	}
+	st, err := Load(ctx, store, bytes.NewReader(dump), LoadOptions{})
+	if err != nil || !st.Resumed {
+		t.Fatalf("rerun of the load: %+v, %v", st, err)
+	}
+	m := loadInto(t, memkv.New(), dump)
+	sameLines(t, "after a resumed load", fingerprint(t, must[*Meta](t)(Open(ctx, store, Options{}))), fingerprint(t, m))
+
+	// --force over a volume.
+	if _, err := Load(ctx, formatted, bytes.NewReader(other), LoadOptions{Force: true, DataURL: "file:///elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := must[Settings](t)(LoadSettings(ctx, formatted)); s.DataURL != "file:///elsewhere" || s.Name != "test" {
+		t.Fatalf("settings after a forced load with a data URL: %+v", s)
+	}
+}
+
+// TestDumpProgress: the counters a progress bar reads add up.
+func TestDumpProgress(t *testing.T) {
+	src := newTestMeta(t)
+	richTree(t, src)
+	var p DumpProgress
+	var buf bytes.Buffer
+	st, err := src.Dump(ctx, &buf, DumpOptions{Progress: &p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Inodes.Load() != int64(st.Inodes) || p.Bytes.Load() != int64(buf.Len()) || st.Bytes != int64(buf.Len()) {
+		t.Fatalf("progress %d inodes %d bytes, stats %+v, %d bytes written", p.Inodes.Load(), p.Bytes.Load(), st, buf.Len())
+	}
+	var lp DumpProgress
+	ls, err := Load(ctx, memkv.New(), io.MultiReader(&buf), LoadOptions{Progress: &lp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls.Inodes != st.Inodes || lp.Inodes.Load() != int64(st.Inodes) {
+		t.Fatalf("load: %+v, progress %d; dump %+v", ls, lp.Inodes.Load(), st)
+	}
+	for k, n := range st.Records {
+		if ls.Records[k] != n {
+			t.Fatalf("kind %s: dumped %d, loaded %d", k, n, ls.Records[k])
+		}
+	}
+}
