@@ -87,6 +87,8 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 		return GC(ctx, v, req.Flags["delete"] == "true", w)
 	case "config":
 		return Config(ctx, v, req.Flags, w)
+	case "dump":
+		return dumpRequest(ctx, v, req, w)
 	case "snapshot-create":
 		if len(req.Args) != 1 {
 			return fmt.Errorf("snapshot create: want one name")

@@ -130,6 +130,37 @@ func (w *replyWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// binaryWriter returns a writer whose bytes travel as reply.Data through
+// a control socket even when they happen to be valid UTF-8 (so that a
+// client can tell them from the command's text, see SplitOutput); w
+// itself when w is not a control socket's.
+func binaryWriter(w io.Writer) io.Writer {
+	if rw, ok := w.(*replyWriter); ok {
+		return dataWriter{rw}
+	}
+	return w
+}
+
+type dataWriter struct{ *replyWriter }
+
+func (w dataWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.enc.Encode(reply{Data: p}); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// SplitOutput, given to CallControl as its writer, separates a command's
+// binary output (a dump) from its text (the summary).
+type SplitOutput struct {
+	Data, Text io.Writer
+}
+
+// Write is for text.
+func (s *SplitOutput) Write(p []byte) (int, error) { return s.Text.Write(p) }
+
 func (s *ControlServer) serve(c net.Conn) {
 	var req Request
 	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
@@ -189,6 +220,10 @@ func callControl(c net.Conn, path string, req Request, w io.Writer) error {
 	if err := json.NewEncoder(c).Encode(req); err != nil {
 		return err
 	}
+	text, data := w, w
+	if so, ok := w.(*SplitOutput); ok {
+		text, data = so.Text, so.Data
+	}
 	dec := json.NewDecoder(bufio.NewReader(c))
 	for {
 		var r reply
@@ -196,12 +231,12 @@ func callControl(c net.Conn, path string, req Request, w io.Writer) error {
 			return fmt.Errorf("control socket %s: connection lost before the command finished: %w", path, err)
 		}
 		if r.Out != "" {
-			if _, err := io.WriteString(w, r.Out); err != nil {
+			if _, err := io.WriteString(text, r.Out); err != nil {
 				return err
 			}
 		}
 		if len(r.Data) > 0 {
-			if _, err := w.Write(r.Data); err != nil {
+			if _, err := data.Write(r.Data); err != nil {
 				return err
 			}
 		}

@@ -39,6 +39,10 @@ type LoadOptions struct {
 	Workers int
 	// Progress, if set, is updated as the load goes.
 	Progress *DumpProgress
+	// Check, if set, sees the settings the volume will have before
+	// anything is written, and stops the load by returning an error (the
+	// caller checks the data store, say).
+	Check func(Settings) error
 }
 
 // LoadStats is what a finished load wrote.
@@ -95,6 +99,11 @@ func Load(ctx context.Context, store kv.Store, in io.Reader, o LoadOptions) (Loa
 	}
 	if s.FormatVersion > CurrentFormatVersion {
 		return LoadStats{}, fmt.Errorf("load: volume of format version %d, this build reads up to %d: %w", s.FormatVersion, CurrentFormatVersion, base.ErrInvalid)
+	}
+	if o.Check != nil {
+		if err := o.Check(s); err != nil {
+			return LoadStats{}, fmt.Errorf("load: %w", err)
+		}
 	}
 	resumed, err := prepareLoad(ctx, store, h, s, o.Force)
 	if err != nil {

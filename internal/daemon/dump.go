@@ -1,0 +1,142 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/object"
+)
+
+// DumpReport is what `cairn dump --json` prints.
+type DumpReport struct {
+	meta.DumpStats
+	Seconds     float64 `json:"seconds"`
+	InodesPerS  float64 `json:"inodes_per_second"`
+	Destination string  `json:"destination,omitempty"`
+}
+
+// LoadReport is what `cairn load --json` prints.
+type LoadReport struct {
+	meta.LoadStats
+	Seconds    float64 `json:"seconds"`
+	InodesPerS float64 `json:"inodes_per_second"`
+}
+
+// Dump writes a dump of v to out and its summary (text, or JSON with
+// asJSON) to summary.
+func Dump(ctx context.Context, v *Volume, o meta.DumpOptions, out, summary io.Writer, asJSON bool) error {
+	start := time.Now()
+	st, err := v.Meta.Dump(ctx, out, o)
+	if err != nil {
+		return err
+	}
+	r := DumpReport{DumpStats: st, Seconds: time.Since(start).Seconds()}
+	r.InodesPerS = float64(st.Inodes) / max(r.Seconds, 1e-9)
+	if asJSON {
+		return json.NewEncoder(summary).Encode(r)
+	}
+	what := "a snapshot taken for the dump"
+	if st.Snapshot != "" {
+		what = "snapshot " + strconv.Quote(st.Snapshot)
+	}
+	n := uint64(0)
+	for _, c := range st.Records {
+		n += c
+	}
+	_, err = fmt.Fprintf(summary, "dumped %d inodes (%d records, %s) of volume %q as of %s in %.1fs: %.0f inodes/s\n",
+		st.Inodes, n, fmtBytes(st.Bytes), v.Settings.Name, what, r.Seconds, r.InodesPerS)
+	return err
+}
+
+// dumpRequest runs the "dump" admin verb: the dump goes to w as bytes
+// (reply.Data over a control socket), its summary as text.
+func dumpRequest(ctx context.Context, v *Volume, req Request, w io.Writer) error {
+	o := meta.DumpOptions{Snapshot: req.Flags["snapshot"]}
+	if s := req.Flags["workers"]; s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("dump: workers %q: want a number", s)
+		}
+		o.Workers = n
+	}
+	return Dump(ctx, v, o, binaryWriter(w), w, req.Flags["json"] == "true")
+}
+
+// LoadOptions are the options of Load.
+type LoadOptions struct {
+	MetaURL string
+	meta.LoadOptions
+	Logger *slog.Logger
+}
+
+// Load loads a dump from in into the empty metadata store at o.MetaURL
+// (created if it is an embedded one that does not exist), after checking
+// that the volume's data store answers and belongs to the dumped volume.
+func Load(ctx context.Context, in io.Reader, o LoadOptions) (LoadReport, error) {
+	loc, err := ParseMetaURL(o.MetaURL)
+	if err != nil {
+		return LoadReport{}, err
+	}
+	start := time.Now()
+	o.Check = func(s meta.Settings) error { return checkDataStore(ctx, s, o.Force, o.Logger) }
+	store, err := openStore(loc, true, StoreWait{}, o.Logger)
+	if err != nil {
+		return LoadReport{}, describeLocked(loc, err)
+	}
+	defer store.Close()
+	st, err := meta.Load(ctx, store, in, o.LoadOptions)
+	if err != nil {
+		return LoadReport{}, err
+	}
+	r := LoadReport{LoadStats: st, Seconds: time.Since(start).Seconds()}
+	r.InodesPerS = float64(st.Inodes) / max(r.Seconds, 1e-9)
+	return r, nil
+}
+
+// checkDataStore checks that the data store of s answers and holds the
+// marker of the volume s describes (the same volume, moved): a load that
+// points at another volume's objects would read and delete them.
+func checkDataStore(ctx context.Context, s meta.Settings, force bool, log *slog.Logger) error {
+	objs, err := OpenObjects(ctx, s.DataURL, false, StoreWait{}, log)
+	if err != nil {
+		return fmt.Errorf("the volume's data store %s: %w (give the URL it is reached at now with --data)", object.RedactURL(s.DataURL), err)
+	}
+	if c, ok := objs.(io.Closer); ok {
+		defer c.Close()
+	}
+	data, err := object.ReadAll(ctx, objs, markerKey)
+	switch {
+	case errors.Is(err, object.ErrNotFound):
+		return fmt.Errorf("data store %s has no volume marker: is it the volume's data store? (give the right one with --data)", object.RedactURL(s.DataURL))
+	case err != nil:
+		return fmt.Errorf("data store %s does not answer: %w", object.RedactURL(s.DataURL), err)
+	}
+	var m marker
+	if err := json.Unmarshal(data, &m); err != nil || m.UUID != s.UUID {
+		if force {
+			return nil
+		}
+		return fmt.Errorf("data store %s belongs to volume %q (uuid %s), not to the dumped volume %q (uuid %s); use --force to load anyway",
+			object.RedactURL(s.DataURL), m.Name, m.UUID, s.Name, s.UUID)
+	}
+	return nil
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
