@@ -15,7 +15,6 @@ import (
 
 	"github.com/cairnfs/cairn/internal/daemon"
 	"github.com/cairnfs/cairn/internal/kv"
-	"github.com/cairnfs/cairn/internal/meta"
 )
 
 func newDumpCommand() *cobra.Command {
@@ -47,7 +46,7 @@ standard error shows the progress. The format is in docs/dump-format.md.`,
 			if err != nil {
 				return err
 			}
-			err = runDump(cmd, args[0], meta.DumpOptions{Snapshot: snapshot, Workers: workers}, dest, summary, asJSON)
+			err = runDump(cmd, args[0], daemon.DumpOptions{Snapshot: snapshot, Workers: workers}, dest, summary, asJSON)
 			return finish(err)
 		},
 	}
@@ -100,7 +99,7 @@ func dumpDestination(out string, stdout io.Writer) (dest io.Writer, summary io.W
 
 // runDump dumps the volume directly, or through the control socket of
 // the mount process holding its embedded engine.
-func runDump(cmd *cobra.Command, metaURL string, o meta.DumpOptions, dest, summary io.Writer, asJSON bool) error {
+func runDump(cmd *cobra.Command, metaURL string, o daemon.DumpOptions, dest, summary io.Writer, asJSON bool) error {
 	ctx := cmd.Context()
 	loc, err := daemon.ParseMetaURL(metaURL)
 	if err != nil {
@@ -127,7 +126,7 @@ func runDump(cmd *cobra.Command, metaURL string, o meta.DumpOptions, dest, summa
 	if u, err := vol.Meta.Usage(ctx); err == nil {
 		total = u.Inodes
 	}
-	o.Progress = new(meta.DumpProgress)
+	o.Progress = new(daemon.DumpProgress)
 	stop := startProgress(os.Stderr, rateLine("dump", o.Progress, total))
 	err = daemon.Dump(ctx, vol, o, dest, summary, asJSON)
 	stop()
@@ -164,7 +163,7 @@ and each would delete objects the other still reads.`,
 			}
 			defer in.Close()
 			cr := &countingReader{r: in}
-			p := new(meta.DumpProgress)
+			p := new(daemon.DumpProgress)
 			stop := startProgress(os.Stderr, func() string {
 				line := rateLine("load", p, 0)()
 				if size > 0 {
@@ -173,7 +172,7 @@ and each would delete objects the other still reads.`,
 				return line
 			})
 			r, err := daemon.Load(cmd.Context(), cr, daemon.LoadOptions{MetaURL: args[1], Logger: stderrLogger(slog.LevelWarn),
-				LoadOptions: meta.LoadOptions{DataURL: dataURL, Force: force, Workers: workers, Progress: p}})
+				LoadTuning: daemon.LoadTuning{DataURL: dataURL, Force: force, Workers: workers, Progress: p}})
 			stop()
 			if err != nil {
 				return err

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairnfs/cairn/internal/meta"
+	"github.com/cairnfs/cairn/internal/daemon"
 )
 
 // startProgress redraws line() on w every quarter second while w is a
@@ -40,7 +40,7 @@ func startProgress(w *os.File, line func() string) (stop func()) {
 
 // rateLine renders a dump's or a load's progress: inodes (of total when
 // known), records, bytes and the rate since the start.
-func rateLine(what string, p *meta.DumpProgress, total uint64) func() string {
+func rateLine(what string, p *daemon.DumpProgress, total uint64) func() string {
 	start := time.Now()
 	return func() string {
 		n := p.Inodes.Load()

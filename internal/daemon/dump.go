@@ -14,6 +14,14 @@ import (
 	"github.com/cairnfs/cairn/internal/object"
 )
 
+// The dump's and the load's options and progress, as package meta has
+// them (the commands see meta only through the daemon).
+type (
+	DumpOptions  = meta.DumpOptions
+	DumpProgress = meta.DumpProgress
+	LoadTuning   = meta.LoadOptions
+)
+
 // DumpReport is what `cairn dump --json` prints.
 type DumpReport struct {
 	meta.DumpStats
@@ -72,7 +80,7 @@ func dumpRequest(ctx context.Context, v *Volume, req Request, w io.Writer) error
 // LoadOptions are the options of Load.
 type LoadOptions struct {
 	MetaURL string
-	meta.LoadOptions
+	LoadTuning
 	Logger *slog.Logger
 }
 
@@ -91,7 +99,7 @@ func Load(ctx context.Context, in io.Reader, o LoadOptions) (LoadReport, error) 
 		return LoadReport{}, describeLocked(loc, err)
 	}
 	defer store.Close()
-	st, err := meta.Load(ctx, store, in, o.LoadOptions)
+	st, err := meta.Load(ctx, store, in, o.LoadTuning)
 	if err != nil {
 		return LoadReport{}, err
 	}
