@@ -223,15 +223,18 @@ func (d *dumper) run(ctx context.Context, dw *dumpfile.Writer, nextIno uint64, w
 // inodeRanges dumps the per-inode records of [1, nextIno) (the last range
 // open-ended) split into ranges that workers take in turn.
 func (d *dumper) inodeRanges(ctx context.Context, frames chan<- dumpfile.Sealed, nextIno uint64, workers int) error {
-	n := uint64(workers * 16)
-	step := max(1, nextIno/n)
-	ranges := make(chan [2]uint64, n+1)
+	step := max(1, nextIno/uint64(workers*16))
+	var list [][2]uint64
 	for lo := uint64(1); ; lo += step {
 		if lo+step >= nextIno || lo+step < lo {
-			ranges <- [2]uint64{lo, math.MaxUint64}
+			list = append(list, [2]uint64{lo, math.MaxUint64})
 			break
 		}
-		ranges <- [2]uint64{lo, lo + step}
+		list = append(list, [2]uint64{lo, lo + step})
+	}
+	ranges := make(chan [2]uint64, len(list))
+	for _, r := range list {
+		ranges <- r
 	}
 	close(ranges)
 	var wg sync.WaitGroup

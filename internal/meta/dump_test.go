@@ -384,3 +384,38 @@ func TestDumpProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestSyntheticDump: a synthetic dump loads as a clean volume with the
+// files it describes, and dumps again to the same records.
+func TestSyntheticDump(t *testing.T) {
+	s := Settings{Name: "syn", UUID: "u", FormatVersion: CurrentFormatVersion, BlockSize: DefaultBlockSize,
+		ChunkSize: base.ChunkSize, DataURL: "file:///nowhere", InlineMax: 4096}
+	for _, size := range []int{0, 700} {
+		var buf bytes.Buffer
+		err := WriteSyntheticDump(&buf, SyntheticVolume{Settings: s, Files: 2345, PerDir: 1000, Size: size,
+			BlobKey: func(id uint64, n int) string { return fmt.Sprintf("chunks/x/%d_0_%d", id, n) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := loadInto(t, memkv.New(), buf.Bytes())
+		if got := names(t, m, base.RootIno); len(got) != 3 || got[2] != "d0000002" {
+			t.Fatalf("root holds %v", got)
+		}
+		d2 := lookup(t, m, base.RootIno, "d0000002")
+		if got := names(t, m, d2); len(got) != 345 {
+			t.Fatalf("the last directory holds %d files", len(got))
+		}
+		f := lookup(t, m, d2, "f0000344")
+		if a := attr(t, m, f); a.Length != uint64(size) || a.Parent != d2 {
+			t.Fatalf("file attributes %+v", a)
+		}
+		u := must[Usage](t)(m.Usage(ctx))
+		if u.Inodes != 1+3+2345 {
+			t.Fatalf("usage %+v", u)
+		}
+		st := must[DumpStats](t)(m.Dump(ctx, io.Discard, DumpOptions{}))
+		if st.Inodes != 1+3+2345 || size > 0 && (st.Records["B"] != 2345 || st.Records["K"] != 2345) {
+			t.Fatalf("dump of the loaded volume: %+v", st)
+		}
+	}
+}
