@@ -242,3 +242,36 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n.Add(int64(n))
 	return n, err
 }
+
+// newGenDumpCommand writes synthetic dumps for the metadata benchmarks
+// (bench/metadump.sh).
+func newGenDumpCommand() *cobra.Command {
+	var out string
+	var files, perDir, size int
+	cmd := &cobra.Command{
+		Use:   "gen-dump META-URL --files N [--size BYTES] -o FILE",
+		Short: "Write a synthetic dump of N files that loads as the volume formatted at META-URL",
+		Long: `Write a dump of --files files (empty, or of --size bytes kept inline) in
+directories of --per-dir, with the settings and data store of the volume
+formatted at META-URL: cairn load makes a volume of millions of files of it
+in seconds, for benchmarks (bench/metadump.sh).`,
+		Example: "  cairn gen-dump pebble:///tmp/v/meta --files 1000000 -o /tmp/1m.cdump",
+		Hidden:  true,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if files <= 0 {
+				return errors.New("gen-dump: --files must be positive")
+			}
+			dest, _, finish, err := dumpDestination(out, cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			return finish(daemon.SyntheticDump(cmd.Context(), args[0], files, perDir, size, dest))
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "dump file")
+	cmd.Flags().IntVar(&files, "files", 0, "regular files")
+	cmd.Flags().IntVar(&perDir, "per-dir", 1000, "files per directory")
+	cmd.Flags().IntVar(&size, "size", 0, "bytes per file, kept inline (at most the volume's inline limit)")
+	return cmd
+}

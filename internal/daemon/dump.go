@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cairnfs/cairn/internal/chunk"
 	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/object"
 )
@@ -147,4 +148,26 @@ func fmtBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// SyntheticDump writes a synthetic dump (meta.WriteSyntheticDump) of
+// files files of size bytes, perDir to a directory, that loads as the
+// volume formatted at metaURL (its settings and data store): the
+// benchmarks' way to a volume of millions of files.
+func SyntheticDump(ctx context.Context, metaURL string, files, perDir, size int, w io.Writer) error {
+	loc, err := ParseMetaURL(metaURL)
+	if err != nil {
+		return err
+	}
+	store, err := OpenStore(loc, nil)
+	if err != nil {
+		return describeLocked(loc, err)
+	}
+	s, err := meta.LoadSettings(ctx, store)
+	store.Close()
+	if err != nil {
+		return err
+	}
+	return meta.WriteSyntheticDump(w, meta.SyntheticVolume{Settings: s, Files: files, PerDir: perDir, Size: size,
+		BlobKey: func(id uint64, n int) string { return chunk.BlockKey(id, 0, n) }})
 }
