@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/meta"
@@ -223,6 +225,36 @@ func TestFindControlSocket(t *testing.T) {
 		err := CallSocket(dir+"/f.sock", FindRequest(args, time.Now()), &out)
 		if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "find: ") {
 			t.Errorf("find %q over the socket: %v, want bad input", args, err)
+		}
+	}
+}
+
+// TestFindRecordJSON: --json's hand-made lines decode as encoding/json's
+// do, whatever the path holds.
+func TestFindRecordJSON(t *testing.T) {
+	for _, p := range []string{"/plain", `/q"uote\back`, "/ctl\x00\x01\n\t\x1f", "/odd\xff\xfe", "/ü\u2028\u2029 <&>", ""} {
+		r := FindRecord{Path: p, Ino: 1 << 60, Type: "file", Size: 1<<64 - 1, Mode: 0o4755, Uid: 1<<32 - 1, Gid: 7,
+			Mtime: time.Unix(1700000000, 120).UTC(), Nlink: 3}
+		if !utf8.ValidString(p) {
+			r.PathBase64 = "b2Rk/w=="
+		}
+		line := appendFindRecord(nil, r)
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, exp FindRecord
+		if err := json.Unmarshal(line, &got); err != nil || !bytes.HasSuffix(line, []byte("}\n")) {
+			t.Fatalf("%q: %s: %v", p, line, err)
+		}
+		if err := json.Unmarshal(want, &exp); err != nil {
+			t.Fatal(err)
+		}
+		if got != exp {
+			t.Errorf("%q: decoded %+v, encoding/json's %+v", p, got, exp)
+		}
+		if !strings.ContainsAny(p, "<&>\u2028\u2029") && string(line) != string(want)+"\n" {
+			t.Errorf("%q:\n%s\nencoding/json:\n%s", p, line, want)
 		}
 	}
 }
