@@ -106,6 +106,8 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 			return fmt.Errorf("snapshot restore: want a name, a path and a destination")
 		}
 		return SnapshotRestore(ctx, v, req.Args[0], req.Args[1], req.Args[2], w)
+	case "find":
+		return runFindRequest(ctx, v, req, w)
 	case "snapshot-diff":
 		if len(req.Args) != 2 {
 			return fmt.Errorf("snapshot diff: want two names (the second empty for the live volume)")

@@ -41,6 +41,8 @@ type reply struct {
 	// Problems: Err is ErrProblems (fsck found some), not a failure to
 	// run the command.
 	Problems bool `json:"problems,omitempty"`
+	// BadInput: Err wraps ErrBadInput (the request was wrong).
+	BadInput bool `json:"bad_input,omitempty"`
 }
 
 // Holder describes the process serving a control socket.
@@ -179,6 +181,7 @@ func (s *ControlServer) serve(c net.Conn) {
 	if err != nil {
 		r.Err = err.Error()
 		r.Problems = errors.Is(err, ErrProblems)
+		r.BadInput = errors.Is(err, ErrBadInput)
 	}
 	w.mu.Lock()
 	_ = enc.Encode(r)
@@ -243,6 +246,9 @@ func callControl(c net.Conn, path string, req Request, w io.Writer) error {
 		if r.Done {
 			if r.Problems {
 				return ErrProblems
+			}
+			if r.BadInput {
+				return &inputError{msg: r.Err}
 			}
 			if r.Err != "" {
 				return errors.New(r.Err)

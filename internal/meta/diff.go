@@ -129,6 +129,23 @@ func (d *differ) note(ino base.Ino) {
 }
 
 func (d *differ) run() ([]Change, error) {
+	if err := d.readLog(); err != nil {
+		return nil, err
+	}
+	var out []Change
+	for _, ino := range d.inodeSet {
+		cs, err := d.inode(ino)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cs...)
+	}
+	return out, nil
+}
+
+// readLog reads the change log between the two epochs into removed,
+// added, touched and inodeSet.
+func (d *differ) readLog() error {
 	// Every record with a version written in (a, logEnd] has a change log
 	// entry in that span.
 	logicals := map[string]bool{}
@@ -150,17 +167,17 @@ func (d *differ) run() ([]Change, error) {
 		err = derr
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, l := range order {
 		ki, err := DecodeKey(versionKey(l, 0))
 		if err != nil {
-			return nil, fmt.Errorf("change log: %w", err)
+			return fmt.Errorf("change log: %w", err)
 		}
 		switch ki.Kind {
 		case "dentry":
 			if err := d.entry(ki.Parent, ki.Name); err != nil {
-				return nil, err
+				return err
 			}
 		case "attr", "chunk", "symlink", "xattr":
 			if d.changed(l) {
@@ -169,15 +186,7 @@ func (d *differ) run() ([]Change, error) {
 			}
 		}
 	}
-	var out []Change
-	for _, ino := range d.inodeSet {
-		cs, err := d.inode(ino)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, cs...)
-	}
-	return out, nil
+	return nil
 }
 
 // changed reports whether record l reads differently at a and b.
