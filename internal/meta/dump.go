@@ -45,11 +45,13 @@ import (
 // meta_version): the logical keys and payloads of keys.go and codec.go.
 const DumpLayout = 1
 
-// dumpPage bounds the records one view reads; dumpFrame the raw bytes of
-// one frame.
-const (
-	dumpPage  = 4096
-	dumpFrame = 1 << 20
+// dumpPage and dumpPageBytes bound what one view reads; dumpFrame the raw
+// bytes of one frame.
+// (Variables: the tests make them small to cross every bound.)
+var (
+	dumpPage      = 4096
+	dumpPageBytes = 1 << 20
+	dumpFrame     = 1 << 20
 )
 
 // Dump trailer totals (dumpfile.Trailer.Extra), checked by Load.
@@ -128,7 +130,7 @@ func (m *Meta) Dump(ctx context.Context, w io.Writer, o DumpOptions) (DumpStats,
 	if err != nil {
 		return DumpStats{}, err
 	}
-	if err := d.run(ctx, dw, nextIno, o.Workers); err != nil {
+	if err := d.run(ctx, dw, nextIno, nextSlice, o.Workers); err != nil {
 		return DumpStats{}, fmt.Errorf("dump: %w", err)
 	}
 	extra := map[string]uint64{extraNextInode: nextIno, extraNextSlice: nextSlice,
@@ -186,7 +188,7 @@ func (d *dumper) counts() map[string]uint64 {
 // run reads the per-inode records over ranges of inode numbers in
 // parallel, then the blobs and owner counts, and writes the frames as
 // they come.
-func (d *dumper) run(ctx context.Context, dw *dumpfile.Writer, nextIno uint64, workers int) error {
+func (d *dumper) run(ctx context.Context, dw *dumpfile.Writer, nextIno, nextSlice uint64, workers int) error {
 	if workers <= 0 {
 		workers = max(8, 4*runtime.GOMAXPROCS(0))
 	}
@@ -208,7 +210,7 @@ func (d *dumper) run(ctx context.Context, dw *dumpfile.Writer, nextIno uint64, w
 	}()
 	err := d.inodeRanges(ctx, frames, nextIno, workers)
 	if err == nil {
-		err = d.blobs(ctx, frames)
+		err = d.blobs(ctx, frames, nextSlice, workers)
 	}
 	if err == nil {
 		err = d.ownerCounts(frames)
@@ -232,19 +234,27 @@ func (d *dumper) inodeRanges(ctx context.Context, frames chan<- dumpfile.Sealed,
 		}
 		list = append(list, [2]uint64{lo, lo + step})
 	}
-	ranges := make(chan [2]uint64, len(list))
-	for _, r := range list {
-		ranges <- r
+	return parallel(ctx, len(list), workers, func(i int) error {
+		return d.inodeRange(ctx, frames, list[i][0], list[i][1])
+	})
+}
+
+// parallel runs fn(0) … fn(n-1) on workers goroutines and returns the
+// first error, or the context's.
+func parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
+	tasks := make(chan int, n)
+	for i := range n {
+		tasks <- i
 	}
-	close(ranges)
+	close(tasks)
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for r := range ranges {
-				if err := d.inodeRange(ctx, frames, r[0], r[1]); err != nil {
+			for i := range tasks {
+				if err := fn(i); err != nil {
 					errs <- err
 					return
 				}
@@ -256,7 +266,7 @@ func (d *dumper) inodeRanges(ctx context.Context, frames chan<- dumpfile.Sealed,
 	if err := <-errs; err != nil {
 		return err
 	}
-	return context.Cause(ctx)
+	return ctx.Err()
 }
 
 // inodeRange dumps the records of the inodes in [lo, hi).
@@ -329,13 +339,22 @@ func (d *dumper) count(kind byte, n uint32) {
 	d.mu.Unlock()
 }
 
-// page is the records one view read, copied out of it.
+// page is the records one view read, copied out of it: at most dumpPage
+// records or dumpPageBytes bytes.
 type page struct {
 	arena []byte
 	lens  []int // key and value lengths, in turn
+	full  bool  // the scan stopped at the bound: more may follow
 }
 
-func (p *page) reset() { p.arena, p.lens = p.arena[:0], p.lens[:0] }
+func (p *page) reset() { p.arena, p.lens, p.full = p.arena[:0], p.lens[:0], false }
+
+// more reports whether the page takes another record after the one just
+// added; when it does not, it is full.
+func (p *page) more() bool {
+	p.full = p.len() >= dumpPage || len(p.arena) >= dumpPageBytes
+	return !p.full
+}
 
 func (p *page) add(k, v []byte) {
 	p.arena = append(append(p.arena, k...), v...)
@@ -374,14 +393,14 @@ func (d *dumper) scanRange(ctx context.Context, p byte, lo, hi uint64, fn func(l
 			pg.reset()
 			return vscanRange(r, start, end, d.epoch, func(logical, _, payload []byte) bool {
 				pg.add(logical, payload)
-				return pg.len() < dumpPage
+				return pg.more()
 			})
 		})
 		if err != nil {
 			return err
 		}
 		last, err := pg.each(fn)
-		if err != nil || pg.len() < dumpPage {
+		if err != nil || !pg.full {
 			return err
 		}
 		start = kv.PrefixEnd(last)
@@ -392,45 +411,68 @@ func (d *dumper) scanRange(ctx context.Context, p byte, lo, hi uint64, fn func(l
 }
 
 // blobs dumps the inline blocks of the slices the dumped chunk records
-// reference (blobs of other slices belong to other epochs).
-func (d *dumper) blobs(ctx context.Context, frames chan<- dumpfile.Sealed) error {
-	b := &dumpfile.Batch{Kind: pBlob}
-	flush := func() {
-		if b.Records > 0 {
-			d.count(pBlob, b.Records)
-			frames <- b.Seal()
-			b = &dumpfile.Batch{Kind: pBlob}
+// reference (blobs of other slices belong to other epochs), over ranges of
+// the blob keys in parallel. The ranges split the slice numbers below
+// nextSlice evenly (blobSplit); they cover every blob key whatever the
+// keys look like, only their balance depends on it.
+func (d *dumper) blobs(ctx context.Context, frames chan<- dumpfile.Sealed, nextSlice uint64, workers int) error {
+	bounds := [][]byte{prefixOnly(pBlob)}
+	if n := uint64(workers * 4); nextSlice > n {
+		for i := uint64(1); i < n; i++ {
+			bounds = append(bounds, blobSplit(base.InlineBit|nextSlice/n*i))
 		}
 	}
-	start := prefixOnly(pBlob)
-	end := kv.PrefixEnd(start)
+	bounds = append(bounds, kv.PrefixEnd(prefixOnly(pBlob)))
+	return parallel(ctx, len(bounds)-1, workers, func(i int) error {
+		return d.blobRange(ctx, frames, bounds[i], bounds[i+1])
+	})
+}
+
+// blobRange dumps the blobs of [start, end) that the dump references.
+func (d *dumper) blobRange(ctx context.Context, frames chan<- dumpfile.Sealed, start, end []byte) error {
+	b := &dumpfile.Batch{Kind: pBlob}
+	flush := func() error {
+		if b.Records == 0 {
+			return nil
+		}
+		d.count(pBlob, b.Records)
+		select {
+		case frames <- b.Seal():
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		b = &dumpfile.Batch{Kind: pBlob}
+		return nil
+	}
 	var pg page
 	for {
 		err := d.m.view(ctx, func(r kv.Reader) error {
 			pg.reset()
 			return r.Scan(start, end, false, func(k, v []byte) bool {
 				pg.add(k, v)
-				return pg.len() < dumpPage
+				return pg.more()
 			})
 		})
 		if err != nil {
 			return err
 		}
-		last, _ := pg.each(func(k, v []byte) error {
+		last, err := pg.each(func(k, v []byte) error {
 			// A blob whose key names no slice is dumped: nothing says it
 			// is not needed.
 			if id, ok := blobSlice(k); !ok || d.owners.has(id) {
 				b.Add(k, v)
 				d.progress.Records.Add(1)
 				if len(b.Raw) >= dumpFrame {
-					flush()
+					return flush()
 				}
 			}
 			return nil
 		})
-		if pg.len() < dumpPage {
-			flush()
-			return nil
+		if err != nil {
+			return err
+		}
+		if !pg.full {
+			return flush()
 		}
 		start = keyAfter(last)
 		if err := context.Cause(ctx); err != nil {

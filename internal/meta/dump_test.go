@@ -181,6 +181,13 @@ func TestDumpLoadRoundTrip(t *testing.T) {
 	if snaps := must[[]Snapshot](t)(src.Snapshots(ctx)); len(snaps) != 1 || snaps[0].Name != "before" {
 		t.Fatalf("the dump's own snapshot was left: %+v", snaps)
 	}
+	func() { // pages and frames of a few records: every bound crossed
+		p, pb, f := dumpPage, dumpPageBytes, dumpFrame
+		dumpPage, dumpPageBytes, dumpFrame = 3, 2000, 3000
+		defer func() { dumpPage, dumpPageBytes, dumpFrame = p, pb, f }()
+		small := loadInto(t, memkv.New(), dumpOf(t, src, DumpOptions{Workers: 5}))
+		sameLines(t, "dump in small pages", fingerprint(t, small), want)
+	}()
 	onPebble := loadInto(t, pebbleStore(t), d1)
 	sameLines(t, "pebble after load", fingerprint(t, onPebble), want)
 	if s := onPebble.Settings(); s.UUID != src.Settings().UUID || s.Name != "test" {
@@ -390,7 +397,13 @@ func TestDumpProgress(t *testing.T) {
 func TestSyntheticDump(t *testing.T) {
 	s := Settings{Name: "syn", UUID: "u", FormatVersion: CurrentFormatVersion, BlockSize: DefaultBlockSize,
 		ChunkSize: base.ChunkSize, DataURL: "file:///nowhere", InlineMax: 4096}
-	for _, size := range []int{0, 700} {
+	for i, size := range []int{0, 700, 700} {
+		if i == 2 {
+			// Pages and frames of a few records: every bound crossed.
+			p, pb, f := dumpPage, dumpPageBytes, dumpFrame
+			dumpPage, dumpPageBytes, dumpFrame = 7, 3000, 5000
+			defer func() { dumpPage, dumpPageBytes, dumpFrame = p, pb, f }()
+		}
 		var buf bytes.Buffer
 		err := WriteSyntheticDump(&buf, SyntheticVolume{Settings: s, Files: 2345, PerDir: 1000, Size: size,
 			BlobKey: func(id uint64, n int) string { return fmt.Sprintf("chunks/x/%d_0_%d", id, n) }})

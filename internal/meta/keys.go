@@ -368,6 +368,15 @@ func blobSlice(key []byte) (uint64, bool) {
 	return id, err == nil
 }
 
+// blobSplit is a key between the blob keys of slices below id and those
+// of id and above, when the keys follow chunk.BlockKey's layout
+// (chunks/<id/1e6>/<id/1e3>/<id>_…) and the ids have as many digits (as
+// inline slice ids, which all have base.InlineBit, do): where a parallel
+// scan of the blobs splits them.
+func blobSplit(id uint64) []byte {
+	return blobKey("chunks/" + strconv.FormatUint(id/1_000_000, 10) + "/" + strconv.FormatUint(id/1_000, 10) + "/" + strconv.FormatUint(id, 10))
+}
+
 // inodeKinds are the prefixes of the records keyed by an inode (the
 // parent, for entries): the per-inode records a dump carries, attributes
 // first.
