@@ -240,7 +240,18 @@ func TestDumpSnapshot(t *testing.T) {
 // instant: a gapless prefix of each writer's files, and the moving file in
 // exactly one place.
 func TestDumpWhileWriting(t *testing.T) {
-	store := pebbleStore(t)
+	t.Run("pebble", func(t *testing.T) { testDumpWhileWriting(t, pebbleStore(t)) })
+	t.Run("postgres", func(t *testing.T) {
+		s, err := postgres.Open(ctx, pgtest.NewDatabase(t), postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		testDumpWhileWriting(t, s)
+	})
+}
+
+func testDumpWhileWriting(t *testing.T, store kv.Store) {
 	if err := Format(ctx, store, Settings{Name: "w"}, false); err != nil {
 		t.Fatal(err)
 	}
