@@ -32,6 +32,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,9 +150,10 @@ func (m *Meta) dumpSnapshot(ctx context.Context, name string) (Snapshot, func(),
 		s, err := m.SnapshotByName(ctx, name)
 		return s, func() {}, err
 	}
+	m.dropStaleDumpSnapshots(ctx)
 	var r [3]byte
 	_, _ = rand.Read(r[:])
-	name = "dump-" + time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(r[:])
+	name = dumpSnapshotPrefix + time.Unix(0, m.now()).UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(r[:])
 	s, err := m.CreateSnapshot(ctx, name)
 	if err != nil {
 		return Snapshot{}, nil, fmt.Errorf("dump: taking its snapshot: %w", err)
@@ -161,6 +163,33 @@ func (m *Meta) dumpSnapshot(ctx context.Context, name string) (Snapshot, func(),
 			m.log.Warn("dump: deleting its snapshot failed; delete it by hand", "snapshot", name, "err", err)
 		}
 	}, nil
+}
+
+// dumpSnapshotPrefix starts the names of the snapshots dumps take for
+// themselves (hidden in a listing of /.snapshots).
+const dumpSnapshotPrefix = ".cairn-dump-"
+
+// staleDumpSnapshot is the age past which a dump's own snapshot is taken
+// to belong to a dump that was killed: it is deleted by the next dump.
+const staleDumpSnapshot = 24 * time.Hour
+
+// dropStaleDumpSnapshots deletes the snapshots of dumps that were killed
+// before they could delete their own (they would hold space for ever).
+// Failures are logged: they do not stop a dump.
+func (m *Meta) dropStaleDumpSnapshots(ctx context.Context) {
+	snaps, err := m.Snapshots(ctx)
+	if err != nil {
+		return
+	}
+	for _, s := range snaps {
+		if !strings.HasPrefix(s.Name, dumpSnapshotPrefix) || time.Unix(0, m.now()).Sub(s.Created) < staleDumpSnapshot {
+			continue
+		}
+		m.log.Warn("dump: deleting the snapshot of a dump that did not finish", "snapshot", s.Name, "created", s.Created)
+		if err := m.DeleteSnapshot(ctx, s.Name, nil); err != nil && !errors.Is(err, base.ErrNotFound) {
+			m.log.Warn("dump: deleting a stale dump snapshot failed", "snapshot", s.Name, "err", err)
+		}
+	}
 }
 
 // dumper is one running dump.

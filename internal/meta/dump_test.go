@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/dumpfile"
@@ -474,4 +475,26 @@ func FuzzLoadRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDumpDropsStaleSnapshots: the snapshot of a dump that was killed (it
+// could not delete it) is deleted by the next dump once it is a day old;
+// younger ones, and snapshots of other names, stay.
+func TestDumpDropsStaleSnapshots(t *testing.T) {
+	m := newTestMeta(t)
+	start := time.Now()
+	m.now = func() int64 { return start.Add(-25 * time.Hour).UnixNano() }
+	must[Snapshot](t)(m.CreateSnapshot(ctx, dumpSnapshotPrefix+"killed"))
+	must[Snapshot](t)(m.CreateSnapshot(ctx, "dump-of-mine"))
+	m.now = func() int64 { return start.Add(-time.Hour).UnixNano() }
+	must[Snapshot](t)(m.CreateSnapshot(ctx, dumpSnapshotPrefix+"running"))
+	m.now = func() int64 { return start.UnixNano() }
+	dumpOf(t, m, DumpOptions{})
+	var got []string
+	for _, s := range must[[]Snapshot](t)(m.Snapshots(ctx)) {
+		got = append(got, s.Name)
+	}
+	if !slices.Equal(got, []string{"dump-of-mine", dumpSnapshotPrefix + "running"}) {
+		t.Fatalf("snapshots after the dump: %v", got)
+	}
 }
