@@ -54,12 +54,16 @@ type LoadStats struct {
 	Resumed bool              `json:"resumed"` // an unfinished load of the same dump was finished
 }
 
-// loadMarker is the value of the load marker.
+// loadMarker is the value of the marker of a store that is not a volume
+// while a load fills it, or while a destroy empties it (destroy.go).
 type loadMarker struct {
-	DumpID  string    `json:"dump_id"`
+	DumpID  string    `json:"dump_id,omitempty"`
 	Volume  string    `json:"volume"`
-	Source  string    `json:"source"`
+	Source  string    `json:"source,omitempty"`
 	Started time.Time `json:"started"`
+	// Destroy: the volume is being destroyed; Settings are its settings.
+	Destroy  bool            `json:"destroy,omitempty"`
+	Settings json.RawMessage `json:"settings,omitempty"`
 }
 
 // unfinishedLoad returns the error Open gives for a store whose load did
@@ -71,6 +75,10 @@ func unfinishedLoad(r kv.Reader, name string) error {
 	}
 	var lm loadMarker
 	_ = json.Unmarshal(v, &lm)
+	if lm.Destroy {
+		return fmt.Errorf("volume %q in %s is being destroyed (since %s): run `cairn destroy` again to finish: %w",
+			lm.Volume, name, lm.Started.Format(time.RFC3339), base.ErrInvalid)
+	}
 	return fmt.Errorf("%s holds an unfinished load of volume %q (dump %s, started %s): it is not a volume until "+
 		"`cairn load` is run again with the same dump file: %w",
 		name, lm.Volume, lm.DumpID, lm.Started.Format(time.RFC3339), base.ErrInvalid)
@@ -165,6 +173,9 @@ func prepareLoad(ctx context.Context, store kv.Store, h dumpfile.Header, s Setti
 		old, _ := decodeSettings(settings)
 		return false, fmt.Errorf("load: %s already holds volume %q; load into an empty store (or use --force to overwrite it): %w",
 			store.Name(), old.Name, base.ErrExist)
+	case marker != nil && lm.Destroy:
+		return false, fmt.Errorf("load: volume %q in %s is being destroyed; finish with cairn destroy, or use --force: %w",
+			lm.Volume, store.Name(), base.ErrExist)
 	case marker != nil && lm.DumpID == h.ID:
 		resumed = true
 	case marker != nil:
