@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -83,7 +84,10 @@ not answer, bad usage).`,
 				}
 				req.Flags["scrub-rate"] = strconv.FormatUint(n, 10)
 			}
-			err := runAdmin(cmd.Context(), args[0], req, cmd.OutOrStdout())
+			p := new(daemon.FsckProgress)
+			stop := startProgress(os.Stderr, fsckLine(p))
+			err := runAdmin(daemon.WithFsckProgress(cmd.Context(), p), args[0], req, cmd.OutOrStdout())
+			stop()
 			switch {
 			case err == nil:
 				return nil

@@ -62,3 +62,33 @@ func fmtSize(n int64) string {
 	}
 	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 }
+
+// fsckLine renders a running fsck's progress: its phase, and the items and
+// bytes of the phase with their rate (empty until fsck starts, and
+// through a control socket, where it is not seen).
+func fsckLine(p *daemon.FsckProgress) func() string {
+	var phase string
+	var since time.Time
+	return func() string {
+		ph := p.Phase.Load()
+		if ph == nil {
+			return ""
+		}
+		if *ph != phase {
+			phase, since = *ph, time.Now()
+		}
+		s := "fsck: " + phase
+		done, total := p.Done.Load(), p.Total.Load()
+		rate := float64(done) / max(time.Since(since).Seconds(), 1e-3)
+		switch {
+		case total > 0:
+			s += fmt.Sprintf(": %d of %d (%.0f%%), %.0f/s", done, total, 100*float64(done)/float64(total), rate)
+		case done > 0:
+			s += fmt.Sprintf(": %d, %.0f/s", done, rate)
+		}
+		if b := p.Bytes.Load(); b > 0 {
+			s += ", " + fmtSize(b) + " read"
+		}
+		return s
+	}
+}

@@ -545,9 +545,37 @@ type FsckOptions struct {
 // checkVolume runs the checks of fsck: the metadata invariants, then the
 // block objects the metadata references, found by one listing of the data
 // store (not a request per object) and, with o.Scrub, read and verified.
+// FsckProgress is what a running fsck has done: its phase, the items of
+// the phase done (objects listed, blocks scrubbed) of Total when known,
+// and the bytes scrubbed. Safe to read while it runs.
+type FsckProgress struct {
+	Phase              atomic.Pointer[string]
+	Done, Total, Bytes atomic.Int64
+}
+
+func (p *FsckProgress) enter(phase string, total int64) {
+	p.Phase.Store(&phase)
+	p.Done.Store(0)
+	p.Total.Store(total)
+}
+
+type fsckProgressKey struct{}
+
+// WithFsckProgress returns a context under which fsck reports to p (a
+// command that runs it in this process shows it; through a control
+// socket it is not seen).
+func WithFsckProgress(ctx context.Context, p *FsckProgress) context.Context {
+	return context.WithValue(ctx, fsckProgressKey{}, p)
+}
+
 func checkVolume(ctx context.Context, v *Volume, o FsckOptions) (FsckReport, error) {
 	start := time.Now()
 	var r FsckReport
+	prog, _ := ctx.Value(fsckProgressKey{}).(*FsckProgress)
+	if prog == nil {
+		prog = new(FsckProgress)
+	}
+	prog.enter("checking the metadata", 0)
 	problems, err := v.Meta.Check(ctx, o.Repair)
 	if err != nil {
 		return r, fmt.Errorf("metadata check: %w", err)
@@ -581,6 +609,7 @@ func checkVolume(ctx context.Context, v *Volume, o FsckOptions) (FsckReport, err
 	}
 	refs := map[uint64]*ref{}
 	bs := v.Settings.BlockSize
+	prog.enter("reading the slices", 0)
 	err = v.Meta.ForEachSlice(ctx, func(u meta.SliceUse) error {
 		if u.ID != 0 && refs[u.ID] == nil {
 			n := len(chunk.BlockLens(u.Size, bs))
@@ -596,7 +625,9 @@ func checkVolume(ctx context.Context, v *Volume, o FsckOptions) (FsckReport, err
 	bad := func(id uint64, rf *ref, index, length int, detail string) {
 		r.Data = append(r.Data, DataProblem{Object: chunk.BlockKey(id, index, length), Ino: rf.ino, Chunk: rf.chunk, Detail: detail})
 	}
+	prog.enter("listing the data store", 0)
 	err = v.Objects.List(ctx, chunk.KeyPrefix, func(info object.Info) bool {
+		prog.Done.Add(1)
 		id, index, length, err := chunk.ParseBlockKey(info.Key)
 		if err != nil {
 			return true // not a block: gc's business
@@ -642,6 +673,7 @@ func checkVolume(ctx context.Context, v *Volume, o FsckOptions) (FsckReport, err
 		if v.Settings.BoundBlocks() {
 			format = chunk.BlockFormat2
 		}
+		prog.enter("scrubbing", int64(len(present)))
 		work := make(chan block)
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -652,8 +684,10 @@ func checkVolume(ctx context.Context, v *Volume, o FsckOptions) (FsckReport, err
 				defer wg.Done()
 				for b := range work {
 					obj, err := v.Objects.Get(ctx, chunk.BlockKey(b.id, b.index, b.length), 0, -1)
+					prog.Done.Add(1)
 					if err == nil {
 						read.Add(int64(len(obj)))
+						prog.Bytes.Add(int64(len(obj)))
 						_, err = chunk.DecodeBlock(obj, chunk.BlockID{Slice: b.id, Index: b.index, Length: b.length}, format)
 					}
 					if err != nil && ctx.Err() == nil {

@@ -56,6 +56,14 @@ func TestFsckScrubAndRepair(t *testing.T) {
 	if r, err := run(FsckOptions{Scrub: true}); err != nil || len(r.Data) != 0 || r.Scrubbed == 0 {
 		t.Fatalf("scrub of a healthy volume: %v %+v", err, r)
 	}
+	// The progress a terminal shows: the last phase, every block of it.
+	var p FsckProgress
+	if err := fsck(WithFsckProgress(ctx, &p), vol, FsckOptions{Scrub: true}, true, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if ph := p.Phase.Load(); ph == nil || *ph != "scrubbing" || p.Total.Load() < 2 || p.Done.Load() != p.Total.Load() || p.Bytes.Load() == 0 {
+		t.Fatalf("fsck progress: phase %v, %d of %d, %d bytes", ph, p.Done.Load(), p.Total.Load(), p.Bytes.Load())
+	}
 	// Damage the first block of each file.
 	objs := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
