@@ -20,7 +20,7 @@ import (
 func newDumpCommand() *cobra.Command {
 	var out, snapshot string
 	var workers int
-	var asJSON bool
+	var asJSON, snapshots bool
 	cmd := &cobra.Command{
 		Use:   "dump META-URL [-o FILE|-] [--snapshot NAME]",
 		Short: "Write the volume's metadata, as of one instant, to a dump file",
@@ -28,7 +28,8 @@ func newDumpCommand() *cobra.Command {
 the lists of data blocks, and the small-file data kept in the metadata
 engine) to one compressed, checksummed dump file, as the volume was at one
 instant: a snapshot taken for the dump and deleted after it, or the snapshot
-given with --snapshot. The volume can stay mounted and written by any number
+given with --snapshot; with --snapshots, the volume's snapshots come along
+(they load as snapshots). The volume can stay mounted and written by any number
 of clients meanwhile. The data store's objects are not copied: a dump is
 loaded (cairn load) into a new metadata store that uses the same data
 store, to move a volume to another metadata engine or to bring back its
@@ -46,12 +47,13 @@ standard error shows the progress. The format is in docs/dump-format.md.`,
 			if err != nil {
 				return err
 			}
-			err = runDump(cmd, args[0], daemon.DumpOptions{Snapshot: snapshot, Workers: workers}, dest, summary, asJSON)
+			err = runDump(cmd, args[0], daemon.DumpOptions{Snapshot: snapshot, Workers: workers, Snapshots: snapshots}, dest, summary, asJSON)
 			return finish(err)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "dump file, or - for standard output (required)")
 	cmd.Flags().StringVar(&snapshot, "snapshot", "", "dump this snapshot (default: the volume now, through a snapshot taken for the dump)")
+	cmd.Flags().BoolVar(&snapshots, "snapshots", false, "also dump the volume's snapshots (a load then has them too); not with --snapshot")
 	cmd.Flags().IntVar(&workers, "workers", 0, "parallel readers (default: 4 per CPU, at least 8)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	return cmd
@@ -110,6 +112,7 @@ func runDump(cmd *cobra.Command, metaURL string, o daemon.DumpOptions, dest, sum
 		req := daemon.Request{Verb: "dump", Flags: jsonFlag(asJSON)}
 		req.Flags["snapshot"] = o.Snapshot
 		req.Flags["workers"] = strconv.Itoa(o.Workers)
+		req.Flags["snapshots"] = strconv.FormatBool(o.Snapshots)
 		cw := &countingWriter{w: dest}
 		stop := startProgress(os.Stderr, func() string {
 			return "dump (through the mount process): " + fmtSize(cw.n.Load())

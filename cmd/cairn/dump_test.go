@@ -210,3 +210,33 @@ func TestE2EDumpLoadRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestE2EDumpSnapshots: dump --snapshots of a mounted volume (through its
+// control socket) loads as a volume whose live tree and snapshots read as
+// the source's, and whose snapshots can be deleted.
+func TestE2EDumpSnapshots(t *testing.T) {
+	v := newE2EVolume(t)
+	v.mount(t)
+	writeDumpTree(t, v.mnt)
+	cairn(t, "snapshot", "create", v.meta, "s1")
+	sh(t, v.mnt, `rm -r docs/deep; printf more >> docs/s7; mv "odd dir" renamed; setfattr -x user.color docs/s3; sync`)
+	want := metaTree(t, v.mnt)
+	wantSnap := metaTree(t, v.mnt+"/.snapshots/s1")
+	dump := v.dir + "/snaps.cdump"
+	cairn(t, "dump", "--snapshots", v.meta, "-o", dump)
+	v.unmount(t)
+	lv := &e2eVolume{dir: v.dir, meta: "pebble://" + v.dir + "/meta-loaded", mnt: v.mnt}
+	cairn(t, "load", dump, lv.meta)
+	lv.mount(t)
+	if got := metaTree(t, lv.mnt); !slices.Equal(got, want) {
+		t.Fatalf("live tree after the load:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := metaTree(t, lv.mnt+"/.snapshots/s1"); !slices.Equal(got, wantSnap) {
+		t.Fatalf("snapshot s1 after the load:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantSnap, "\n"))
+	}
+	cairn(t, "snapshot", "delete", lv.meta, "s1")
+	lv.unmount(t)
+	if out := cairn(t, "fsck", lv.meta); !strings.Contains(out, " 0 metadata problems, 0 missing objects") {
+		t.Fatalf("fsck: %s", out)
+	}
+}

@@ -67,7 +67,7 @@ func Dump(ctx context.Context, v *Volume, o meta.DumpOptions, out, summary io.Wr
 // dumpRequest runs the "dump" admin verb: the dump goes to w as bytes
 // (reply.Data over a control socket), its summary as text.
 func dumpRequest(ctx context.Context, v *Volume, req Request, w io.Writer) error {
-	o := meta.DumpOptions{Snapshot: req.Flags["snapshot"]}
+	o := meta.DumpOptions{Snapshot: req.Flags["snapshot"], Snapshots: req.Flags["snapshots"] == "true"}
 	if s := req.Flags["workers"]; s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {

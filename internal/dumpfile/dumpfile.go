@@ -69,6 +69,9 @@ type Header struct {
 	Source   string `json:"source"`
 	Snapshot string `json:"snapshot,omitempty"`
 	Epoch    uint64 `json:"epoch"`
+	// Snapshots: the dump holds the volume's snapshots, and its per-inode
+	// records are physical versions (see docs/dump-format.md).
+	Snapshots bool `json:"snapshots,omitempty"`
 	Created  string `json:"created"`
 	Tool     string `json:"tool,omitempty"`
 }

@@ -72,6 +72,9 @@ type DumpOptions struct {
 	Workers int
 	// Progress, if set, is updated as the dump goes.
 	Progress *DumpProgress
+	// Snapshots: the dump also holds the volume's snapshots (dumpsnap.go).
+	// Not with Snapshot.
+	Snapshots bool
 }
 
 // DumpProgress counts what a dump or a load has done so far; safe to
@@ -98,11 +101,20 @@ func (m *Meta) Dump(ctx context.Context, w io.Writer, o DumpOptions) (DumpStats,
 	if m.isClosed() {
 		return DumpStats{}, kv.ErrClosed
 	}
+	if o.Snapshots && o.Snapshot != "" {
+		return DumpStats{}, fmt.Errorf("dump: a dump with the snapshots is of the volume now, not of snapshot %q: %w", o.Snapshot, base.ErrInvalid)
+	}
 	snap, done, err := m.dumpSnapshot(ctx, o.Snapshot)
 	if err != nil {
 		return DumpStats{}, err
 	}
 	defer done()
+	var sd *snapDump
+	if o.Snapshots {
+		if sd, err = m.beginSnapDump(ctx, snap.Epoch); err != nil {
+			return DumpStats{}, fmt.Errorf("dump: %w", err)
+		}
+	}
 	settings, err := json.Marshal(m.Settings())
 	if err != nil {
 		return DumpStats{}, err
@@ -111,12 +123,12 @@ func (m *Meta) Dump(ctx context.Context, w io.Writer, o DumpOptions) (DumpStats,
 	_, _ = rand.Read(id[:])
 	h := dumpfile.Header{ID: hex.EncodeToString(id[:]), Meta: DumpLayout, Settings: settings,
 		Source: m.store.Name(), Snapshot: o.Snapshot, Epoch: snap.Epoch,
-		Created: time.Now().UTC().Format(time.RFC3339Nano), Tool: "cairn"}
+		Created: time.Now().UTC().Format(time.RFC3339Nano), Tool: "cairn", Snapshots: o.Snapshots}
 	dw, err := dumpfile.NewWriter(w, h)
 	if err != nil {
 		return DumpStats{}, err
 	}
-	d := &dumper{m: m, epoch: snap.Epoch, progress: o.Progress, owners: newSliceCounter()}
+	d := &dumper{m: m, epoch: snap.Epoch, progress: o.Progress, owners: newSliceCounter(), snaps: sd}
 	if d.progress == nil {
 		d.progress = new(DumpProgress)
 	}
@@ -133,6 +145,11 @@ func (m *Meta) Dump(ctx context.Context, w io.Writer, o DumpOptions) (DumpStats,
 	}
 	if err := d.run(ctx, dw, nextIno, nextSlice, o.Workers); err != nil {
 		return DumpStats{}, fmt.Errorf("dump: %w", err)
+	}
+	if sd != nil {
+		if err := m.endSnapDump(ctx, sd); err != nil {
+			return DumpStats{}, fmt.Errorf("dump: %w", err)
+		}
 	}
 	extra := map[string]uint64{extraNextInode: nextIno, extraNextSlice: nextSlice,
 		extraUsedInodes: d.inodes.Load(), extraUsedBytes: d.bytes.Load()}
@@ -198,6 +215,7 @@ type dumper struct {
 	epoch    uint64
 	progress *DumpProgress
 	owners   *sliceCounter
+	snaps    *snapDump     // nil: a dump without the snapshots
 	inodes   atomic.Uint64 // inodes dumped
 	bytes    atomic.Uint64 // their usage (usageBytes)
 	mu       sync.Mutex
@@ -244,6 +262,9 @@ func (d *dumper) run(ctx context.Context, dw *dumpfile.Writer, nextIno, nextSlic
 	if err == nil {
 		err = d.ownerCounts(frames)
 	}
+	if err == nil && d.snaps != nil {
+		err = d.snapRecords(ctx, frames)
+	}
 	close(frames)
 	if werr := <-wrote; werr != nil {
 		return werr
@@ -264,6 +285,9 @@ func (d *dumper) inodeRanges(ctx context.Context, frames chan<- dumpfile.Sealed,
 		list = append(list, [2]uint64{lo, lo + step})
 	}
 	return parallel(ctx, len(list), workers, func(i int) error {
+		if d.snaps != nil {
+			return d.inodeRangeSnap(ctx, frames, list[i][0], list[i][1])
+		}
 		return d.inodeRange(ctx, frames, list[i][0], list[i][1])
 	})
 }

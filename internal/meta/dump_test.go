@@ -83,25 +83,28 @@ func mkIno(ino base.Ino, _ base.Attr, err error) (base.Ino, error) { return ino,
 // fingerprint lists everything a reader of m can see, one line per fact,
 // sorted: paths with attributes, symlink targets, xattrs, chunks and the
 // inline blocks' bytes.
-func fingerprint(t *testing.T, m *Meta) []string {
+func fingerprint(t *testing.T, m *Meta) []string { return fingerprintOf(t, m, m) }
+
+// fingerprintOf is fingerprint of what tr reads (blobs read through m).
+func fingerprintOf(t *testing.T, m *Meta, tr treeReader) []string {
 	var out []string
 	var walk func(dir base.Ino, path string)
 	walk = func(dir base.Ino, path string) {
-		ents, err := m.Readdir(ctx, base.RootCaller, dir, "", 1<<20, true)
+		ents, err := tr.Readdir(ctx, base.RootCaller, dir, "", 1<<20, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range ents {
 			p := path + "/" + e.Name
-			a := attr(t, m, e.Ino)
+			a := must[base.Attr](t)(tr.GetAttr(ctx, e.Ino))
 			out = append(out, fmt.Sprintf("%q ino=%d %+v", p, e.Ino, a))
 			if a.Type == base.TypeSymlink {
-				out = append(out, fmt.Sprintf("%q -> %q", p, must[string](t)(m.Readlink(ctx, e.Ino))))
+				out = append(out, fmt.Sprintf("%q -> %q", p, must[string](t)(tr.Readlink(ctx, e.Ino))))
 			}
-			for _, x := range must[[]string](t)(m.ListXattr(ctx, base.RootCaller, e.Ino)) {
-				out = append(out, fmt.Sprintf("%q xattr %s=%q", p, x, must[[]byte](t)(m.GetXattr(ctx, base.RootCaller, e.Ino, x))))
+			for _, x := range must[[]string](t)(tr.ListXattr(ctx, base.RootCaller, e.Ino)) {
+				out = append(out, fmt.Sprintf("%q xattr %s=%q", p, x, must[[]byte](t)(tr.GetXattr(ctx, base.RootCaller, e.Ino, x))))
 			}
-			for _, ci := range must[[]ChunkInfo](t)(m.Chunks(ctx, e.Ino)) {
+			for _, ci := range must[[]ChunkInfo](t)(tr.Chunks(ctx, e.Ino)) {
 				out = append(out, fmt.Sprintf("%q chunk %d %+v", p, ci.Index, ci.Slices))
 				for _, s := range ci.Slices {
 					if s.ID&base.InlineBit != 0 {
@@ -115,7 +118,7 @@ func fingerprint(t *testing.T, m *Meta) []string {
 			}
 		}
 	}
-	out = append(out, fmt.Sprintf("root %+v", attr(t, m, base.RootIno)))
+	out = append(out, fmt.Sprintf("root %+v", must[base.Attr](t)(tr.GetAttr(ctx, base.RootIno))))
 	walk(base.RootIno, "")
 	slices.Sort(out)
 	return out
@@ -497,4 +500,119 @@ func TestDumpDropsStaleSnapshots(t *testing.T) {
 	if !slices.Equal(got, []string{"dump-of-mine", dumpSnapshotPrefix + "running"}) {
 		t.Fatalf("snapshots after the dump: %v", got)
 	}
+}
+
+// everything lists what every snapshot of m and its live state show, and
+// the diffs between consecutive snapshots.
+func everything(t *testing.T, m *Meta) map[string][]string {
+	out := map[string][]string{"live": fingerprint(t, m)}
+	prev := ""
+	for _, s := range must[[]Snapshot](t)(m.Snapshots(ctx)) {
+		out["snapshot "+s.Name] = fingerprintOf(t, m, m.View(s))
+		if prev != "" {
+			var d []string
+			ok(t, m.Diff(ctx, prev, s.Name, func(c Change) error { d = append(d, fmt.Sprintf("%+v", c)); return nil }))
+			slices.Sort(d)
+			out["diff "+prev+" "+s.Name] = d
+		}
+		prev = s.Name
+	}
+	return out
+}
+
+func sameEverything(t *testing.T, what string, got, want map[string][]string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d views, want %d", what, len(got), len(want))
+	}
+	for k := range want {
+		sameLines(t, what+": "+k, got[k], want[k])
+	}
+}
+
+// TestDumpSnapshots: a dump with --snapshots loads as a volume whose live
+// state, every snapshot and the diffs between them read as the source's,
+// twice over (dumped again from the loaded volume), and whose snapshots
+// can be deleted and restored from after the load.
+func TestDumpSnapshots(t *testing.T) {
+	src := newTestMeta(t)
+	richTree(t, src)
+	c := base.RootCaller
+	docs := lookup(t, src, base.RootIno, "docs")
+	held, _, err := src.Create(ctx, c, base.RootIno, "held open", 0o644, 0)
+	ok(t, err)
+	must[Snapshot](t)(src.CreateSnapshot(ctx, "s2"))
+	// After s2: a file unlinked while open (s2 sees it), a tree moved, an
+	// xattr removed, a file grown.
+	ok(t, src.Unlink(ctx, c, base.RootIno, "held open"))
+	ok(t, src.Rename(ctx, c, docs, "sub dir", base.RootIno, "moved", 0))
+	ok(t, src.RemoveXattr(ctx, c, docs, "user.dir"))
+	f := lookup(t, src, docs, "f07 \x01odd")
+	id := must[uint64](t)(src.NewSliceID(ctx))
+	must[bool](t)(src.WriteSlice(ctx, f, 1, base.Slice{ID: id, Size: 777, Len: 777}, 42))
+	want := everything(t, src)
+
+	d := dumpOf(t, src, DumpOptions{Snapshots: true, Workers: 3})
+	if _, err := src.Dump(ctx, io.Discard, DumpOptions{Snapshots: true, Snapshot: "s2"}); !errors.Is(err, base.ErrInvalid) {
+		t.Fatalf("--snapshots with --snapshot: %v", err)
+	}
+	ok(t, src.CloseFile(ctx, held))
+	m1 := loadInto(t, pebbleStore(t), d)
+	sameEverything(t, "after a load", everything(t, m1), want)
+	func() { // again, in pages and frames of a few records
+		p, pb, fr := dumpPage, dumpPageBytes, dumpFrame
+		dumpPage, dumpPageBytes, dumpFrame = 2, 1500, 2500
+		defer func() { dumpPage, dumpPageBytes, dumpFrame = p, pb, fr }()
+		m2 := loadInto(t, memkv.New(), dumpOf(t, m1, DumpOptions{Snapshots: true, Workers: 4}))
+		sameEverything(t, "after a second load", everything(t, m2), want)
+	}()
+	// The loaded snapshots work as snapshots: deleting one prunes (Check
+	// at cleanup), restoring from another copies.
+	ok(t, m1.DeleteSnapshot(ctx, "before", nil))
+	must[RestoreStats](t)(m1.Restore(ctx, c, "s2", "/held open", "/held again", nil))
+	ok(t, m1.DeleteSnapshot(ctx, "s2", nil))
+	if got := fingerprint(t, m1); len(got) != len(want["live"])+1 {
+		t.Fatalf("live view after deleting the snapshots: %d lines, want %d", len(got), len(want["live"])+1)
+	}
+}
+
+// TestDumpSnapshotsNone: --snapshots of a volume without snapshots (and
+// with a file open but unlinked) loads as the same clean volume.
+func TestDumpSnapshotsNone(t *testing.T) {
+	src := newTestMeta(t)
+	c := base.RootCaller
+	create(t, src, c, base.RootIno, "kept")
+	gone, _, err := src.Create(ctx, c, base.RootIno, "gone", 0o644, 0)
+	ok(t, err)
+	id := must[uint64](t)(src.NewSliceID(ctx))
+	must[bool](t)(src.WriteSlice(ctx, gone, 0, base.Slice{ID: id, Size: 100, Len: 100}, 1))
+	ok(t, src.Unlink(ctx, c, base.RootIno, "gone"))
+	d := dumpOf(t, src, DumpOptions{Snapshots: true})
+	ok(t, src.CloseFile(ctx, gone))
+	m := loadInto(t, memkv.New(), d)
+	sameEverything(t, "loaded", everything(t, m), everything(t, src))
+	must[Snapshot](t)(m.CreateSnapshot(ctx, "after"))
+	ok(t, m.Unlink(ctx, c, base.RootIno, "kept"))
+}
+
+// TestDumpSnapshotsRefuses: a dump with the snapshots does not start while
+// a snapshot deletion prunes, and fails if a snapshot it holds is deleted
+// before it ends.
+func TestDumpSnapshotsRefuses(t *testing.T) {
+	m, store := newTestMetaStore(t, Options{})
+	s1 := must[Snapshot](t)(m.CreateSnapshot(ctx, "s1"))
+	sd, err := m.beginSnapDump(ctx, s1.Epoch+1)
+	ok(t, err)
+	if len(sd.snaps) != 1 || !slices.Equal(sd.frozen, []uint64{s1.Epoch, s1.Epoch + 1}) {
+		t.Fatalf("snapshots of the dump: %+v", sd)
+	}
+	ok(t, m.DeleteSnapshot(ctx, "s1", nil))
+	if err := m.endSnapDump(ctx, sd); !errors.Is(err, base.ErrStale) || !strings.Contains(err.Error(), `"s1" was deleted`) {
+		t.Fatalf("end of a dump whose snapshot was deleted: %v", err)
+	}
+	ok(t, store.Update(ctx, func(tx kv.Txn) error { tx.Set(snapJobKey(7), []byte("{}")); return nil }))
+	if _, err := m.Dump(ctx, io.Discard, DumpOptions{Snapshots: true}); !errors.Is(err, base.ErrBusy) {
+		t.Fatalf("dump while a deletion prunes: %v", err)
+	}
+	ok(t, store.Update(ctx, func(tx kv.Txn) error { tx.Delete(snapJobKey(7)); return nil }))
 }

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,8 +118,8 @@ func Load(ctx context.Context, store kv.Store, in io.Reader, o LoadOptions) (Loa
 	if err != nil {
 		return LoadStats{}, err
 	}
-	l := &loader{store: store, progress: o.Progress, records: map[byte]*atomic.Uint64{}}
-	for _, k := range []byte{pAttr, pDentry, pSymlink, pXattr, pChunk, pBlob, pShared} {
+	l := &loader{store: store, progress: o.Progress, records: map[byte]*atomic.Uint64{}, snapshots: h.Snapshots, epoch: h.Epoch}
+	for _, k := range []byte{pAttr, pDentry, pSymlink, pXattr, pChunk, pBlob, pShared, pSnapshot, pChange} {
 		l.records[k] = new(atomic.Uint64)
 	}
 	if l.progress == nil {
@@ -200,6 +201,13 @@ func prepareLoad(ctx context.Context, store kv.Store, h dumpfile.Header, s Setti
 
 // loader is one running load.
 type loader struct {
+	// snapshots: the dump holds the snapshots (dumpsnap.go): per-inode
+	// records are physical versions at or below epoch, the dump's.
+	snapshots bool
+	epoch     uint64
+	mu        sync.Mutex
+	frozen    []uint64 // the snapshots' epochs, as loaded
+
 	store    kv.Store
 	progress *DumpProgress
 	records  map[byte]*atomic.Uint64
@@ -267,13 +275,13 @@ func (l *loader) frame(ctx context.Context, rf *dumpfile.RawFrame) error {
 		if len(k) == 0 || k[0] != f.Kind {
 			return fmt.Errorf("frame %d at offset %d: record key %x in a frame of kind %q: %w", f.Seq, f.Offset, k, f.Kind, dumpfile.ErrFormat)
 		}
-		if err := l.check(k, v, &inodes, &bytes); err != nil {
+		raw, err := l.checkRecord(k, v, &inodes, &bytes)
+		if err != nil {
 			return fmt.Errorf("frame %d (kind %q) at offset %d: %v: %w", f.Seq, f.Kind, f.Offset, err, dumpfile.ErrFormat)
 		}
-		switch f.Kind {
-		case pBlob, pShared:
+		if raw {
 			ws = append(ws, write{k, v})
-		default:
+		} else {
 			ws = append(ws, write{versionKey(k, 1), append([]byte{tagLive}, v...)})
 		}
 		return nil
@@ -297,6 +305,63 @@ func (l *loader) frame(ctx context.Context, rf *dumpfile.RawFrame) error {
 	l.progress.Inodes.Add(int64(inodes))
 	l.progress.Bytes.Add(int64(len(f.Raw)))
 	return nil
+}
+
+// checkRecord validates one record of a frame. raw: the record goes into
+// the store as it is (otherwise it is a logical key and payload, written
+// as a version of epoch 1).
+func (l *loader) checkRecord(k, v []byte, inodes, bytes *uint64) (raw bool, err error) {
+	switch {
+	case k[0] == pBlob || k[0] == pShared:
+		return true, l.check(k, v, inodes, bytes)
+	case !l.snapshots && (k[0] == pSnapshot || k[0] == pChange):
+		return false, fmt.Errorf("a %q record in a dump without snapshots", k[0])
+	case k[0] == pSnapshot:
+		s, err := decodeSnapshot(k, v)
+		if err != nil || s.Epoch >= l.epoch || string(snapshotKey(s.Name)) != string(k) {
+			return false, fmt.Errorf("snapshot record %q: bad", k)
+		}
+		l.mu.Lock()
+		l.frozen = append(l.frozen, s.Epoch)
+		l.mu.Unlock()
+		return true, nil
+	case k[0] == pChange:
+		e, logical, err := decodeChangeKey(k)
+		if err != nil || e > l.epoch || len(v) != 0 || len(logical) == 0 {
+			return false, fmt.Errorf("change log record %x: bad", k)
+		}
+		return true, nil
+	case !l.snapshots:
+		return false, l.check(k, v, inodes, bytes)
+	}
+	// A physical version: a tombstone, or a live payload checked as the
+	// record it is. Usage comes from the trailer: versions are not inodes.
+	logical, e, err := splitVersion(k)
+	if err != nil || e == 0 || e > l.epoch {
+		return false, fmt.Errorf("version key %x: bad or above the dump's epoch %d", k, l.epoch)
+	}
+	switch {
+	case isTombstone(v):
+	case len(v) > 0 && v[0] == tagLive && logical[0] == pAttr:
+		// A snapshot may see an inode without a link (unlinked while
+		// open when it was taken).
+		ino, err := decodeAttrKey(logical)
+		if err != nil {
+			return false, err
+		}
+		if _, err := decodeAttr(v[1:]); err != nil {
+			return false, err
+		}
+		atomicMax(&l.maxIno, uint64(ino))
+	case len(v) > 0 && v[0] == tagLive:
+		var i, b uint64
+		if err := l.check(logical, v[1:], &i, &b); err != nil {
+			return false, err
+		}
+	default:
+		return false, fmt.Errorf("version %x: bad tag", k)
+	}
+	return true, nil
 }
 
 // check validates one record as the store would read it.
@@ -363,6 +428,15 @@ func (l *loader) check(k, v []byte, inodes, bytes *uint64) error {
 	return nil
 }
 
+// liveEpoch is the loaded volume's live epoch: 1, or with the snapshots
+// the dump's (its records are the versions that epoch sees).
+func (l *loader) liveEpoch() uint64 {
+	if l.snapshots {
+		return l.epoch
+	}
+	return 1
+}
+
 func atomicMax(a *atomic.Uint64, v uint64) {
 	for {
 		old := a.Load()
@@ -377,6 +451,12 @@ func atomicMax(a *atomic.Uint64, v uint64) {
 // transaction.
 func (l *loader) finish(ctx context.Context, s Settings, h dumpfile.Header, extra map[string]uint64) error {
 	nextIno, nextSlice := extra[extraNextInode], extra[extraNextSlice]
+	if l.snapshots {
+		// Usage is what the dump's epoch sees, which the versions do not
+		// say record by record: the trailer's (checksummed) totals.
+		l.inodes.Store(extra[extraUsedInodes])
+		l.bytes.Store(extra[extraUsedBytes])
+	}
 	switch {
 	case extra[extraUsedInodes] != l.inodes.Load():
 		return fmt.Errorf("the dump counts %d inodes, %d were loaded: %w", extra[extraUsedInodes], l.inodes.Load(), dumpfile.ErrFormat)
@@ -388,7 +468,7 @@ func (l *loader) finish(ctx context.Context, s Settings, h dumpfile.Header, extr
 	}
 	root := false
 	err := l.store.View(ctx, func(r kv.Reader) error {
-		_, ok, err := vget(r, attrKey(base.RootIno), 1)
+		_, ok, err := vget(r, attrKey(base.RootIno), l.liveEpoch())
 		root = ok
 		return err
 	})
@@ -412,8 +492,9 @@ func (l *loader) finish(ctx context.Context, s Settings, h dumpfile.Header, extr
 			return errors.New("the load marker changed under the load: another load ran into the same store")
 		}
 		tx.Set(settingsKey(), js)
-		tx.Set(epochKey(), u64(nil, 1))
-		tx.Set(frozenKey(), nil)
+		tx.Set(epochKey(), u64(nil, l.liveEpoch()))
+		slices.Sort(l.frozen)
+		tx.Set(frozenKey(), encodeU64s(l.frozen))
 		tx.Set(counterKey(counterNextInode), u64(nil, nextIno))
 		tx.Set(counterKey(counterNextSlice), u64(nil, nextSlice))
 		tx.Set(counterKey(counterUsedBytes), u64(nil, l.bytes.Load()))
