@@ -71,9 +71,9 @@ type Header struct {
 	Epoch    uint64 `json:"epoch"`
 	// Snapshots: the dump holds the volume's snapshots, and its per-inode
 	// records are physical versions (see docs/dump-format.md).
-	Snapshots bool `json:"snapshots,omitempty"`
-	Created  string `json:"created"`
-	Tool     string `json:"tool,omitempty"`
+	Snapshots bool   `json:"snapshots,omitempty"`
+	Created   string `json:"created"`
+	Tool      string `json:"tool,omitempty"`
 }
 
 // Trailer is the dump's last record, written once every frame is.
