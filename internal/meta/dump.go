@@ -260,7 +260,7 @@ func (d *dumper) run(ctx context.Context, dw *dumpfile.Writer, nextIno, nextSlic
 		err = d.blobs(ctx, frames, nextSlice, workers)
 	}
 	if err == nil {
-		err = d.ownerCounts(frames)
+		err = d.ownerCounts(ctx, frames)
 	}
 	if err == nil && d.snaps != nil {
 		err = d.snapRecords(ctx, frames)
@@ -326,20 +326,7 @@ func parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
 func (d *dumper) inodeRange(ctx context.Context, frames chan<- dumpfile.Sealed, lo, hi uint64) error {
 	unnamed := map[base.Ino]bool{} // attributes with nlink 0: left out
 	for _, p := range inodeKinds { // attributes first: unnamed inodes are left out
-		b := &dumpfile.Batch{Kind: p}
-		flush := func() error {
-			if b.Records == 0 {
-				return nil
-			}
-			d.count(p, b.Records)
-			select {
-			case frames <- b.Seal():
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-			b = &dumpfile.Batch{Kind: p}
-			return nil
-		}
+		out := d.sink(ctx, frames, p)
 		err := d.scanRange(ctx, p, lo, hi, func(logical, payload []byte) error {
 			if p == pAttr {
 				a, err := decodeAttr(payload)
@@ -366,20 +353,53 @@ func (d *dumper) inodeRange(ctx context.Context, frames chan<- dumpfile.Sealed, 
 				}
 				d.owners.addRecord(ss)
 			}
-			b.Add(logical, payload)
-			d.progress.Records.Add(1)
-			if len(b.Raw) >= dumpFrame {
-				return flush()
-			}
-			return nil
+			return out.add(logical, payload)
 		})
 		if err != nil {
 			return err
 		}
-		if err := flush(); err != nil {
+		if err := out.flush(); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// sink gathers the records of one kind into frames and hands each full
+// frame, sealed, to the writer.
+type sink struct {
+	d      *dumper
+	ctx    context.Context
+	frames chan<- dumpfile.Sealed
+	b      dumpfile.Batch
+}
+
+func (d *dumper) sink(ctx context.Context, frames chan<- dumpfile.Sealed, kind byte) *sink {
+	return &sink{d: d, ctx: ctx, frames: frames, b: dumpfile.Batch{Kind: kind}}
+}
+
+// add adds one record, sending the frame when it is full.
+func (s *sink) add(k, v []byte) error {
+	s.b.Add(k, v)
+	s.d.progress.Records.Add(1)
+	if len(s.b.Raw) >= dumpFrame {
+		return s.flush()
+	}
+	return nil
+}
+
+// flush sends what the frame holds.
+func (s *sink) flush() error {
+	if s.b.Records == 0 {
+		return nil
+	}
+	s.d.count(s.b.Kind, s.b.Records)
+	select {
+	case s.frames <- s.b.Seal():
+	case <-s.ctx.Done():
+		return context.Cause(s.ctx)
+	}
+	s.b = dumpfile.Batch{Kind: s.b.Kind}
 	return nil
 }
 
@@ -483,20 +503,7 @@ func (d *dumper) blobs(ctx context.Context, frames chan<- dumpfile.Sealed, nextS
 
 // blobRange dumps the blobs of [start, end) that the dump references.
 func (d *dumper) blobRange(ctx context.Context, frames chan<- dumpfile.Sealed, start, end []byte) error {
-	b := &dumpfile.Batch{Kind: pBlob}
-	flush := func() error {
-		if b.Records == 0 {
-			return nil
-		}
-		d.count(pBlob, b.Records)
-		select {
-		case frames <- b.Seal():
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-		b = &dumpfile.Batch{Kind: pBlob}
-		return nil
-	}
+	out := d.sink(ctx, frames, pBlob)
 	var pg page
 	for {
 		err := d.m.view(ctx, func(r kv.Reader) error {
@@ -513,11 +520,7 @@ func (d *dumper) blobRange(ctx context.Context, frames chan<- dumpfile.Sealed, s
 			// A blob whose key names no slice is dumped: nothing says it
 			// is not needed.
 			if id, ok := blobSlice(k); !ok || d.owners.has(id) {
-				b.Add(k, v)
-				d.progress.Records.Add(1)
-				if len(b.Raw) >= dumpFrame {
-					return flush()
-				}
+				return out.add(k, v)
 			}
 			return nil
 		})
@@ -525,7 +528,7 @@ func (d *dumper) blobRange(ctx context.Context, frames chan<- dumpfile.Sealed, s
 			return err
 		}
 		if !pg.full {
-			return flush()
+			return out.flush()
 		}
 		start = keyAfter(last)
 		if err := context.Cause(ctx); err != nil {
@@ -536,22 +539,20 @@ func (d *dumper) blobRange(ctx context.Context, frames chan<- dumpfile.Sealed, s
 
 // ownerCounts writes the extra-owner count of every slice that more than
 // one dumped chunk record references.
-func (d *dumper) ownerCounts(frames chan<- dumpfile.Sealed) error {
+func (d *dumper) ownerCounts(ctx context.Context, frames chan<- dumpfile.Sealed) error {
 	shared := d.owners.shared()
 	ids := make([]uint64, 0, len(shared))
 	for id := range shared {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	b := &dumpfile.Batch{Kind: pShared}
+	out := d.sink(ctx, frames, pShared)
 	for _, id := range ids {
-		b.Add(sharedKey(id), u32(nil, shared[id]-1))
+		if err := out.add(sharedKey(id), u32(nil, shared[id]-1)); err != nil {
+			return err
+		}
 	}
-	if b.Records > 0 {
-		d.count(pShared, b.Records)
-		frames <- b.Seal()
-	}
-	return nil
+	return out.flush()
 }
 
 // sliceCounter counts, per slice, the chunk records that reference it:

@@ -107,28 +107,9 @@ func (d *dumper) inodeRangeSnap(ctx context.Context, frames chan<- dumpfile.Seal
 	e := d.epoch
 	// Change log entries of the tombstones written below: the deletion of
 	// the snapshots that see the versions they hide must find them.
-	changes := &dumpfile.Batch{Kind: pChange}
-	defer func() {
-		if changes.Records > 0 {
-			d.count(pChange, changes.Records)
-			frames <- changes.Seal()
-		}
-	}()
+	changes := d.sink(ctx, frames, pChange)
 	for _, p := range inodeKinds {
-		b := &dumpfile.Batch{Kind: p}
-		flush := func() error {
-			if b.Records == 0 {
-				return nil
-			}
-			d.count(p, b.Records)
-			select {
-			case frames <- b.Seal():
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-			b = &dumpfile.Batch{Kind: p}
-			return nil
-		}
+		out := d.sink(ctx, frames, p)
 		err := d.scanVersions(ctx, p, lo, hi, func(logical []byte, vs []version) error {
 			vs = d.snaps.retained(vs)
 			if len(vs) == 0 {
@@ -154,8 +135,8 @@ func (d *dumper) inodeRangeSnap(ctx context.Context, frames chan<- dumpfile.Seal
 				// the versions older snapshots see below it.
 				if atE.epoch == e {
 					vs = vs[1:]
-				} else {
-					changes.Add(changeKey(e, logical), nil)
+				} else if err := changes.add(changeKey(e, logical), nil); err != nil {
+					return err
 				}
 				if len(vs) == 0 {
 					return nil // no snapshot sees it: nothing to hide
@@ -171,23 +152,21 @@ func (d *dumper) inodeRangeSnap(ctx context.Context, frames chan<- dumpfile.Seal
 					}
 					ids = append(ids, ss...)
 				}
-				b.Add(versionKey(logical, v.epoch), v.value)
-				d.progress.Records.Add(1)
+				if err := out.add(versionKey(logical, v.epoch), v.value); err != nil {
+					return err
+				}
 			}
 			d.owners.addRecord(ids)
-			if len(b.Raw) >= dumpFrame {
-				return flush()
-			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		if err := flush(); err != nil {
+		if err := out.flush(); err != nil {
 			return err
 		}
 	}
-	return nil
+	return changes.flush()
 }
 
 // scanVersions calls fn with every version at or below the dump's epoch
@@ -255,26 +234,27 @@ func (d *dumper) scanVersions(ctx context.Context, p byte, lo, hi uint64, fn fun
 // snapRecords writes the snapshot records and the change log up to the
 // dump's epoch.
 func (d *dumper) snapRecords(ctx context.Context, frames chan<- dumpfile.Sealed) error {
-	t := &dumpfile.Batch{Kind: pSnapshot}
+	t := d.sink(ctx, frames, pSnapshot)
 	for _, s := range d.snaps.snaps {
-		err := d.m.view(ctx, func(r kv.Reader) error {
-			v, err := r.Get(snapshotKey(s.Name))
+		var v []byte
+		err := d.m.view(ctx, func(r kv.Reader) (err error) {
+			v, err = r.Get(snapshotKey(s.Name))
 			if err == nil && v == nil {
 				err = fmt.Errorf("snapshot %q was deleted during the dump; dump again: %w", s.Name, base.ErrStale)
 			}
-			if err == nil {
-				t.Add(snapshotKey(s.Name), v)
-			}
 			return err
 		})
+		if err == nil {
+			err = t.add(snapshotKey(s.Name), v)
+		}
 		if err != nil {
 			return err
 		}
 	}
-	if t.Records > 0 {
-		d.count(pSnapshot, t.Records)
-		frames <- t.Seal()
+	if err := t.flush(); err != nil {
+		return err
 	}
+	changes := d.sink(ctx, frames, pChange)
 	start, end := prefixOnly(pChange), changePrefix(d.epoch+1)
 	var pg page
 	for {
@@ -288,17 +268,12 @@ func (d *dumper) snapRecords(ctx context.Context, frames chan<- dumpfile.Sealed)
 		if err != nil {
 			return err
 		}
-		b := &dumpfile.Batch{Kind: pChange}
-		last, _ := pg.each(func(k, v []byte) error {
-			b.Add(k, v)
-			return nil
-		})
-		if b.Records > 0 {
-			d.count(pChange, b.Records)
-			frames <- b.Seal()
+		last, err := pg.each(changes.add)
+		if err != nil {
+			return err
 		}
 		if !pg.full {
-			return nil
+			return changes.flush()
 		}
 		start = keyAfter(last)
 	}
