@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -107,7 +108,18 @@ snapshot that does not exist.`,
 			now := time.Now()
 			spec, err := daemon.ParseFind(exprArgs, now)
 			if err == nil {
+				stop := func() {}
+				if spec.Summary { // a terminal shows how far it got (its output waits for the end)
+					p := new(daemon.FindProgress)
+					spec.Progress = p
+					start := time.Now()
+					stop = startProgress(os.Stderr, func() string {
+						n := p.Entries.Load()
+						return fmt.Sprintf("find: %d entries in %d directories, %.0f entries/s", n, p.Dirs.Load(), float64(n)/time.Since(start).Seconds())
+					})
+				}
 				err = daemon.FindLocal(cmd.Context(), metaURL, stderrLogger(slog.LevelWarn), spec, cmd.OutOrStdout())
+				stop()
 			}
 			if errors.Is(err, kv.ErrLocked) {
 				loc, lerr := daemon.ParseMetaURL(metaURL)

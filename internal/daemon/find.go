@@ -141,6 +141,9 @@ func (c *findCall) visit(d *meta.FindDir, ents []meta.FindEntry) error {
 	defer c.out.buf.Put(bp)
 	b := (*bp)[:0]
 	spec := c.spec
+	if p := spec.Progress; p != nil {
+		p.Entries.Add(int64(len(ents)))
+	}
 	var count, bytes int64
 	for i := range ents {
 		e := &ents[i]
@@ -252,6 +255,9 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 // dirDone prints a directory's -summary line and adds its tally to its
 // parent's.
 func (c *findCall) dirDone(d *meta.FindDir) error {
+	if p := c.spec.Progress; p != nil {
+		p.Dirs.Add(1)
+	}
 	n, bytes := d.Count.Load(), d.Bytes.Load()
 	if d.Parent != nil {
 		d.Parent.Count.Add(n)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -220,6 +221,19 @@ func TestFindControlSocket(t *testing.T) {
 	sort.Strings(got)
 	if want := []string{"/a", "/b\xff", "/c\nd"}; !slices.Equal(got, want) {
 		t.Errorf("find -print0 over the socket: %q, want %q", got, want)
+	}
+	// -summary's progress (a terminal shows it): every entry and
+	// directory searched.
+	spec, err := ParseFind([]string{"-summary"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Progress = new(FindProgress)
+	if err := RunFind(t.Context(), vol.Meta, spec, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if e, d := spec.Progress.Entries.Load(), spec.Progress.Dirs.Load(); e != 4 || d != 1 { // the root and its three files
+		t.Errorf("find -summary progress: %d entries in %d directories, want 4 in 1", e, d)
 	}
 	for _, args := range [][]string{{"-size", "1X"}, {"/nope"}, {"-snapshot", "none"}} {
 		err := CallSocket(dir+"/f.sock", FindRequest(args, time.Now()), &out)

@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -29,6 +30,12 @@ type inputError struct{ msg string }
 func (e *inputError) Error() string { return e.msg }
 func (e *inputError) Unwrap() error { return ErrBadInput }
 
+// FindProgress is what a running find has searched: entries and
+// directories, safe to read while it runs.
+type FindProgress struct {
+	Entries, Dirs atomic.Int64
+}
+
 // FindSpec is a parsed cairn find command line (after the META-URL).
 type FindSpec struct {
 	Paths        []string // default "/"
@@ -39,6 +46,9 @@ type FindSpec struct {
 	Print0       bool
 	JSON         bool
 	Summary      bool
+	// Progress, if set, counts the entries and directories searched so
+	// far (a terminal shows them).
+	Progress *FindProgress
 
 	preds []findPred // all must hold
 	now   int64      // ns; the reference of -mtime and -ctime
