@@ -8,9 +8,11 @@
 package object
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -191,6 +193,93 @@ func DeleteAll(ctx context.Context, s Store, keys []string) error {
 		keys = keys[n:]
 	}
 	return nil
+}
+
+// StreamPutter is implemented by stores that can store an object read
+// from a stream without holding it whole in memory (object/local writes
+// it to a file as it comes; object/s3 sends it as a multipart upload, one
+// part in memory at a time). Objects too large for a memory buffer (a
+// metadata backup of a large volume) go through it; see PutStream.
+type StreamPutter interface {
+	// PutStream stores the bytes read from r until io.EOF under key, as
+	// Put stores data: the object appears whole, atomically, and is
+	// visible when PutStream returns nil (and durable then, or after a
+	// Sync on an object.Syncer). When r fails (returns an error other
+	// than io.EOF) or ctx ends, PutStream returns an error and leaves key
+	// as it was: no partial object is ever visible. The store does not
+	// retry a failed PutStream as a whole (r cannot be read again); it
+	// may retry the requests of parts it still holds. r is read by one
+	// goroutine; the store does not retain it.
+	PutStream(ctx context.Context, key string, r io.Reader) error
+}
+
+// PutStream stores the bytes read from r under key through s's
+// StreamPutter ability, or, where s has none, reads r whole into memory
+// and puts it (test stores; every store a volume runs on has the
+// ability). See StreamPutter for what it guarantees.
+func PutStream(ctx context.Context, s Store, key string, r io.Reader) error {
+	if sp, ok := s.(StreamPutter); ok {
+		return sp.PutStream(ctx, key, r)
+	}
+	if err := ValidKey(key); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(r); err != nil {
+		return fmt.Errorf("put %q: reading its stream: %w", key, err)
+	}
+	return s.Put(ctx, key, buf.Bytes())
+}
+
+// rangeReadSize is how much a Reader asks of its store at a time.
+const rangeReadSize = 8 << 20
+
+// Reader reads one object from start to end as a stream, in range Gets of
+// at most 8 MiB, so that an object of any size is read in bounded
+// memory. It is not safe for concurrent use.
+type Reader struct {
+	ctx  context.Context
+	s    Store
+	key  string
+	size int64 // the object's size when the Reader was made
+	off  int64 // next offset to fetch
+	buf  []byte
+}
+
+// NewReader returns a Reader of the object at key, whose size it reads
+// first (Head): a missing object is ErrNotFound here, and an object that
+// gets shorter while it is read ends the stream with
+// io.ErrUnexpectedEOF. The object should not change while it is read.
+func NewReader(ctx context.Context, s Store, key string) (*Reader, error) {
+	info, err := s.Head(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{ctx: ctx, s: s, key: key, size: info.Size}, nil
+}
+
+// Size returns the object's size.
+func (r *Reader) Size() int64 { return r.size }
+
+// Read implements io.Reader.
+func (r *Reader) Read(p []byte) (int, error) {
+	if len(r.buf) == 0 {
+		if r.off >= r.size {
+			return 0, io.EOF
+		}
+		n := min(int64(rangeReadSize), r.size-r.off)
+		b, err := r.s.Get(r.ctx, r.key, r.off, n)
+		if err != nil {
+			return 0, fmt.Errorf("reading %s at offset %d: %w", r.key, r.off, err)
+		}
+		if int64(len(b)) < n {
+			return 0, fmt.Errorf("reading %s at offset %d: %d bytes, want %d (did it change?): %w", r.key, r.off, len(b), n, io.ErrUnexpectedEOF)
+		}
+		r.buf, r.off = b, r.off+n
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
 }
 
 // ReadAll is a convenience that reads a whole object.

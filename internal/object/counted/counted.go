@@ -37,7 +37,7 @@ func Kinds() []Kind { return []Kind{Get, RangeGet, Put, Delete, List, Head} }
 
 // Store is an object.Store that counts what goes through it. It forwards
 // the optional abilities of the store it wraps (object.Syncer, io.Closer,
-// AllowsNesting, object.Spacer). It is safe for concurrent use.
+// AllowsNesting, object.Spacer, object.StreamPutter). It is safe for concurrent use.
 type Store struct {
 	inner object.Store
 	kinds [numKinds]kindStats
@@ -54,6 +54,7 @@ var (
 	_ io.Closer           = (*Store)(nil)
 	_ object.BatchDeleter = (*Store)(nil)
 	_ object.Spacer       = (*Store)(nil)
+	_ object.StreamPutter = (*Store)(nil)
 )
 
 // New wraps inner.
@@ -83,6 +84,27 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	err := s.inner.Put(ctx, key, data)
 	s.done(Put, start, len(data), err)
 	return err
+}
+
+// PutStream implements object.StreamPutter through the wrapped store
+// (object.PutStream): one put, of the bytes read.
+func (s *Store) PutStream(ctx context.Context, key string, r io.Reader) error {
+	start := time.Now()
+	cr := &countingReader{r: r}
+	err := object.PutStream(ctx, s.inner, key, cr)
+	s.done(Put, start, int(cr.n), err)
+	return err
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // Get implements object.Store.

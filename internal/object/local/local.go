@@ -41,9 +41,10 @@ import (
 )
 
 var (
-	_ object.Store  = (*Store)(nil)
-	_ object.Syncer = (*Store)(nil)
-	_ object.Spacer = (*Store)(nil)
+	_ object.Store        = (*Store)(nil)
+	_ object.Syncer       = (*Store)(nil)
+	_ object.Spacer       = (*Store)(nil)
+	_ object.StreamPutter = (*Store)(nil)
 )
 
 // tmpPrefix starts the name of every temporary file. It holds a byte that is
@@ -148,6 +149,39 @@ func (s *Store) path(key string) string {
 // object.WithCold is written past the page cache where it can be
 // (writeObject). See docs/design/0005.
 func (s *Store) Put(ctx context.Context, key string, data []byte) error {
+	cold := object.Cold(ctx)
+	return s.put(ctx, key, func(f *os.File) error { return s.writeObject(f, data, cold) })
+}
+
+// PutStream implements object.StreamPutter: the stream is copied into the
+// new file as Put writes data (an unnamed or temporary file, linked or
+// renamed into place once r is at its end), so nothing of it is visible
+// before it is whole, and a stream that fails leaves no file behind.
+func (s *Store) PutStream(ctx context.Context, key string, r io.Reader) error {
+	return s.put(ctx, key, func(f *os.File) error {
+		if _, err := io.Copy(f, ctxReader{ctx, r}); err != nil {
+			return err
+		}
+		startWriteback(f)
+		return nil
+	})
+}
+
+// ctxReader stops a copy when its context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// put makes the object key of the file write fills; see Put.
+func (s *Store) put(ctx context.Context, key string, write func(f *os.File) error) error {
 	if err := object.ValidKey(key); err != nil {
 		return err
 	}
@@ -155,15 +189,14 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 		return err
 	}
 	target := s.path(key)
-	cold := object.Cold(ctx)
 	var err error
 	s.files.forget(key)
 	s.holdDirs(target, 1)
 	defer s.holdDirs(target, -1)
 	if s.unnamed {
-		err = s.putUnnamed(target, data, cold)
+		err = s.putUnnamed(target, write)
 	} else {
-		err = s.putRenamed(target, data, cold)
+		err = s.putRenamed(target, write)
 	}
 	s.files.forget(key)
 	if err == nil {
@@ -181,9 +214,9 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	return fmt.Errorf("object/local: put %q: %w", key, err)
 }
 
-// putRenamed writes data to a named temporary file beside target and
+// putRenamed fills a named temporary file beside target with write and
 // renames it into place.
-func (s *Store) putRenamed(target string, data []byte, cold bool) error {
+func (s *Store) putRenamed(target string, write func(*os.File) error) error {
 	var f *os.File
 	err := s.inParent(target, func() (err error) {
 		f, err = os.CreateTemp(filepath.Dir(target), tmpPrefix+"*")
@@ -193,7 +226,7 @@ func (s *Store) putRenamed(target string, data []byte, cold bool) error {
 		return err
 	}
 	tmp := f.Name()
-	err = s.writeObject(f, data, cold)
+	err = write(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -206,10 +239,10 @@ func (s *Store) putRenamed(target string, data []byte, cold bool) error {
 	return err
 }
 
-// putUnnamed writes data to an unnamed file (O_TMPFILE) in target's
-// directory and links it into place. A target that exists already is
+// putUnnamed fills an unnamed file (O_TMPFILE) in target's directory with
+// write and links it into place. A target that exists already is
 // replaced: the file is linked under a temporary name and renamed over it.
-func (s *Store) putUnnamed(target string, data []byte, cold bool) error {
+func (s *Store) putUnnamed(target string, write func(*os.File) error) error {
 	var f *os.File
 	err := s.inParent(target, func() error {
 		fd, err := openUnnamed(filepath.Dir(target))
@@ -223,7 +256,7 @@ func (s *Store) putUnnamed(target string, data []byte, cold bool) error {
 		return err
 	}
 	defer f.Close()
-	if err := s.writeObject(f, data, cold); err != nil {
+	if err := write(f); err != nil {
 		return err
 	}
 	fd := int(f.Fd())

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -41,6 +42,7 @@ func Run(t *testing.T, newStore func(t *testing.T) object.Store) {
 		{"AtomicReplace", testAtomicReplace},
 		{"Sync", testSync},
 		{"DeleteMany", testDeleteMany},
+		{"PutStream", testPutStream},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -535,5 +537,87 @@ func testDeleteMany(t *testing.T, s object.Store) {
 	}
 	if err := bd.DeleteMany(ctx, []string{"dm/1", "/bad"}); !errors.Is(err, object.ErrInvalidKey) {
 		t.Fatalf("DeleteMany with an invalid key: %v, want ErrInvalidKey", err)
+	}
+}
+
+// unevenReader hands out data in reads of varying sizes, then fails with
+// err (io.EOF: ends) after limit bytes.
+type unevenReader struct {
+	data  []byte
+	limit int
+	err   error
+	i     int
+}
+
+func (u *unevenReader) Read(p []byte) (int, error) {
+	if len(u.data) == 0 || u.limit <= 0 {
+		return 0, u.err
+	}
+	u.i++
+	n := min(len(p), len(u.data), u.limit, 1+(u.i*7919)%(300<<10))
+	copy(p, u.data[:n])
+	u.data, u.limit = u.data[n:], u.limit-n
+	return n, nil
+}
+
+var errBroken = errors.New("objtest: the stream broke")
+
+// testPutStream: object.PutStream (the store's StreamPutter, or the
+// fallback) stores a stream whole, and a stream that fails, or ends with
+// io.ErrUnexpectedEOF, leaves the key as it was; object.Reader reads it
+// back in ranges.
+func testPutStream(t *testing.T, s object.Store) {
+	ctx := t.Context()
+	data := pattern(11, 9<<20+12345)
+	if err := object.PutStream(ctx, s, "s/whole", &unevenReader{data: data, limit: len(data), err: io.EOF}); err != nil {
+		t.Fatalf("PutStream: %v", err)
+	}
+	if got := get(t, s, "s/whole", 0, -1); !bytes.Equal(got, data) {
+		t.Fatalf("Get after PutStream: %d bytes, want %d, or different", len(got), len(data))
+	}
+	r, err := object.NewReader(ctx, s, "s/whole")
+	if err != nil || r.Size() != int64(len(data)) {
+		t.Fatalf("NewReader: %v, size %d", err, r.Size())
+	}
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Reader: %d bytes, %v", len(got), err)
+	}
+	if _, err := object.NewReader(ctx, s, "s/none"); !errors.Is(err, object.ErrNotFound) {
+		t.Fatalf("NewReader of a missing object: %v", err)
+	}
+	if err := object.PutStream(ctx, s, "s/empty", strings.NewReader("")); err != nil {
+		t.Fatalf("PutStream of nothing: %v", err)
+	}
+	if got := get(t, s, "s/empty", 0, -1); len(got) != 0 {
+		t.Fatalf("empty stream stored %d bytes", len(got))
+	}
+	old := pattern(12, 1000)
+	put(t, s, "s/kept", old)
+	for _, c := range []struct {
+		name string
+		err  error
+	}{{"failing", errBroken}, {"cut", io.ErrUnexpectedEOF}} {
+		for _, key := range []string{"s/kept", "s/new-" + c.name} {
+			err := object.PutStream(ctx, s, key, &unevenReader{data: data, limit: 6 << 20, err: c.err})
+			if err == nil {
+				t.Fatalf("%s stream into %s: no error", c.name, key)
+			}
+			if c.err == errBroken && !errors.Is(err, errBroken) {
+				t.Errorf("%s stream into %s: %v, want it to wrap the reader's error", c.name, key, err)
+			}
+		}
+		if got := get(t, s, "s/kept", 0, -1); !bytes.Equal(got, old) {
+			t.Fatalf("a %s stream changed the object it would have replaced (%d bytes)", c.name, len(got))
+		}
+		if _, err := s.Head(ctx, "s/new-"+c.name); !errors.Is(err, object.ErrNotFound) {
+			t.Fatalf("a %s stream left an object: %v", c.name, err)
+		}
+	}
+	var keys []string
+	for _, i := range list(t, s, "s/") {
+		keys = append(keys, i.Key)
+	}
+	if want := []string{"s/empty", "s/kept", "s/whole"}; !slices.Equal(keys, want) {
+		t.Fatalf("List after the streams: %v, want %v", keys, want)
 	}
 }

@@ -51,6 +51,7 @@ import (
 var (
 	_ object.Store                      = (*Store)(nil)
 	_ object.BatchDeleter               = (*Store)(nil)
+	_ object.StreamPutter               = (*Store)(nil)
 	_ interface{ AllowsNesting() bool } = (*Store)(nil)
 )
 
@@ -251,6 +252,52 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 		return fmt.Errorf("%w: put %q: %s", object.ErrConflict, key, er.Message)
 	}
 	return err
+}
+
+// PutStream implements object.StreamPutter with a multipart upload in
+// parts of Options.PartSize, read from r one at a time: one part is in
+// memory, and each part's request is retried as minio-go retries them.
+// The upload is completed only when r ends with io.EOF; when r fails or
+// ctx ends, the parts sent are aborted and key is left as it was. A
+// failure before anything was read from r (the upload could not start)
+// is retried as Put's are; a later one is not, since r cannot be read
+// again.
+func (s *Store) PutStream(ctx context.Context, key string, r io.Reader) error {
+	if err := object.ValidKey(key); err != nil {
+		return err
+	}
+	opts := minio.PutObjectOptions{PartSize: uint64(s.opts.PartSize), DisableContentSha256: true}
+	sr := &streamReader{r: r}
+	var failed error // after reading from r: not retried
+	err := s.do(ctx, "put", key, func(ctx context.Context) error {
+		_, err := s.client.PutObject(ctx, s.loc.Bucket, s.prefix+key, sr, -1, opts)
+		if err != nil && sr.n > 0 {
+			failed = err
+			return nil
+		}
+		return err
+	})
+	if failed != nil {
+		return fmt.Errorf("object/s3: put %q (a stream, after %d bytes): %w", key, sr.n, failed)
+	}
+	return err
+}
+
+// streamReader counts what PutStream read, and keeps a stream that broke
+// off from looking like one that ended: minio-go takes
+// io.ErrUnexpectedEOF from a part's read as the end of the object.
+type streamReader struct {
+	r io.Reader
+	n int64
+}
+
+func (s *streamReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.n += int64(n)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("the stream broke off: %v", err)
+	}
+	return n, err
 }
 
 // Get implements object.Store with a range GET.

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"hash/crc32"
+	"io"
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/object"
@@ -125,6 +127,33 @@ func TestMultipart(t *testing.T) {
 	got, err = s.Get(t.Context(), "big", off, 20)
 	if err != nil || !bytes.Equal(got, data[off:off+20]) {
 		t.Fatalf("Get across a part boundary: %v, %v", got, err)
+	}
+}
+
+// TestPutStreamParts streams an object of several parts (PutStream) and one
+// that fails after its third part: the first is stored whole, the second
+// not at all.
+func TestPutStreamParts(t *testing.T) {
+	b := s3test.NewBucket(t)
+	s := open(t, b, b.URL, s3.Options{PartSize: s3.MinPartSize})
+	data := make([]byte, 2*s3.MinPartSize+12345)
+	for i := range data {
+		data[i] = byte(i * 5 / 3)
+	}
+	if err := s.PutStream(t.Context(), "big", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(t.Context(), "big", 0, -1)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get after PutStream: %d bytes, %v; want the %d streamed", len(got), err, len(data))
+	}
+	broken := errors.New("broken")
+	r := io.MultiReader(bytes.NewReader(data), iotest.ErrReader(broken))
+	if err := s.PutStream(t.Context(), "cut", r); !errors.Is(err, broken) {
+		t.Fatalf("PutStream of a stream that fails after %d bytes: %v", len(data), err)
+	}
+	if _, err := s.Head(t.Context(), "cut"); !errors.Is(err, object.ErrNotFound) {
+		t.Fatalf("the failed stream left an object: %v", err)
 	}
 }
 
