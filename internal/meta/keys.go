@@ -136,6 +136,10 @@ const (
 	counterUsedInodes = 'n' // Usage.Inodes
 	counterNextSess   = 'x' // next session id
 	counterDirMoves   = 'm' // directory moves between parents (a conflict point)
+	// counterBackupClaim holds the time (Unix nanoseconds) of the last
+	// claim of an automatic metadata backup (backup.go); every claim
+	// writes it, so two mounts claiming at once conflict.
+	counterBackupClaim = 'k'
 )
 
 // Version tags, first byte of every versioned value.

@@ -44,6 +44,14 @@ type LoadOptions struct {
 	// anything is written, and stops the load by returning an error (the
 	// caller checks the data store, say).
 	Check func(Settings) error
+	// SkipSlices moves the loaded volume's slice counter this far past
+	// the dump's, so that the slices written after the load never take
+	// the ids of slices the dumped volume wrote after the dump was taken:
+	// their objects may still be in the data store (a restore of an old
+	// backup after the metadata was lost), and a slice reusing an id
+	// would keep gc from freeing them (it frees objects by slice id).
+	// Those objects are then orphans gc removes. 0: none.
+	SkipSlices uint64
 }
 
 // LoadStats is what a finished load wrote.
@@ -129,7 +137,7 @@ func Load(ctx context.Context, store kv.Store, in io.Reader, o LoadOptions) (Loa
 		return LoadStats{}, fmt.Errorf("load: %w", err)
 	}
 	t := dr.Trailer()
-	if err := l.finish(ctx, s, h, t.Extra); err != nil {
+	if err := l.finish(ctx, s, h, t.Extra, o.SkipSlices); err != nil {
 		return LoadStats{}, fmt.Errorf("load: %w", err)
 	}
 	st := LoadStats{Volume: s.Name, DumpID: h.ID, Records: map[string]uint64{}, Inodes: l.inodes.Load(), Resumed: resumed}
@@ -437,6 +445,10 @@ func (l *loader) liveEpoch() uint64 {
 	return 1
 }
 
+// maxSkippedSlice bounds the slice counter LoadOptions.SkipSlices moves:
+// far below base.InlineBit, whose bit a slice number never has.
+const maxSkippedSlice = 1 << 62
+
 func atomicMax(a *atomic.Uint64, v uint64) {
 	for {
 		old := a.Load()
@@ -449,7 +461,7 @@ func atomicMax(a *atomic.Uint64, v uint64) {
 // finish checks the totals against the trailer's and makes the store a
 // volume: settings, epoch, counters, and the marker removed, in one
 // transaction.
-func (l *loader) finish(ctx context.Context, s Settings, h dumpfile.Header, extra map[string]uint64) error {
+func (l *loader) finish(ctx context.Context, s Settings, h dumpfile.Header, extra map[string]uint64, skip uint64) error {
 	nextIno, nextSlice := extra[extraNextInode], extra[extraNextSlice]
 	if l.snapshots {
 		// Usage is what the dump's epoch sees, which the versions do not
@@ -465,6 +477,9 @@ func (l *loader) finish(ctx context.Context, s Settings, h dumpfile.Header, extr
 	case nextIno <= l.maxIno.Load() || nextSlice <= l.maxSlice.Load():
 		return fmt.Errorf("the dump's counters (next inode %d, next slice %d) are not above what it holds (inode %d, slice %d): %w",
 			nextIno, nextSlice, l.maxIno.Load(), l.maxSlice.Load(), dumpfile.ErrFormat)
+	}
+	if skip > 0 && skip < maxSkippedSlice && nextSlice < maxSkippedSlice-skip {
+		nextSlice += skip
 	}
 	root := false
 	err := l.store.View(ctx, func(r kv.Reader) error {
