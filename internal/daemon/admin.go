@@ -89,6 +89,12 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 		return Config(ctx, v, req.Flags, w)
 	case "dump":
 		return dumpRequest(ctx, v, req, w)
+	case "backup-now":
+		return backupNow(ctx, v, req, w)
+	case "backup-list":
+		return backupList(ctx, v, req, w)
+	case "backup-delete":
+		return backupDelete(ctx, v, req, w)
 	case "snapshot-create":
 		if len(req.Args) != 1 {
 			return fmt.Errorf("snapshot create: want one name")
@@ -164,6 +170,15 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	fmt.Fprintf(tw, "Used\t%s (%d bytes)\n", base.IBytes(r.UsedBytes), r.UsedBytes)
 	fmt.Fprintf(tw, "Inodes\t%d\n", r.UsedInodes)
 	fmt.Fprintf(tw, "Available\t%s, %d inodes\n", base.IBytes(r.AvailBytes), r.AvailInodes)
+	switch {
+	case r.BackupsError != "":
+		fmt.Fprintf(tw, "Backups\tunknown: %s\n", r.BackupsError)
+	case r.LatestBackup == nil:
+		fmt.Fprintf(tw, "Backups\tnone (see cairn backup)\n")
+	default:
+		fmt.Fprintf(tw, "Backups\t%d, the latest %s (%s ago)\n", r.Backups, r.LatestBackup.Name,
+			time.Since(r.LatestBackup.Time).Round(time.Second))
+	}
 	tw.Flush()
 	live := 0
 	for _, se := range r.Sessions {
@@ -187,24 +202,30 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 
 // StatusReport is status's --json output.
 type StatusReport struct {
-	Volume        string          `json:"volume"`
-	UUID          string          `json:"uuid"`
-	FormatVersion int             `json:"format_version"`
-	Created       time.Time       `json:"created"`
-	Metadata      string          `json:"metadata"`
-	Engine        string          `json:"engine"`
-	Accelerators  string          `json:"accelerators"` // of the process that answered
-	Data          string          `json:"data"`
-	BlockSize     int             `json:"block_size"`
-	InlineMax     int             `json:"inline_max"`
-	ChunkSize     int             `json:"chunk_size"`
-	Capacity      uint64          `json:"capacity"` // bytes; 0: unlimited
-	InodeLimit    uint64          `json:"inode_limit"`
-	UsedBytes     uint64          `json:"used_bytes"`
-	UsedInodes    uint64          `json:"used_inodes"`
-	AvailBytes    uint64          `json:"avail_bytes"`
-	AvailInodes   uint64          `json:"avail_inodes"`
-	Sessions      []SessionReport `json:"sessions"`
+	Volume        string    `json:"volume"`
+	UUID          string    `json:"uuid"`
+	FormatVersion int       `json:"format_version"`
+	Created       time.Time `json:"created"`
+	Metadata      string    `json:"metadata"`
+	Engine        string    `json:"engine"`
+	Accelerators  string    `json:"accelerators"` // of the process that answered
+	Data          string    `json:"data"`
+	BlockSize     int       `json:"block_size"`
+	InlineMax     int       `json:"inline_max"`
+	ChunkSize     int       `json:"chunk_size"`
+	Capacity      uint64    `json:"capacity"` // bytes; 0: unlimited
+	InodeLimit    uint64    `json:"inode_limit"`
+	UsedBytes     uint64    `json:"used_bytes"`
+	UsedInodes    uint64    `json:"used_inodes"`
+	AvailBytes    uint64    `json:"avail_bytes"`
+	AvailInodes   uint64    `json:"avail_inodes"`
+	// Backups counts the metadata backups in the data store;
+	// LatestBackup is the newest (cairn backup list shows them all).
+	// BackupsError says why they could not be listed.
+	Backups      int             `json:"backups"`
+	LatestBackup *BackupInfo     `json:"latest_backup,omitempty"`
+	BackupsError string          `json:"backups_error,omitempty"`
+	Sessions     []SessionReport `json:"sessions"`
 }
 
 // SessionReport is one session in a StatusReport.
@@ -240,6 +261,11 @@ func statusReport(ctx context.Context, v *Volume) (StatusReport, error) {
 		Data: object.RedactURL(s.DataURL), BlockSize: s.BlockSize, InlineMax: s.InlineMax, ChunkSize: s.ChunkSize,
 		Capacity: s.Capacity, InodeLimit: s.Inodes, UsedBytes: u.Bytes, UsedInodes: u.Inodes,
 		AvailBytes: sf.AvailBytes, AvailInodes: sf.AvailFiles, Sessions: []SessionReport{}}
+	if list, err := ListBackups(ctx, v.data()); err != nil {
+		r.BackupsError = err.Error()
+	} else if r.Backups = len(list); len(list) > 0 {
+		r.LatestBackup = &list[0]
+	}
 	for _, se := range sessions {
 		r.Sessions = append(r.Sessions, SessionReport{SessionInfo: se, State: sessionState(se)})
 	}

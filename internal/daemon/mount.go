@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,6 +60,9 @@ type MountOptions struct {
 	// second process: while it is mounted, its snapshots are under
 	// .snapshots of that mount.
 	Snapshot string
+	// Backup schedules the automatic metadata backups this mount takes
+	// (none on a read-only or snapshot mount, which says so in a notice).
+	Backup BackupSchedule
 	// FixedTimeouts keeps Fuse.AttrTimeout and EntryTimeout for every
 	// inode. Without it a mount of an embedded volume without NFSListen,
 	// where every change goes through its kernel, lets the kernel keep
@@ -173,6 +177,9 @@ func Mount(ctx context.Context, o MountOptions) error {
 	if err := checkSessionTimes(&o.Heartbeat, &o.SessionTimeout); err != nil {
 		return err
 	}
+	if err := o.Backup.Validate(); err != nil {
+		return err
+	}
 	mp, err := CheckMountPoint(o.MountPoint)
 	if err != nil {
 		return err
@@ -277,6 +284,17 @@ func Mount(ctx context.Context, o MountOptions) error {
 	} else {
 		defer mctl.Close()
 	}
+	stopBackups := func() {}
+	if o.Backup.Interval > 0 {
+		if o.Snapshot != "" || o.Volume.ReadOnly {
+			n := "no metadata backups: a read-only or snapshot mount cannot take the snapshot a backup is dumped from (--backup-interval ignored)"
+			vol.Notices = append(vol.Notices, n)
+			log.Warn(n)
+		} else {
+			stopBackups = sync.OnceFunc(vol.startBackups(o.Backup, log))
+			defer stopBackups()
+		}
+	}
 	log.Info("mounted", "volume", vol.Settings.Name, "meta", vol.Loc.Display(), "mountpoint", mp, "snapshot", o.Snapshot)
 	if o.Ready != nil {
 		o.Ready(vol.Notices)
@@ -294,6 +312,9 @@ func Mount(ctx context.Context, o MountOptions) error {
 		close(served)
 	}()
 	stopping := func() {
+		// A backup in progress is abandoned (nothing of it is kept):
+		// the unmount does not wait for it.
+		stopBackups()
 		if o.Stopping != nil {
 			o.Stopping()
 		}

@@ -45,6 +45,9 @@ type GatewayOptions struct {
 	// the host's portmapper if one runs.
 	Portmap         string
 	PortmapRegister bool
+	// Backup is as in MountOptions: the automatic metadata backups the
+	// gateway takes (none when it is read-only).
+	Backup BackupSchedule
 }
 
 // Validate checks the options that need no volume.
@@ -147,6 +150,9 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
+	if err := o.Backup.Validate(); err != nil {
+		return err
+	}
 	o.Volume.Logger = log
 	vol, err := OpenVolume(ctx, o.Volume)
 	if err != nil {
@@ -181,6 +187,9 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 			return err
 		}
 		defer ctl.Close()
+	}
+	if o.Backup.Interval > 0 && !o.Volume.ReadOnly {
+		defer vol.startBackups(o.Backup, log)()
 	}
 	if o.Ready != nil {
 		o.Ready(g.addr)

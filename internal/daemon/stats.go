@@ -52,6 +52,7 @@ type Stats struct {
 	Spec   *meta.SpecStats              `json:"meta_spec,omitempty"`         // creates committed in one round trip under a lease (shared engines)
 	NFS    []NFSProcStats               `json:"nfs,omitempty"`               // procedures called, if an NFS gateway runs
 	FUSE   []FUSEOpStats                `json:"fuse,omitempty"`              // requests served, if mounted through FUSE
+	Backup *BackupStats                 `json:"backup,omitempty"`            // scheduled metadata backups, if the mount takes them
 }
 
 // TierStats are the counters of one cache tier. Hits and misses count
@@ -119,6 +120,9 @@ func (v *Volume) Stats() Stats {
 	}
 	if v.inlineStats != nil {
 		st.Inline = v.inlineStats.Stats()
+	}
+	if l := v.backups.Load(); l != nil {
+		st.Backup = l.stats()
 	}
 	if v.occ != nil {
 		occ := v.occ.OCCStats()
@@ -274,6 +278,7 @@ func emitStats(p metricSink, s Stats) {
 	p.Counter("cairn_read_tier_misses_total", "", float64(s.Chunk.ReadDiskMisses), "tier", "disk")
 	p.Counter("cairn_checksum_errors_total", "Blocks from the object store that failed verification.", float64(s.Chunk.ChecksumErrors))
 	p.Gauge("cairn_write_buffer_bytes", "Bytes buffered in writers, not yet uploaded.", float64(s.Chunk.Buffered))
+	emitBackupStats(p, s.Backup)
 }
 
 // occStatter is the ability of the embedded engine (kv/pebble) to say how

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -413,6 +414,8 @@ type Volume struct {
 	// in the log: options that were given but are not applied, and why.
 	Notices []string
 	started time.Time
+	// backups runs a mount's scheduled metadata backups (nil: none).
+	backups atomic.Pointer[backupLoop]
 	// kernelChanged, set by a FUSE mount of the live volume before admin
 	// commands can arrive, tells its kernel that an admin command changed
 	// entry name of directory parent behind its back (fuse.Server.Changed).

@@ -127,3 +127,38 @@ func equal(a, b Report) bool {
 		slices.Equal(a.Orphans, b.Orphans) && a.OrphanBytes == b.OrphanBytes && a.Pending == b.Pending &&
 		a.Deleted == b.Deleted && a.QueuedSlices == b.QueuedSlices && a.QueuedLeft == b.QueuedLeft
 }
+
+// TestCollectOnlyBlocks: a collection looks only below the block prefix:
+// what else the data store holds (the volume's marker, the metadata
+// backups the daemon keeps under cairn/backups/) is neither listed,
+// counted, reported nor deleted, however it is named.
+func TestCollectOnlyBlocks(t *testing.T) {
+	ctx := context.Background()
+	objs := &listRecorder{Store: mem.New()}
+	others := []string{"cairn/volume.json", "cairn/backups/20300101T000000.000Z-1a2b3c4d-auto.cdump", "cairn/backups/stray", "zzz"}
+	orphan := chunk.BlockKey(2, 0, 10)
+	put(t, objs, append([]string{orphan}, others...)...)
+	r, err := Collect(ctx, &fakeMeta{next: 5}, objs, fakeChunks{}, Options{Delete: true})
+	if err != nil || r.Objects != 1 || r.Deleted != 1 || len(r.Foreign) != 0 {
+		t.Fatalf("got %+v, %v", r, err)
+	}
+	for _, k := range others {
+		if _, err := objs.Head(ctx, k); err != nil {
+			t.Errorf("%s: %v", k, err)
+		}
+	}
+	if !slices.Equal(objs.prefixes, []string{chunk.KeyPrefix}) {
+		t.Errorf("listed prefixes %q, want only %q", objs.prefixes, chunk.KeyPrefix)
+	}
+}
+
+// listRecorder records the prefixes listed.
+type listRecorder struct {
+	*mem.Store
+	prefixes []string
+}
+
+func (l *listRecorder) List(ctx context.Context, prefix string, fn func(object.Info) bool) error {
+	l.prefixes = append(l.prefixes, prefix)
+	return l.Store.List(ctx, prefix, fn)
+}
