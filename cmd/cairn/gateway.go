@@ -34,6 +34,7 @@ func newGatewayNFSCommand() *cobra.Command {
 		metricsAddr               string
 		portmap                   string
 		portmapRegister           bool
+		backups                   backupFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "nfs [options] META-URL",
@@ -62,6 +63,9 @@ With --metrics ADDR it serves the volume's counters as cairn mount --metrics
 does, with the gateway's calls per NFS procedure among them
 (cairn_nfs_calls_total, cairn_nfs_call_seconds).
 
+It takes automatic metadata backups as cairn mount does (--backup-interval,
+--backup-keep, --backup-hold; by default every hour on an embedded volume).
+
 Memory is bounded as for cairn mount (--cache-mem, --buffer-size, and
 garbage collection not before 64 MiB of heap unless GOGC is set).
 
@@ -81,6 +85,13 @@ Without a portmapper, give the port for both programs:
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			vo := daemon.VolumeOptions{MetaURL: args[0], ReadOnly: readOnly}
+			loc, err := daemon.ParseMetaURL(args[0])
+			if err != nil {
+				return err
+			}
+			if err := backups.schedule(cmd.Flags(), loc.Shared(), readOnly).Validate(); err != nil {
+				return err
+			}
 			if err := mem.apply(&vo); err != nil {
 				return err
 			}
@@ -108,6 +119,7 @@ Without a portmapper, give the port for both programs:
 				MetricsAddr:     metricsAddr,
 				Portmap:         portmap,
 				PortmapRegister: portmapRegister,
+				Backup:          backups.schedule(cmd.Flags(), loc.Shared(), readOnly),
 				Ready: func(addr string) {
 					fmt.Fprintf(out, "serving NFSv3 on %s\n", addr)
 					if err := daemon.SdNotify("READY=1\nSTATUS=serving NFSv3 on " + addr); err != nil {
@@ -123,6 +135,7 @@ Without a portmapper, give the port for both programs:
 	f.StringVar(&portmap, "portmap", "", "also be the portmapper on this address (HOST:111, TCP and UDP), so that clients find NFS and MOUNT without being given the port; without it, see --portmap-register")
 	f.BoolVar(&portmapRegister, "portmap-register", true, "register NFS and MOUNT with the host's portmapper on 127.0.0.1:111 if one runs (and take them back at exit)")
 	f.BoolVar(&readOnly, "read-only", false, "refuse every modification (NFS3ERR_ROFS)")
+	backups.register(f)
 	mem.register(f)
 	storeTimeout.register(f)
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")

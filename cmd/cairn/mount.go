@@ -57,6 +57,7 @@ func newMountCommand() *cobra.Command {
 		objectLatency                         time.Duration
 		maxReadAhead                          string
 		nfsExport                             nfsExportFlags
+		backups                               backupFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "mount [-d] [--log FILE] [options] META-URL MOUNTPOINT",
@@ -74,6 +75,11 @@ Every mount shows the volume's snapshots, read-only, under MOUNTPOINT/.snapshots
 (hidden from listings). With --snapshot NAME, the snapshot itself is mounted,
 read-only. An embedded volume is held by one process: while it is mounted,
 use its .snapshots directory instead (or bind-mount a snapshot from there).
+
+Metadata backups: every --backup-interval (default 1h on an embedded
+volume, none on a shared one) the mount dumps the volume's metadata into
+its data store under cairn/backups/, keeping the newest --backup-keep (24);
+on a shared volume one mount takes each interval's. See cairn backup.
 
 With --nfs-listen ADDR the process also serves the volume over NFSv3, as
 cairn gateway nfs does (see its help for the --nfs-* export options).
@@ -186,6 +192,9 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			if _, err := logs.check(); err != nil {
 				return err
 			}
+			if err := backups.schedule(cmd.Flags(), loc.Shared(), readOnly || snapshot != "").Validate(); err != nil {
+				return err
+			}
 			if background {
 				// The options are valid (checked above): start the mount
 				// process, which checks them again.
@@ -252,6 +261,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			mo.Fuse.WritebackCache = writeback
 			mo.Fuse.MaxReadAhead = int(ra)
 			mo.Heartbeat, mo.SessionTimeout = heartbeat, sessionTimeout
+			mo.Backup = backups.schedule(cmd.Flags(), loc.Shared(), readOnly || snapshot != "")
 			mo.Fuse.ExtraOptions = extra
 			err = daemon.Mount(cmd.Context(), mo)
 			if err != nil {
@@ -288,6 +298,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 	f.StringVar(&snapshot, "snapshot", "", "mount this snapshot of the volume, read-only, instead of the live volume")
 	f.StringVar(&nfsListen, "nfs-listen", "", "also serve the volume over NFSv3 (and MOUNTv3) on this TCP address, from this process (see cairn gateway nfs)")
 	nfsExport.register(f)
+	backups.register(f)
 	return cmd
 }
 
