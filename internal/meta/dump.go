@@ -504,6 +504,23 @@ func (d *dumper) blobs(ctx context.Context, frames chan<- dumpfile.Sealed, nextS
 // blobRange dumps the blobs of [start, end) that the dump references.
 func (d *dumper) blobRange(ctx context.Context, frames chan<- dumpfile.Sealed, start, end []byte) error {
 	out := d.sink(ctx, frames, pBlob)
+	err := d.scanRaw(ctx, start, end, func(k, v []byte) error {
+		// A blob whose key names no slice is dumped: nothing says it is
+		// not needed.
+		if id, ok := blobSlice(k); !ok || d.owners.has(id) {
+			return out.add(k, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return out.flush()
+}
+
+// scanRaw calls fn for every key of [start, end) with its value, reading
+// a page per view; fn runs outside the view.
+func (d *dumper) scanRaw(ctx context.Context, start, end []byte, fn func(k, v []byte) error) error {
 	var pg page
 	for {
 		err := d.m.view(ctx, func(r kv.Reader) error {
@@ -516,19 +533,9 @@ func (d *dumper) blobRange(ctx context.Context, frames chan<- dumpfile.Sealed, s
 		if err != nil {
 			return err
 		}
-		last, err := pg.each(func(k, v []byte) error {
-			// A blob whose key names no slice is dumped: nothing says it
-			// is not needed.
-			if id, ok := blobSlice(k); !ok || d.owners.has(id) {
-				return out.add(k, v)
-			}
-			return nil
-		})
-		if err != nil {
+		last, err := pg.each(fn)
+		if err != nil || !pg.full {
 			return err
-		}
-		if !pg.full {
-			return out.flush()
 		}
 		start = keyAfter(last)
 		if err := context.Cause(ctx); err != nil {

@@ -255,26 +255,8 @@ func (d *dumper) snapRecords(ctx context.Context, frames chan<- dumpfile.Sealed)
 		return err
 	}
 	changes := d.sink(ctx, frames, pChange)
-	start, end := prefixOnly(pChange), changePrefix(d.epoch+1)
-	var pg page
-	for {
-		err := d.m.view(ctx, func(r kv.Reader) error {
-			pg.reset()
-			return r.Scan(start, end, false, func(k, v []byte) bool {
-				pg.add(k, v)
-				return pg.more()
-			})
-		})
-		if err != nil {
-			return err
-		}
-		last, err := pg.each(changes.add)
-		if err != nil {
-			return err
-		}
-		if !pg.full {
-			return changes.flush()
-		}
-		start = keyAfter(last)
+	if err := d.scanRaw(ctx, prefixOnly(pChange), changePrefix(d.epoch+1), changes.add); err != nil {
+		return err
 	}
+	return changes.flush()
 }
