@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/kv"
+	"github.com/cairnfs/cairn/internal/kv/pebble"
 	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/object"
 )
@@ -95,7 +98,7 @@ func Load(ctx context.Context, in io.Reader, o LoadOptions) (LoadReport, error) 
 	}
 	start := time.Now()
 	o.Check = func(s meta.Settings) error { return checkDataStore(ctx, s, o.Force, o.Logger) }
-	store, err := openStore(loc, true, StoreWait{}, o.Logger)
+	store, err := openLoadStore(loc, o.Logger)
 	if err != nil {
 		return LoadReport{}, describeLocked(loc, err)
 	}
@@ -107,6 +110,22 @@ func Load(ctx context.Context, in io.Reader, o LoadOptions) (LoadReport, error) 
 	r := LoadReport{LoadStats: st, Seconds: time.Since(start).Seconds()}
 	r.InodesPerS = float64(st.Inodes) / max(r.Seconds, 1e-9)
 	return r, nil
+}
+
+// loadMemTable is the memtable size of an embedded store being loaded:
+// four times the default, so that the bulk of records is flushed in
+// fewer, larger tables and compacted less (a million files of 1 KiB each:
+// 101–117k → 164–178k files/s, bench/metadump.sh). The memtables are
+// flushed when the load closes the store, so the first mount does not
+// replay them; mounts open it with the default size.
+const loadMemTable = 4 * pebble.DefaultMemTableSize
+
+// openLoadStore opens (creating it if need be) the store a load fills.
+func openLoadStore(loc MetaLocation, log *slog.Logger) (kv.Store, error) {
+	if loc.Scheme == "pebble" {
+		return pebble.Open(loc.Path, pebble.Options{Logger: log, MemTableSize: loadMemTable, FlushOnClose: true})
+	}
+	return openStore(loc, true, StoreWait{}, log)
 }
 
 // checkDataStore checks that the data store of s answers and holds the
@@ -168,6 +187,13 @@ func SyntheticDump(ctx context.Context, metaURL string, files, perDir, size int,
 	if err != nil {
 		return err
 	}
-	return meta.WriteSyntheticDump(w, meta.SyntheticVolume{Settings: s, Files: files, PerDir: perDir, Size: size,
-		BlobKey: func(id uint64, n int) string { return chunk.BlockKey(id, 0, n) }})
+	format := chunk.BlockFormat1
+	if s.BoundBlocks() {
+		format = chunk.BlockFormat2
+	}
+	block := func(id uint64, data []byte) (string, []byte) {
+		bid := chunk.BlockID{Slice: id, Index: 0, Length: len(data)}
+		return chunk.BlockKey(id, 0, len(data)), chunk.EncodeBlock(slices.Clone(data), bid, format)
+	}
+	return meta.WriteSyntheticDump(w, meta.SyntheticVolume{Settings: s, Files: files, PerDir: perDir, Size: size, Block: block})
 }

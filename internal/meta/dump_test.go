@@ -421,7 +421,9 @@ func TestSyntheticDump(t *testing.T) {
 		}
 		var buf bytes.Buffer
 		err := WriteSyntheticDump(&buf, SyntheticVolume{Settings: s, Files: 2345, PerDir: 1000, Size: size,
-			BlobKey: func(id uint64, n int) string { return fmt.Sprintf("chunks/x/%d_0_%d", id, n) }})
+			Block: func(id uint64, data []byte) (string, []byte) {
+				return fmt.Sprintf("chunks/x/%d_0_%d", id, len(data)), append([]byte("obj:"), data...)
+			}})
 		if err != nil {
 			t.Fatal(err)
 		}

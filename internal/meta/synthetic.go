@@ -20,9 +20,11 @@ type SyntheticVolume struct {
 	Files    int      // regular files
 	PerDir   int      // files per directory (default 1000); directories hang off the root
 	Size     int      // bytes per file: 0 for empty files, else one inline block (at most Settings.InlineMax)
-	// BlobKey is the object key of the block of slice id of size bytes
-	// (chunk.BlockKey), needed when Size > 0.
-	BlobKey func(id uint64, size int) string
+	// Block returns the object key and the object (as the chunk layer
+	// stores it: chunk.BlockKey, chunk.EncodeBlock) of the one block of
+	// slice id holding data; needed when Size > 0. data is the caller's to
+	// keep: Block must not write into it.
+	Block func(id uint64, data []byte) (key string, obj []byte)
 }
 
 // WriteSyntheticDump writes the dump of v to w.
@@ -30,7 +32,7 @@ func WriteSyntheticDump(w io.Writer, v SyntheticVolume) error {
 	if v.PerDir <= 0 {
 		v.PerDir = 1000
 	}
-	if v.Size < 0 || v.Size > 0 && (v.Size > v.Settings.InlineMax || v.BlobKey == nil) {
+	if v.Size < 0 || v.Size > 0 && (v.Size > v.Settings.InlineMax || v.Block == nil) {
 		return fmt.Errorf("synthetic dump: file size %d must fit the inline limit %d: %w", v.Size, v.Settings.InlineMax, base.ErrInvalid)
 	}
 	js, err := json.Marshal(v.Settings)
@@ -97,7 +99,8 @@ func WriteSyntheticDump(w io.Writer, v SyntheticVolume) error {
 				if err := add(chunkKey(ino, 0), encodeSlices([]base.Slice{s})); err != nil {
 					return err
 				}
-				if err := add(blobKey(v.BlobKey(id, v.Size)), blob); err != nil {
+				key, obj := v.Block(id, blob)
+				if err := add(blobKey(key), obj); err != nil {
 					return err
 				}
 				used += uint64(v.Size+4095) &^ 4095

@@ -58,6 +58,10 @@ type Options struct {
 	// SyncCommits makes Update return only after its transaction is fsynced
 	// (see the package doc). Off by default; call Sync instead.
 	SyncCommits bool
+	// FlushOnClose makes Close write the memtables out to tables first,
+	// so that the next Open has no log to replay: for a process that
+	// fills a store in bulk (cairn load) and ends.
+	FlushOnClose bool
 	// FreeSpaceReserve is the free space, in bytes, kept on the file
 	// system holding the store for Pebble's own writes (see the package
 	// doc, "A full disk"). While less is free, Update refuses transactions
@@ -548,6 +552,11 @@ func (s *Store) Close() error {
 		}
 	}
 	if s.fatal.Load() == nil {
+		if err == nil && s.opts.FlushOnClose && !s.opts.ReadOnly {
+			if ferr := s.db.Flush(); ferr != nil {
+				err = ferr
+			}
+		}
 		// After a fatal error Pebble's Close may wait forever for its
 		// stuck commit pipeline; the process is left to end instead.
 		if derr := s.db.Close(); err == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -77,6 +78,32 @@ func TestPersistsAcrossReopen(t *testing.T) {
 	}
 	if got, want := s.Name(), "pebble:"+dir; got != want {
 		t.Errorf("Name = %q; want %q", got, want)
+	}
+}
+
+// TestFlushOnClose: with FlushOnClose, what was written is in a table
+// when the store closes (nothing for the next Open to replay from the
+// log); without it, a small write stays in the log.
+func TestFlushOnClose(t *testing.T) {
+	tables := func(dir string) int {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+		return len(m)
+	}
+	for _, flush := range []bool{false, true} {
+		dir := t.TempDir()
+		s := open(t, dir, pebble.Options{FlushOnClose: flush})
+		put(t, s, "a", "1")
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := tables(dir); (n > 0) != flush {
+			t.Errorf("FlushOnClose %v: %d tables after close", flush, n)
+		}
+		s = open(t, dir, pebble.Options{})
+		if v := lookup(t, s, "a"); string(v) != "1" {
+			t.Errorf("FlushOnClose %v: after reopen a = %q", flush, v)
+		}
+		s.Close()
 	}
 }
 
