@@ -44,7 +44,7 @@ fi
 # nfs-ganesha(-vfs): the NFS peer of bench/nfs.sh   iproute2: ss, ip (bench/nfs.sh, bench/moosefs.sh)
 # moosefs-master, -chunkserver, -client: the MooseFS peer of bench/run.sh (TARGETS=moosefs)
 APT_PKGS=(fuse3 fio sqlite3 git attr python3 build-essential pkg-config strace
-	shellcheck procps util-linux mount coreutils diffutils ca-certificates curl postgresql-15 libnfs-utils
+	shellcheck procps util-linux mount coreutils findutils diffutils time ca-certificates curl postgresql-15 libnfs-utils
 	nfs-ganesha nfs-ganesha-vfs iproute2 moosefs-master moosefs-chunkserver moosefs-client)
 if [[ -z ${SKIP_APT:-} ]]; then
 	missing=()

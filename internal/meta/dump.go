@@ -460,27 +460,12 @@ func (d *dumper) scanRange(ctx context.Context, p byte, lo, hi uint64, fn func(l
 	if hi != math.MaxUint64 {
 		end = inodeFrom(p, hi)
 	}
-	var pg page
-	for {
-		err := d.m.view(ctx, func(r kv.Reader) error {
-			pg.reset()
-			return vscanRange(r, start, end, d.epoch, func(logical, _, payload []byte) bool {
-				pg.add(logical, payload)
-				return pg.more()
-			})
+	return d.paged(ctx, start, kv.PrefixEnd, fn, func(r kv.Reader, from []byte, pg *page) error {
+		return vscanRange(r, from, end, d.epoch, func(logical, _, payload []byte) bool {
+			pg.add(logical, payload)
+			return pg.more()
 		})
-		if err != nil {
-			return err
-		}
-		last, err := pg.each(fn)
-		if err != nil || !pg.full {
-			return err
-		}
-		start = kv.PrefixEnd(last)
-		if err := context.Cause(ctx); err != nil {
-			return err
-		}
-	}
+	})
 }
 
 // blobs dumps the inline blocks of the slices the dumped chunk records
@@ -521,14 +506,24 @@ func (d *dumper) blobRange(ctx context.Context, frames chan<- dumpfile.Sealed, s
 // scanRaw calls fn for every key of [start, end) with its value, reading
 // a page per view; fn runs outside the view.
 func (d *dumper) scanRaw(ctx context.Context, start, end []byte, fn func(k, v []byte) error) error {
+	return d.paged(ctx, start, keyAfter, fn, func(r kv.Reader, from []byte, pg *page) error {
+		return r.Scan(from, end, false, func(k, v []byte) bool {
+			pg.add(k, v)
+			return pg.more()
+		})
+	})
+}
+
+// paged fills a page per view with read (from start, then from resume of
+// the last key read) and calls fn for its records outside the view, until
+// a page is not full.
+func (d *dumper) paged(ctx context.Context, start []byte, resume func(last []byte) []byte, fn func(k, v []byte) error,
+	read func(r kv.Reader, from []byte, pg *page) error) error {
 	var pg page
 	for {
 		err := d.m.view(ctx, func(r kv.Reader) error {
 			pg.reset()
-			return r.Scan(start, end, false, func(k, v []byte) bool {
-				pg.add(k, v)
-				return pg.more()
-			})
+			return read(r, start, &pg)
 		})
 		if err != nil {
 			return err
@@ -537,7 +532,7 @@ func (d *dumper) scanRaw(ctx context.Context, start, end []byte, fn func(k, v []
 		if err != nil || !pg.full {
 			return err
 		}
-		start = keyAfter(last)
+		start = resume(last)
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
