@@ -18,6 +18,7 @@ var (
 	ErrNoAttr       = errors.New("no such attribute")                 // ENODATA
 	ErrRange        = errors.New("result too large")                  // ERANGE
 	ErrNoSpace      = errors.New("no space left on volume")           // ENOSPC
+	ErrQuota        = errors.New("disk quota exceeded")               // EDQUOT
 	ErrReadOnly     = errors.New("read-only file system")             // EROFS
 	ErrCrossDevice  = errors.New("cross-device link")                 // EXDEV
 	ErrStale        = errors.New("stale file handle")                 // ESTALE

@@ -80,6 +80,9 @@ type StatFS struct {
 	UsedBytes  uint64
 	Files      uint64 // inodes in use
 	AvailFiles uint64
+	// QuotaBytes: the bytes are a directory quota's (StatFS of an inode
+	// in its tree), not the volume's.
+	QuotaBytes bool
 }
 
 // LockType is the type of a lock or lock request.

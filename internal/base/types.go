@@ -114,6 +114,10 @@ type Attr struct {
 	Btime  int64 // creation time
 	Parent Ino   // for directories: the parent directory (root: itself)
 	Flags  uint8 // attribute flags, see AttrFlag*
+	// Quota is the directory whose quota counts this inode: the nearest
+	// directory at or above it (itself, for a directory with a quota)
+	// that has one; 0 if none does.
+	Quota Ino
 }
 
 // FullMode returns type bits | permission bits, as st_mode.

@@ -364,7 +364,7 @@ func (r *Reader) Next() (*RawFrame, error) {
 		return nil, fmt.Errorf("offset %d: frame %d where frame %d belongs (frames lost or repeated): %w", at, f.Seq, r.seq, ErrFormat)
 	case f.rawLen > MaxFrameRaw || compLen > MaxFrameRaw:
 		return nil, fmt.Errorf("frame %d at offset %d: length %d/%d is too large: %w", f.Seq, at, f.rawLen, compLen, ErrFormat)
-	case f.Records == 0 || f.Kind < 'A' || f.Kind > 'Z':
+	case f.Records == 0 || !(f.Kind >= 'A' && f.Kind <= 'Z' || f.Kind >= 'a' && f.Kind <= 'z'):
 		return nil, fmt.Errorf("frame %d at offset %d: bad kind %#x or no records: %w", f.Seq, at, f.Kind, ErrFormat)
 	}
 	f.comp = make([]byte, compLen)

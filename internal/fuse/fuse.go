@@ -661,7 +661,9 @@ func (fs *rawFS) FsyncDir(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Sta
 
 func (fs *rawFS) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.StatfsOut) gofuse.Status {
 	defer fs.done(OpStatFs, time.Now())
-	s, e := fs.v.StatFS(context.Background())
+	// The kernel names the inode statfs(2) was asked about: in a tree
+	// with a directory quota, df shows the quota.
+	s, e := fs.v.StatFS(context.Background(), base.Ino(h.NodeId))
 	if e != 0 {
 		return st(e)
 	}

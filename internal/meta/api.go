@@ -103,6 +103,9 @@ type FS interface {
 	ReadChunk(ctx context.Context, ino base.Ino, index uint32) ([]base.Slice, error)
 	Access(ctx context.Context, c *Caller, ino base.Ino, mask uint32) error
 	StatFS(ctx context.Context) (StatFS, error)
+	// StatFSDir is StatFS as seen from ino: in a directory quota's tree,
+	// that quota's limits and usage.
+	StatFSDir(ctx context.Context, ino base.Ino) (StatFS, error)
 	Settings() Settings
 
 	// Changes of the namespace and attributes.

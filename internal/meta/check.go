@@ -77,8 +77,8 @@ func (m *Meta) Check(ctx context.Context, repair bool) ([]Problem, error) {
 	return ck.problems, nil
 }
 
-func (ck *checker) run(r kv.Reader) error {
-	ck.problems, ck.fixes = nil, nil
+// scanTree reads every live attribute and entry.
+func (ck *checker) scanTree(r kv.Reader) (map[base.Ino]base.Attr, []checkDentry, base.Ino, error) {
 	attrs := make(map[base.Ino]base.Attr)
 	var maxIno base.Ino
 	if err := vscan(r, prefixOnly(pAttr), nil, latestEpoch, func(k, v []byte) bool {
@@ -96,7 +96,7 @@ func (ck *checker) run(r kv.Reader) error {
 		attrs[ino] = a
 		return true
 	}); err != nil {
-		return err
+		return nil, nil, 0, err
 	}
 	if _, ok := attrs[base.RootIno]; !ok {
 		ck.report("bad-record", base.RootIno, nil, "root directory has no attribute")
@@ -118,6 +118,15 @@ func (ck *checker) run(r kv.Reader) error {
 		dentries = append(dentries, checkDentry{parent, name, ino, typ})
 		return true
 	}); err != nil {
+		return nil, nil, 0, err
+	}
+	return attrs, dentries, maxIno, nil
+}
+
+func (ck *checker) run(r kv.Reader) error {
+	ck.problems, ck.fixes = nil, nil
+	attrs, dentries, maxIno, err := ck.scanTree(r)
+	if err != nil {
 		return err
 	}
 	links := make(map[base.Ino]uint32)
@@ -249,6 +258,9 @@ func (ck *checker) run(r kv.Reader) error {
 		return err
 	}
 	if err := ck.checkSnapshots(r); err != nil {
+		return err
+	}
+	if err := ck.checkQuotas(r, attrs, dentries); err != nil {
 		return err
 	}
 	return ck.checkCounters(r, uint64(len(attrs)), usedBytes, maxIno, maxSlice)

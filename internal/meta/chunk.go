@@ -165,7 +165,7 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 			if end > a.Length {
 				before := usageBytes(a)
 				a.Length = end
-				if err := o.chargeBytes(ino, usageBytes(a)-before); err != nil {
+				if err := o.chargeBytes(ino, a, usageBytes(a)-before); err != nil {
 					return err
 				}
 			}
@@ -544,7 +544,7 @@ func (o *op) truncate(ino base.Ino, a *base.Attr, size uint64) error {
 		}
 	}
 	a.Length = size
-	return o.chargeBytes(ino, usageBytes(a)-before)
+	return o.chargeBytes(ino, a, usageBytes(a)-before)
 }
 
 // Chunks lists every chunk of file ino with its slices (for cairn info).

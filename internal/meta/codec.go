@@ -13,6 +13,7 @@ import (
 const (
 	attrVersion  = 1
 	attrLen      = 71 // version 1: see encodeAttr
+	attrQuotaLen = attrLen + 8
 	dentryLen    = 9
 	sliceLen     = 24
 	maxSliceList = base.ChunkSize // an absurd upper bound, for sanity
@@ -20,9 +21,10 @@ const (
 
 // encodeAttr: version u8, type u8, mode u32, uid u32, gid u32, nlink u32,
 // rdev u32, length u64, atime i64, mtime i64, ctime i64, btime i64,
-// parent u64, flags u8.
+// parent u64, flags u8; then, only for an inode a directory quota counts,
+// quota u64 (Attr.Quota): a volume without quotas keeps 71-byte records.
 func encodeAttr(a *base.Attr) []byte {
-	b := make([]byte, 0, attrLen)
+	b := make([]byte, 0, attrQuotaLen)
 	b = append(b, attrVersion, byte(a.Type))
 	b = u32(b, a.Mode)
 	b = u32(b, a.Uid)
@@ -36,6 +38,9 @@ func encodeAttr(a *base.Attr) []byte {
 	b = u64(b, uint64(a.Btime))
 	b = u64(b, uint64(a.Parent))
 	b = append(b, a.Flags)
+	if a.Quota != 0 {
+		b = u64(b, uint64(a.Quota))
+	}
 	return b
 }
 
@@ -44,8 +49,8 @@ func decodeAttr(b []byte) (base.Attr, error) {
 	if len(b) == 0 || b[0] != attrVersion {
 		return a, fmt.Errorf("attr: unknown encoding version: %w", base.ErrIO)
 	}
-	if len(b) != attrLen {
-		return a, fmt.Errorf("attr: %d bytes, want %d: %w", len(b), attrLen, base.ErrIO)
+	if len(b) != attrLen && len(b) != attrQuotaLen {
+		return a, fmt.Errorf("attr: %d bytes, want %d or %d: %w", len(b), attrLen, attrQuotaLen, base.ErrIO)
 	}
 	be := binary.BigEndian
 	a.Type = base.FileType(b[1])
@@ -64,6 +69,12 @@ func decodeAttr(b []byte) (base.Attr, error) {
 	a.Btime = int64(be.Uint64(b[54:]))
 	a.Parent = base.Ino(be.Uint64(b[62:]))
 	a.Flags = b[70]
+	if len(b) == attrQuotaLen {
+		a.Quota = base.Ino(be.Uint64(b[71:]))
+		if a.Quota == 0 {
+			return a, fmt.Errorf("attr: quota directory 0 written out: %w", base.ErrIO)
+		}
+	}
 	return a, nil
 }
 

@@ -262,6 +262,9 @@ func (d *dumper) run(ctx context.Context, dw *dumpfile.Writer, nextIno, nextSlic
 	if err == nil {
 		err = d.ownerCounts(ctx, frames)
 	}
+	if err == nil {
+		err = d.quotas(ctx, frames)
+	}
 	if err == nil && d.snaps != nil {
 		err = d.snapRecords(ctx, frames)
 	}
@@ -551,6 +554,33 @@ func (d *dumper) ownerCounts(ctx context.Context, frames chan<- dumpfile.Sealed)
 	out := d.sink(ctx, frames, pShared)
 	for _, id := range ids {
 		if err := out.add(sharedKey(id), u32(nil, shared[id]-1)); err != nil {
+			return err
+		}
+	}
+	return out.flush()
+}
+
+// quotas writes the record of every directory quota. Their usage is not
+// versioned, so not of the dump's instant: the load counts it again from
+// the tree, whose attributes name their quota.
+func (d *dumper) quotas(ctx context.Context, frames chan<- dumpfile.Sealed) error {
+	type rec struct{ k, v []byte }
+	var recs []rec
+	err := d.m.view(ctx, func(r kv.Reader) error {
+		recs = recs[:0]
+		return r.Scan(prefixOnly(pQuota), kv.PrefixEnd(prefixOnly(pQuota)), false, func(k, v []byte) bool {
+			if _, shard, err := decodeQuotaKey(k); err == nil && shard < 0 {
+				recs = append(recs, rec{append([]byte(nil), k...), append([]byte(nil), v...)})
+			}
+			return true
+		})
+	})
+	if err != nil {
+		return err
+	}
+	out := d.sink(ctx, frames, pQuota)
+	for _, r := range recs {
+		if err := out.add(r.k, r.v); err != nil {
 			return err
 		}
 	}

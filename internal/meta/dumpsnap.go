@@ -77,8 +77,13 @@ func (m *Meta) endSnapDump(ctx context.Context, sd *snapDump) error {
 // frozen epoch sees, in the same order; a tombstone only when a version it
 // hides is retained too.
 func (sd *snapDump) retained(vs []version) []version {
+	return retainedBy(sd.frozen, vs)
+}
+
+// retainedBy is retained for the frozen epochs given.
+func retainedBy(frozen []uint64, vs []version) []version {
 	keep := make([]bool, len(vs))
-	for _, f := range sd.frozen {
+	for _, f := range frozen {
 		for i, v := range vs {
 			if v.epoch <= f {
 				keep[i] = true
@@ -110,8 +115,8 @@ func (d *dumper) inodeRangeSnap(ctx context.Context, frames chan<- dumpfile.Seal
 	changes := d.sink(ctx, frames, pChange)
 	for _, p := range inodeKinds {
 		out := d.sink(ctx, frames, p)
-		err := d.scanVersions(ctx, p, lo, hi, func(logical []byte, vs []version) error {
-			vs = d.snaps.retained(vs)
+		err := d.scanVersions(ctx, p, lo, hi, func(logical []byte, all []version) error {
+			vs := d.snaps.retained(all)
 			if len(vs) == 0 {
 				return nil
 			}
@@ -132,14 +137,16 @@ func (d *dumper) inodeRangeSnap(ctx context.Context, frames chan<- dumpfile.Seal
 			}
 			if p != pDentry && unnamed[ino] && !isTombstone(atE.value) {
 				// What a destroy at epoch e would leave: a tombstone there,
-				// the versions older snapshots see below it.
-				if atE.epoch == e {
-					vs = vs[1:]
-				} else if err := changes.add(changeKey(e, logical), nil); err != nil {
-					return err
-				}
+				// the versions the snapshots (not the dump's instant) see
+				// below it.
+				vs = retainedBy(d.snaps.frozen[:len(d.snaps.frozen)-1], all)
 				if len(vs) == 0 {
 					return nil // no snapshot sees it: nothing to hide
+				}
+				if atE.epoch != e {
+					if err := changes.add(changeKey(e, logical), nil); err != nil {
+						return err
+					}
 				}
 				vs = append([]version{{epoch: e, value: []byte{tagTombstone}}}, vs...)
 			}

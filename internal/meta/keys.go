@@ -66,6 +66,10 @@ package meta
 //	                            being filled from a dump and is no volume
 //	                            until the load finishes; value: JSON
 //	                            (loadMarker). Settings are written last
+//	"q" dir u64                 directory quota on dir, JSON (quotaRecord)
+//	"q" dir u64 shard u8        one usage shard of that quota (quota.go):
+//	                            up u64, then bytes used, bytes granted,
+//	                            inodes used, inodes granted (i64 each)
 //	"Z" shard u8                epoch fence: every transaction that writes a
 //	                            versioned record writes one shard (empty
 //	                            value); changing "E" or "F" writes them all,
@@ -120,6 +124,7 @@ const (
 	pRecall   = 'U'
 	pDrop     = 'I'
 	pLoad     = 'M'
+	pQuota    = 'q'
 
 	pAttr    = 'A'
 	pDentry  = 'D'
@@ -184,6 +189,28 @@ func prefixOnly(p byte) []byte               { return []byte{p} }
 
 // counterShardKey is the key of one delta shard of a usage counter.
 func counterShardKey(k, shard byte) []byte { return []byte{pCounter, k, shard} }
+
+// quotaKey is the record of the quota on directory dir; its usage shards
+// follow it (quotaShardKey), so one scan of quotaKey's prefix reads both.
+func quotaKey(dir base.Ino) []byte { return u64([]byte{pQuota}, uint64(dir)) }
+func quotaShardKey(dir base.Ino, shard byte) []byte {
+	return append(quotaKey(dir), shard)
+}
+
+// decodeQuotaKey splits a quota key: shard is -1 for the record.
+func decodeQuotaKey(k []byte) (dir base.Ino, shard int, err error) {
+	if (len(k) != 9 && len(k) != 10) || k[0] != pQuota {
+		return 0, 0, fmt.Errorf("quota key %x: %w", k, base.ErrIO)
+	}
+	dir = base.Ino(binary.BigEndian.Uint64(k[1:]))
+	if dir == 0 {
+		return 0, 0, fmt.Errorf("quota key %x: directory 0: %w", k, base.ErrIO)
+	}
+	if len(k) == 9 {
+		return dir, -1, nil
+	}
+	return dir, int(k[9]), nil
+}
 
 func reservedPrefix(sid uint64) []byte { return u64([]byte{pReserved}, sid) }
 func reservedKey(sid, start uint64) []byte {
@@ -477,14 +504,14 @@ func keyIno(key []byte) (ino base.Ino, ok bool) {
 
 // KeyInfo is a decoded key, for fsck, dumps and debugging.
 type KeyInfo struct {
-	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "drop", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence", "shared", "lease", "recall"
+	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "drop", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence", "shared", "lease", "recall", "quota"
 	Ino     base.Ino
 	Parent  base.Ino // dentry
 	Name    string   // dentry or xattr name
 	Index   uint32   // chunk index
 	ID      uint64   // session id (session, hold, reserved, lock, expired, recall) or slice id (pending, shared)
 	Counter byte     // counter kind; lock kind for locks
-	Shard   int      // counter delta shard plus one; 0 for the base counter
+	Shard   int      // counter delta or quota usage shard plus one; 0 for the base counter or quota record
 	Start   uint64   // first slice id of a reservation
 	Owner   uint64   // lock owner
 	Epoch   uint64   // versioned records; change log, snapshot job
@@ -560,6 +587,12 @@ func DecodeKey(key []byte) (KeyInfo, error) {
 		}
 		ino, index, _ := decodeChunkKey(owner)
 		return KeyInfo{Kind: "drop", ID: id, Ino: ino, Index: index}, nil
+	case pQuota:
+		dir, shard, err := decodeQuotaKey(key)
+		if err != nil {
+			return bad("quota key")
+		}
+		return KeyInfo{Kind: "quota", Ino: dir, Shard: shard + 1}, nil
 	case pLease:
 		if !fixed(8) {
 			return bad("lease length")

@@ -127,7 +127,7 @@ func Load(ctx context.Context, store kv.Store, in io.Reader, o LoadOptions) (Loa
 		return LoadStats{}, err
 	}
 	l := &loader{store: store, progress: o.Progress, records: map[byte]*atomic.Uint64{}, snapshots: h.Snapshots, epoch: h.Epoch}
-	for _, k := range []byte{pAttr, pDentry, pSymlink, pXattr, pChunk, pBlob, pShared, pSnapshot, pChange} {
+	for _, k := range []byte{pAttr, pDentry, pSymlink, pXattr, pChunk, pBlob, pShared, pSnapshot, pChange, pQuota} {
 		l.records[k] = new(atomic.Uint64)
 	}
 	if l.progress == nil {
@@ -139,6 +139,11 @@ func Load(ctx context.Context, store kv.Store, in io.Reader, o LoadOptions) (Loa
 	t := dr.Trailer()
 	if err := l.finish(ctx, s, h, t.Extra, o.SkipSlices); err != nil {
 		return LoadStats{}, fmt.Errorf("load: %w", err)
+	}
+	if l.records[pQuota].Load() > 0 {
+		if err := recountQuotas(ctx, store); err != nil {
+			return LoadStats{}, fmt.Errorf("load: %w", err)
+		}
 	}
 	st := LoadStats{Volume: s.Name, DumpID: h.ID, Records: map[string]uint64{}, Inodes: l.inodes.Load(), Resumed: resumed}
 	for k, n := range l.records {
@@ -320,7 +325,7 @@ func (l *loader) frame(ctx context.Context, rf *dumpfile.RawFrame) error {
 // as a version of epoch 1).
 func (l *loader) checkRecord(k, v []byte, inodes, bytes *uint64) (raw bool, err error) {
 	switch {
-	case k[0] == pBlob || k[0] == pShared:
+	case k[0] == pBlob || k[0] == pShared || k[0] == pQuota:
 		return true, l.check(k, v, inodes, bytes)
 	case !l.snapshots && (k[0] == pSnapshot || k[0] == pChange):
 		return false, fmt.Errorf("a %q record in a dump without snapshots", k[0])
@@ -423,6 +428,17 @@ func (l *loader) check(k, v []byte, inodes, bytes *uint64) error {
 		if _, err := decodeBlobKey(k); err != nil {
 			return err
 		}
+	case pQuota:
+		dir, shard, err := decodeQuotaKey(k)
+		if err != nil {
+			return err
+		}
+		if shard >= 0 {
+			return fmt.Errorf("quota usage shard %x in a dump (usage is counted again at load)", k)
+		}
+		if _, err := decodeQuotaRecord(dir, v); err != nil {
+			return err
+		}
 	case pShared:
 		if _, err := decodeSharedKey(k); err != nil {
 			return err
@@ -432,6 +448,21 @@ func (l *loader) check(k, v []byte, inodes, bytes *uint64) error {
 		}
 	default:
 		return fmt.Errorf("unknown record kind %q", k[0])
+	}
+	return nil
+}
+
+// recountQuotas counts the usage of the loaded directory quotas from the
+// loaded tree: a dump carries the quotas' records, not their usage, which
+// is not versioned and so not of the dump's instant.
+func recountQuotas(ctx context.Context, store kv.Store) error {
+	m, err := Open(ctx, store, Options{})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if _, err := m.CheckQuotas(ctx, true); err != nil {
+		return fmt.Errorf("counting the directory quotas: %w", err)
 	}
 	return nil
 }

@@ -83,6 +83,9 @@ type metaProfile struct {
 	name  string
 	store func(t *testing.T) kv.Store
 	opts  Options
+	// quota: the root has a directory quota (without limits), so that
+	// every operation charges it and the final check recounts it.
+	quota bool
 }
 
 func metaProfiles() []metaProfile {
@@ -107,20 +110,23 @@ func metaProfiles() []metaProfile {
 	const delay = 2 * time.Millisecond
 	const ttl = time.Hour // a listing never expires during a run
 	return []metaProfile{
-		{"memkv", mem, Options{}},
-		{"memkv-memholds", mem, Options{MemoryHolds: true}},
-		{"memkv-holddelay", mem, Options{HoldReleaseDelay: delay}},
-		{"memkv-nolatest", mem, Options{LatestCacheEntries: -1}},
-		{"memkv-nolatest-nogroup", mem, Options{LatestCacheEntries: -1, NoGroupCommit: true}},
-		{"memkv-nolatest-listing", mem, Options{LatestCacheEntries: -1, ListingTTL: ttl}},
-		{"memkv-nolatest-listing-nogroup-holddelay", mem, Options{LatestCacheEntries: -1, ListingTTL: ttl, NoGroupCommit: true, HoldReleaseDelay: delay}},
-		{"pebble", peb, Options{}},
-		{"pebble-memholds", peb, Options{MemoryHolds: true}},
-		{"pg", pg, Options{}},
-		{"pg-noleases", pg, Options{NoLeases: true}},
-		{"pg-nogroup", pg, Options{NoGroupCommit: true}},
-		{"pg-listing", pg, Options{ListingTTL: ttl}},
-		{"pg-plain", pg, Options{NoLeases: true, NoGroupCommit: true, NoBlindOpens: true}},
+		{"memkv", mem, Options{}, false},
+		{"memkv-memholds", mem, Options{MemoryHolds: true}, false},
+		{"memkv-holddelay", mem, Options{HoldReleaseDelay: delay}, false},
+		{"memkv-nolatest", mem, Options{LatestCacheEntries: -1}, false},
+		{"memkv-nolatest-nogroup", mem, Options{LatestCacheEntries: -1, NoGroupCommit: true}, false},
+		{"memkv-nolatest-listing", mem, Options{LatestCacheEntries: -1, ListingTTL: ttl}, false},
+		{"memkv-nolatest-listing-nogroup-holddelay", mem, Options{LatestCacheEntries: -1, ListingTTL: ttl, NoGroupCommit: true, HoldReleaseDelay: delay}, false},
+		{"pebble", peb, Options{}, false},
+		{"pebble-memholds", peb, Options{MemoryHolds: true}, false},
+		{"memkv-quota", mem, Options{}, true},
+		{"pebble-quota", peb, Options{}, true},
+		{"pg", pg, Options{}, false},
+		{"pg-noleases", pg, Options{NoLeases: true}, false},
+		{"pg-nogroup", pg, Options{NoGroupCommit: true}, false},
+		{"pg-listing", pg, Options{ListingTTL: ttl}, false},
+		{"pg-plain", pg, Options{NoLeases: true, NoGroupCommit: true, NoBlindOpens: true}, false},
+		{"pg-quota", pg, Options{}, true},
 	}
 }
 
@@ -603,6 +609,9 @@ func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 	ok(t, err)
 	t.Cleanup(func() { _ = m.Close() })
 	must[uint64](t)(m.NewSession(ctx, SessionInfo{Host: p.name}))
+	if p.quota {
+		must[Quota](t)(m.SetQuota(ctx, base.RootIno, QuotaLimits{}, nil))
+	}
 	r := &profileRun{t: t, m: m, real: map[base.Ino]base.Ino{}, id: map[base.Ino]base.Ino{}, slices: map[uint64]int{0: -1}}
 	r.bind(base.RootIno, base.RootIno)
 	opened := map[base.Ino]int{}
@@ -627,6 +636,12 @@ func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 		t.Errorf("usage counts %d inodes, the tree has %d", u.Inodes, 1+countInodes(want))
 	}
 	r.trace = append(r.trace, fmt.Sprintf("usage %+v", u))
+	if p.quota {
+		q := must[Quota](t)(m.GetQuota(ctx, base.RootIno))
+		if q.UsedInodes != u.Inodes || q.UsedBytes != u.Bytes {
+			t.Errorf("the root's quota counts %d inodes and %d bytes, the volume %d and %d", q.UsedInodes, q.UsedBytes, u.Inodes, u.Bytes)
+		}
+	}
 	probs, err := m.Check(ctx, false)
 	ok(t, err)
 	if len(probs) > 0 {

@@ -285,6 +285,13 @@ func (m *Meta) Link(ctx context.Context, c *Caller, ino, parent base.Ino, name s
 		if err != nil {
 			return err
 		}
+		if a.Quota != p.Quota {
+			// An inode counts in one quota: a link from a tree that
+			// another quota counts is refused, as XFS refuses links
+			// across project quotas (ln and cp fall back to a copy).
+			return fmt.Errorf("link inode %d (quota of directory %d) into directory %d (quota of directory %d): %w",
+				ino, a.Quota, parent, p.Quota, base.ErrCrossDevice)
+		}
 		if err := o.vset(dentryKey(parent, name), encodeDentry(ino, a.Type)); err != nil {
 			return err
 		}

@@ -108,6 +108,12 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 				return err
 			}
 		}
+		if err := o.moveQuota(sino, sa, dpa.Quota); err != nil {
+			return err
+		}
+		if err := o.moveQuota(dino, da, spa.Quota); err != nil {
+			return err
+		}
 		return o.exchange(sp, spa, sn, sino, sa, dp, dpa, dn, dino, da)
 	}
 	if dexists {
@@ -126,6 +132,9 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 	}
 	if styp == base.TypeDir && sp != dp && !dexists && dpa.Nlink >= MaxLinks {
 		return fmt.Errorf("directory %d: %w", dp, base.ErrTooManyLinks)
+	}
+	if err := o.moveQuota(sino, sa, dpa.Quota); err != nil {
+		return err
 	}
 
 	// Apply.

@@ -121,7 +121,7 @@ func (r *restorer) copy(ctx context.Context, ino, parent base.Ino, name string) 
 			return err
 		}
 		na := a
-		na.Nlink, na.Parent, na.Ctime = 1, parent, o.now
+		na.Nlink, na.Parent, na.Ctime, na.Quota = 1, parent, o.now, p.Quota
 		switch a.Type {
 		case base.TypeDir:
 			na.Nlink = 2
@@ -137,7 +137,7 @@ func (r *restorer) copy(ctx context.Context, ino, parent base.Ino, name string) 
 			if err := o.copyChunks(ino, nino, e); err != nil {
 				return err
 			}
-			if err := o.chargeBytes(nino, usageBytes(&na)); err != nil {
+			if err := o.chargeBytes(nino, &na, usageBytes(&na)); err != nil {
 				return err
 			}
 		}

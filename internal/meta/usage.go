@@ -14,9 +14,10 @@ import (
 	"github.com/cairnfs/cairn/internal/kv"
 )
 
-// chargeInode counts one more inode, ino, made in directory parent (create,
-// restore), refusing to pass the volume's inode limit.
-func (o *op) chargeInode(ino, parent base.Ino) error {
+// chargeInode counts one more inode, ino (attributes a), made in a
+// directory whose attributes are p (create, restore): a takes p's quota,
+// and neither the volume's inode limit nor a quota's may be passed.
+func (o *op) chargeInode(ino base.Ino, a, p *base.Attr) error {
 	if lim := o.m.Settings().Inodes; lim > 0 {
 		used, err := usage(o, counterUsedInodes)
 		if err != nil {
@@ -26,12 +27,17 @@ func (o *op) chargeInode(ino, parent base.Ino) error {
 			return fmt.Errorf("volume inode limit %d reached: %w", lim, base.ErrNoSpace)
 		}
 	}
+	a.Quota = p.Quota
+	if err := o.chargeQuota(a.Quota, [2]int64{0, 1}); err != nil {
+		return err
+	}
 	return o.addUsage(counterUsedInodes, 1)
 }
 
-// chargeBytes adds delta to the bytes counted for ino (a write, truncate
-// or restore changed its length), refusing growth past the capacity.
-func (o *op) chargeBytes(ino base.Ino, delta int64) error {
+// chargeBytes adds delta to the bytes counted for ino, whose attributes
+// are a (a write, truncate or restore changed its length), refusing
+// growth past the capacity or a quota.
+func (o *op) chargeBytes(ino base.Ino, a *base.Attr, delta int64) error {
 	if capa := o.m.Settings().Capacity; capa > 0 && delta > 0 {
 		used, err := usage(o, counterUsedBytes)
 		if err != nil {
@@ -41,12 +47,31 @@ func (o *op) chargeBytes(ino base.Ino, delta int64) error {
 			return fmt.Errorf("volume capacity %d bytes reached: %w", capa, base.ErrNoSpace)
 		}
 	}
+	if err := o.chargeQuota(a.Quota, [2]int64{delta, 0}); err != nil {
+		return fmt.Errorf("inode %d: %w", ino, err)
+	}
 	return o.addUsage(counterUsedBytes, delta)
 }
 
 // uncharge takes back everything counted for ino, whose last attributes
 // are a: it is being destroyed.
 func (o *op) uncharge(ino base.Ino, a *base.Attr) error {
+	u := inodeUsage(a)
+	if a.Type == base.TypeDir && a.Quota == ino {
+		// The directory's own quota goes with it; what it counted
+		// (itself, as it is empty) leaves the enclosing ones.
+		q, err := o.quotaOuter(ino, a)
+		if err != nil {
+			return err
+		}
+		if err := o.dropQuota(ino); err != nil {
+			return err
+		}
+		a.Quota = q
+	}
+	if err := o.chargeQuota(a.Quota, [2]int64{-u[0], -u[1]}); err != nil {
+		return err
+	}
 	if err := o.addUsage(counterUsedBytes, -usageBytes(a)); err != nil {
 		return err
 	}

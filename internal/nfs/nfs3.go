@@ -777,7 +777,7 @@ func nfsFSStat(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	var fs base.StatFS
 	if st == proto.NFS3OK {
 		var e syscall.Errno
-		fs, e = s.v.StatFS(ctx)
+		fs, e = s.v.StatFS(ctx, ino)
 		st = nfsStatus(e)
 	}
 	w.Uint32(st)

@@ -26,6 +26,7 @@ var errnoTable = []struct {
 	{base.ErrNoAttr, syscall.ENODATA},
 	{base.ErrRange, syscall.ERANGE},
 	{base.ErrNoSpace, syscall.ENOSPC},
+	{base.ErrQuota, syscall.EDQUOT},
 	{base.ErrReadOnly, syscall.EROFS},
 	{base.ErrCrossDevice, syscall.EXDEV},
 	{base.ErrStale, syscall.ESTALE},

@@ -256,18 +256,22 @@ func (v *VFS) Access(ctx context.Context, c *base.Caller, ino base.Ino, mask uin
 	return v.errno("access", v.access(ctx, t, c, real, mask))
 }
 
-// StatFS reports capacity and usage. The size and the space left of a
-// volume without a capacity are those of its data store where the store
-// can tell (a local directory: its file system's), so that df shows the
-// disk that fills up; otherwise (S3) meta's large virtual size.
-func (v *VFS) StatFS(ctx context.Context) (base.StatFS, syscall.Errno) {
-	s, err := v.m.StatFS(ctx)
+// StatFS reports capacity and usage as seen from inode ino (0: the
+// volume's): in a tree with a directory quota, the nearest quota's
+// limits. The size and the space left of a volume without a capacity
+// are those of its data store where the store can tell (a local
+// directory: its file system's), so that df shows the disk that fills
+// up; otherwise (S3) meta's large virtual size.
+func (v *VFS) StatFS(ctx context.Context, ino base.Ino) (base.StatFS, syscall.Errno) {
+	s, err := v.m.StatFSDir(ctx, ino)
 	if err != nil {
 		return s, v.errno("statfs", err)
 	}
 	if v.m.Settings().Capacity == 0 {
 		sp, err := v.cs.Space(ctx)
 		switch {
+		case err == nil && sp.Total > 0 && s.QuotaBytes:
+			s.AvailBytes = min(s.AvailBytes, sp.Avail)
 		case err == nil && sp.Total > 0:
 			s.TotalBytes, s.AvailBytes = sp.Total, min(sp.Avail, sp.Total)
 		case err != nil && !errors.Is(err, object.ErrUnknownSpace):

@@ -65,7 +65,7 @@ func TestStatFSOfDataStore(t *testing.T) {
 				t.Fatal(en)
 			}
 		}
-		s, en := v.StatFS(ctx)
+		s, en := v.StatFS(ctx, 0)
 		if en != 0 {
 			t.Fatal(en)
 		}
