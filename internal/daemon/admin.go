@@ -87,6 +87,8 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 		return GC(ctx, v, req.Flags["delete"] == "true", w)
 	case "config":
 		return Config(ctx, v, req.Flags, w)
+	case "quota-set", "quota-get", "quota-list", "quota-delete", "quota-check":
+		return quotaRequest(ctx, v, req, w)
 	case "dump":
 		return dumpRequest(ctx, v, req, w)
 	case "backup-now":

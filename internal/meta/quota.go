@@ -593,13 +593,13 @@ type QuotaLimits struct {
 
 // Quota is a directory quota as reported.
 type Quota struct {
-	Dir        base.Ino `json:"dir"`
-	Path       string   `json:"path,omitempty"`
-	Up         base.Ino `json:"up,omitempty"`
-	Limits     QuotaLimits
-	UsedBytes  uint64 `json:"used_bytes"`
-	UsedInodes uint64 `json:"used_inodes"`
-	State      string `json:"state,omitempty"` // "", "counting" or "deleting": an interrupted set or delete
+	Dir        base.Ino    `json:"dir"`
+	Path       string      `json:"path,omitempty"`
+	Up         base.Ino    `json:"up,omitempty"`
+	Limits     QuotaLimits `json:"limits"`
+	UsedBytes  uint64      `json:"used_bytes"`
+	UsedInodes uint64      `json:"used_inodes"`
+	State      string      `json:"state,omitempty"` // "", "counting" or "deleting": an interrupted set or delete
 }
 
 func quotaFrom(dir base.Ino, st *quotaState) Quota {
