@@ -44,7 +44,12 @@ import (
 
 // DumpLayout is the version of the record layout in dumps (the header's
 // meta_version): the logical keys and payloads of keys.go and codec.go.
-const DumpLayout = 1
+// Layout 2 added the directory quotas: 'q' records, and attributes of 79
+// bytes (Attr.Quota) beside those of 71. A load reads layouts 1 and 2.
+const DumpLayout = 2
+
+// minDumpLayout is the oldest layout a load reads.
+const minDumpLayout = 1
 
 // dumpPage and dumpPageBytes bound what one view reads; dumpFrame the raw
 // bytes of one frame.

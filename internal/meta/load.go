@@ -101,8 +101,8 @@ func Load(ctx context.Context, store kv.Store, in io.Reader, o LoadOptions) (Loa
 		return LoadStats{}, fmt.Errorf("load: %w", err)
 	}
 	h := dr.Header()
-	if h.Meta != DumpLayout {
-		return LoadStats{}, fmt.Errorf("load: dump of record layout %d, this build loads %d: %w", h.Meta, DumpLayout, errDumpLayout)
+	if h.Meta < minDumpLayout || h.Meta > DumpLayout {
+		return LoadStats{}, fmt.Errorf("load: dump of record layout %d, this build loads %d to %d: %w", h.Meta, minDumpLayout, DumpLayout, errDumpLayout)
 	}
 	s, err := decodeSettings(h.Settings)
 	if err != nil {
