@@ -41,6 +41,7 @@ BUFFER_SIZE=${BUFFER_SIZE:-256M}   # Cairn --buffer-size (write buffer)
 CACHE_SIZE=${CACHE_SIZE:-4G}       # disk cache bound, both (--cache-size), in <scratch>/<target>/cache; 0: none
 CAIRN_MOUNT_OPTS=${CAIRN_MOUNT_OPTS:-}
 CAIRN_FORMAT_OPTS=${CAIRN_FORMAT_OPTS:-} # e.g. "--inline-max 0" (small files' data in the object store)
+CAIRN_QUOTA=${CAIRN_QUOTA:-}       # e.g. "--bytes 1T --inodes 100000000": a directory quota on the benchmark's directory (the root)
 JUICEFS_MOUNT_OPTS=${JUICEFS_MOUNT_OPTS:-}
 MOOSEFS_MOUNT_OPTS=${MOOSEFS_MOUNT_OPTS:-} # extra mfsmount options (e.g. "-o mfscachemode=AUTO")
 
@@ -219,6 +220,11 @@ setup_cairn() {
 		{ cat "$d/mount.log" >&2; die "cairn mount failed"; }
 	mounts+=("$d/mnt|cairn")
 	wait_mounted "$d/mnt"
+	if [[ -n $CAIRN_QUOTA ]]; then
+		# shellcheck disable=SC2086  # CAIRN_QUOTA is a word list
+		"$CAIRN" quota set $CAIRN_QUOTA "$meta" / >"$d/quota.log" 2>&1 ||
+			{ cat "$d/quota.log" >&2; die "cairn quota set failed"; }
+	fi
 	echo "$d/mnt"
 }
 
