@@ -138,7 +138,7 @@ func (m *Meta) Dump(ctx context.Context, w io.Writer, o DumpOptions) (DumpStats,
 		d.progress = new(DumpProgress)
 	}
 	var nextIno, nextSlice uint64
-	err = m.view(ctx, func(r kv.Reader) (err error) {
+	err = m.viewAgain(ctx, func(r kv.Reader) (err error) {
 		if nextIno, err = counter(r, counterNextInode); err != nil {
 			return err
 		}
@@ -529,7 +529,7 @@ func (d *dumper) paged(ctx context.Context, start []byte, resume func(last []byt
 	read func(r kv.Reader, from []byte, pg *page) error) error {
 	var pg page
 	for {
-		err := d.m.view(ctx, func(r kv.Reader) error {
+		err := d.m.viewAgain(ctx, func(r kv.Reader) error {
 			pg.reset()
 			return read(r, start, &pg)
 		})
@@ -571,7 +571,7 @@ func (d *dumper) ownerCounts(ctx context.Context, frames chan<- dumpfile.Sealed)
 func (d *dumper) quotas(ctx context.Context, frames chan<- dumpfile.Sealed) error {
 	type rec struct{ k, v []byte }
 	var recs []rec
-	err := d.m.view(ctx, func(r kv.Reader) error {
+	err := d.m.viewAgain(ctx, func(r kv.Reader) error {
 		recs = recs[:0]
 		return r.Scan(prefixOnly(pQuota), kv.PrefixEnd(prefixOnly(pQuota)), false, func(k, v []byte) bool {
 			if _, shard, err := decodeQuotaKey(k); err == nil && shard < 0 {

@@ -35,7 +35,7 @@ type snapDump struct {
 // refuses while a snapshot deletion is pruning.
 func (m *Meta) beginSnapDump(ctx context.Context, epoch uint64) (*snapDump, error) {
 	sd := &snapDump{}
-	err := m.view(ctx, func(r kv.Reader) error {
+	err := m.viewAgain(ctx, func(r kv.Reader) error {
 		jobs := 0
 		if err := r.Scan(prefixOnly(pSnapJob), kv.PrefixEnd(prefixOnly(pSnapJob)), false, func(_, _ []byte) bool {
 			jobs++
@@ -59,7 +59,7 @@ func (m *Meta) beginSnapDump(ctx context.Context, epoch uint64) (*snapDump, erro
 
 // endSnapDump fails if a snapshot the dump holds was deleted meanwhile.
 func (m *Meta) endSnapDump(ctx context.Context, sd *snapDump) error {
-	return m.view(ctx, func(r kv.Reader) error {
+	return m.viewAgain(ctx, func(r kv.Reader) error {
 		now, err := listSnapshots(r)
 		if err != nil {
 			return err
@@ -192,7 +192,7 @@ func (d *dumper) scanVersions(ctx context.Context, p byte, lo, hi uint64, fn fun
 	for {
 		var page []group
 		bytes, full := 0, false
-		err := d.m.view(ctx, func(r kv.Reader) error {
+		err := d.m.viewAgain(ctx, func(r kv.Reader) error {
 			page, bytes, full = page[:0], 0, false
 			var ferr error
 			err := r.Scan(start, end, false, func(k, v []byte) bool {
@@ -244,7 +244,7 @@ func (d *dumper) snapRecords(ctx context.Context, frames chan<- dumpfile.Sealed)
 	t := d.sink(ctx, frames, pSnapshot)
 	for _, s := range d.snaps.snaps {
 		var v []byte
-		err := d.m.view(ctx, func(r kv.Reader) (err error) {
+		err := d.m.viewAgain(ctx, func(r kv.Reader) (err error) {
 			v, err = r.Get(snapshotKey(s.Name))
 			if err == nil && v == nil {
 				err = fmt.Errorf("snapshot %q was deleted during the dump; dump again: %w", s.Name, base.ErrStale)

@@ -417,6 +417,21 @@ func (m *Meta) view(ctx context.Context, fn func(r kv.Reader) error) error {
 	return m.store.View(ctx, fn)
 }
 
+// viewAgain is view for an fn that can run again (it resets what it
+// collects when it starts): a view whose connection broke after fn had
+// read (kv/postgres runs fn only once then) is run again, at most twice;
+// each run waits out an outage as long as the store's policy allows. Long
+// readers that page through many views (dump) use it, so that a server
+// restart in the middle does not end them.
+func (m *Meta) viewAgain(ctx context.Context, fn func(r kv.Reader) error) error {
+	err := m.view(ctx, fn)
+	for try := 0; try < 2 && errors.Is(err, kv.ErrUnavailable) && ctx.Err() == nil; try++ {
+		m.log.Warn("a view lost its store; reading again", "err", err)
+		err = m.view(ctx, fn)
+	}
+	return err
+}
+
 // allocIno hands out a fresh inode number, reserving a batch when needed.
 func (m *Meta) allocIno(ctx context.Context) (base.Ino, error) {
 	id, err := m.alloc(ctx, counterNextInode, &m.nextIno, &m.maxIno, m.opts.InodeBatch)
