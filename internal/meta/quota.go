@@ -884,6 +884,9 @@ func (m *Meta) StatFSDir(ctx context.Context, ino base.Ino) (StatFS, error) {
 	}
 	err = m.view(ctx, func(r kv.Reader) error {
 		a, err := getAttr(r, ino)
+		if errors.Is(err, base.ErrNotFound) {
+			return nil // gone meanwhile: the volume's figures
+		}
 		if err != nil {
 			return err
 		}

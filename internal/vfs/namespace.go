@@ -263,7 +263,11 @@ func (v *VFS) Access(ctx context.Context, c *base.Caller, ino base.Ino, mask uin
 // directory: its file system's), so that df shows the disk that fills
 // up; otherwise (S3) meta's large virtual size.
 func (v *VFS) StatFS(ctx context.Context, ino base.Ino) (base.StatFS, syscall.Errno) {
-	s, err := v.m.StatFSDir(ctx, ino)
+	var real base.Ino // in a snapshot (or an unknown inode): the volume's
+	if t, r, e := v.resolve(ino); e == 0 && t == v.root {
+		real = r
+	}
+	s, err := v.m.StatFSDir(ctx, real)
 	if err != nil {
 		return s, v.errno("statfs", err)
 	}
