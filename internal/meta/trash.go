@@ -367,6 +367,11 @@ type TrashEntry struct {
 // ListTrash lists the trash, oldest bucket first, each bucket's entries in
 // name order, with their original paths.
 func (m *Meta) ListTrash(ctx context.Context) ([]TrashEntry, error) {
+	return m.listTrash(ctx, true)
+}
+
+// listTrash is ListTrash; without paths, Path is left empty.
+func (m *Meta) listTrash(ctx context.Context, paths bool) ([]TrashEntry, error) {
 	var out []TrashEntry
 	err := m.view(ctx, func(r kv.Reader) error {
 		out = nil
@@ -396,6 +401,9 @@ func (m *Meta) ListTrash(ctx context.Context) ([]TrashEntry, error) {
 				}
 				out = append(out, te)
 			}
+		}
+		if !paths {
+			return nil
 		}
 		for i := range out {
 			if out[i].Type == base.TypeDir {
@@ -433,7 +441,7 @@ type TrashUsage struct {
 
 // TrashUsage sums the trash (a walk of its entries).
 func (m *Meta) TrashUsage(ctx context.Context) (TrashUsage, error) {
-	ents, err := m.ListTrash(ctx)
+	ents, err := m.listTrash(ctx, false)
 	if err != nil {
 		return TrashUsage{}, err
 	}
@@ -640,4 +648,32 @@ func (o *op) purgeBucket(bucket string) (n int, done bool, err error) {
 	ta.Nlink--
 	o.touchDir(t, ta)
 	return n, true, o.destroy(b, ba)
+}
+
+// ClaimTrashPurge claims the purge of the trash for the interval now falls
+// in, as ClaimBackup claims a backup: ok for one client of the volume per
+// interval (now truncated to a multiple of interval), and only if the last
+// claim is at least half an interval old.
+func (m *Meta) ClaimTrashPurge(ctx context.Context, now time.Time, interval time.Duration) (ok bool, err error) {
+	if m.opts.ReadOnly {
+		return false, base.ErrReadOnly
+	}
+	if interval <= 0 {
+		interval = time.Nanosecond
+	}
+	err = m.update(ctx, func(t *wtx) error {
+		ok = false
+		last, err := counter(t, counterTrashClaim)
+		if err != nil {
+			return err
+		}
+		prev := time.Unix(0, int64(last))
+		if last != 0 && (prev.Truncate(interval).Equal(now.Truncate(interval)) || now.Sub(prev) < interval/2) {
+			return nil
+		}
+		t.Set(counterKey(counterTrashClaim), u64(nil, uint64(now.UnixNano())))
+		ok = true
+		return nil
+	})
+	return ok && err == nil, err
 }
