@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv/memkv"
 )
 
 // newTrashMeta is newTestMeta with the trash on and a clock the test
@@ -277,5 +278,78 @@ func restored(t *testing.T) func(ino base.Ino, name string, err error) {
 	return func(_ base.Ino, _ string, err error) {
 		t.Helper()
 		ok(t, err)
+	}
+}
+
+// TestTrashSnapshotsDumpLoad: with a trash present, a snapshot hides it
+// from the root's listing and reaches it by name; a copy restored out of
+// the snapshot's trash is an ordinary directory; a dump and load keeps
+// the trash (its entries restore after the load) and Check is clean on
+// both volumes.
+func TestTrashSnapshotsDumpLoad(t *testing.T) {
+	m, _ := newTrashMeta(t, time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC))
+	d := mkdir(t, m, root, base.RootIno, "d")
+	f := create(t, m, root, d, "f")
+	ok(t, writeChunk0(m, f, newSlice(t, m, 0, 10)))
+	ok(t, m.Unlink(ctx, root, d, "f"))
+	ok(t, m.Rmdir(ctx, root, base.RootIno, "d"))
+	s := must[Snapshot](t)(m.CreateSnapshot(ctx, "s"))
+	v := m.View(s)
+	if es := must[[]base.Entry](t)(v.Readdir(ctx, root, base.RootIno, "", 0, false)); len(es) != 0 {
+		t.Fatalf("the snapshot's root lists %+v", es)
+	}
+	tr, _, err := v.Lookup(ctx, root, base.RootIno, TrashName)
+	ok(t, err)
+	ents := must[[]TrashEntry](t)(m.ListTrash(ctx))
+	if len(ents) != 2 {
+		t.Fatalf("trash %+v", ents)
+	}
+	var dirEntry TrashEntry
+	for _, e := range ents {
+		if e.Type == base.TypeDir {
+			dirEntry = e
+		}
+	}
+	src := "/" + TrashName + "/" + dirEntry.Bucket + "/" + dirEntry.Name
+	must[RestoreStats](t)(m.Restore(ctx, root, "s", src, "/dcopy", nil))
+	dc := lookup(t, m, base.RootIno, "dcopy")
+	if a := attr(t, m, dc); a.Flags != 0 {
+		t.Fatalf("copy out of the snapshot's trash has flags %#x", a.Flags)
+	}
+	create(t, m, root, dc, "new") // an ordinary directory
+	if _, err := v.Readdir(ctx, root, tr, "", 0, false); err != nil {
+		t.Fatalf("the snapshot's trash: %v", err)
+	}
+
+	m2 := loadInto(t, memkv.New(), dumpOf(t, m, DumpOptions{}))
+	got := must[[]TrashEntry](t)(m2.ListTrash(ctx))
+	if len(got) != 2 || got[0].Path != ents[0].Path || got[1].Path != ents[1].Path {
+		t.Fatalf("loaded trash %+v; dumped %+v", got, ents)
+	}
+	restoreAll(t, m2)
+	if lookup(t, m2, lookup(t, m2, base.RootIno, "d"), "f") != f {
+		t.Fatal("restore after load")
+	}
+	// The loaded trash is still read-only.
+	tr2 := lookup(t, m2, base.RootIno, TrashName)
+	_, _, err = m2.Mknod(ctx, root, tr2, "x", base.TypeFile, 0o644, 0, 0, "")
+	wantErr(t, err, base.ErrPermission)
+}
+
+// TestTrashHiddenFromFind: find from the root leaves the trash out, as a
+// listing of the root does; from the trash it walks it.
+func TestTrashHiddenFromFind(t *testing.T) {
+	m, _ := newTrashMeta(t, time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC))
+	create(t, m, root, base.RootIno, "a")
+	create(t, m, root, base.RootIno, "z")
+	ok(t, m.Unlink(ctx, root, base.RootIno, "z"))
+	seen, _ := findAll(t, m, FindOptions{MaxDepth: -1})
+	inTrash, _ := findAll(t, m, FindOptions{Path: "/" + TrashName, MaxDepth: -1})
+	if len(inTrash) != 3 { // the start, the bucket, the entry
+		t.Fatalf("find from the trash: %q", inTrash)
+	}
+	slices.Sort(seen)
+	if !slices.Equal(seen, []string{"", "a"}) {
+		t.Fatalf("find from the root: %q", seen)
 	}
 }
