@@ -102,10 +102,13 @@ type trashState struct {
 
 // trashRetry runs a mutation that may move something into the trash; if
 // the move needed inode numbers this client had not set aside, it sets
-// them aside and runs the mutation again.
+// two more aside and runs the mutation again. Concurrent removals of
+// this client share the numbers set aside, so one may find them taken
+// again; but each failure adds two, and once one of them has made the
+// bucket the others need none.
 func (m *Meta) trashRetry(ctx context.Context, run func() error) error {
 	err := run()
-	for i := 0; i < 3 && errors.Is(err, errTrashInos); i++ {
+	for i := 0; i < 100 && errors.Is(err, errTrashInos); i++ {
 		if perr := m.reserveTrashInos(ctx); perr != nil {
 			return perr
 		}
@@ -114,16 +117,10 @@ func (m *Meta) trashRetry(ctx context.Context, run func() error) error {
 	return err
 }
 
-// reserveTrashInos sets two inode numbers aside for the trash's
+// reserveTrashInos sets two more inode numbers aside for the trash's
 // directories (the trash and a bucket).
 func (m *Meta) reserveTrashInos(ctx context.Context) error {
-	for {
-		m.trashMu.Lock()
-		n := len(m.trash.inos)
-		m.trashMu.Unlock()
-		if n >= 2 {
-			return nil
-		}
+	for range 2 {
 		ino, err := m.allocIno(ctx)
 		if err != nil {
 			return err
@@ -132,6 +129,7 @@ func (m *Meta) reserveTrashInos(ctx context.Context) error {
 		m.trash.inos = append(m.trash.inos, ino)
 		m.trashMu.Unlock()
 	}
+	return nil
 }
 
 // takeTrashIno takes an inode number set aside (an attempt that does not

@@ -1,7 +1,9 @@
 package meta
 
 import (
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -351,5 +353,40 @@ func TestTrashHiddenFromFind(t *testing.T) {
 	slices.Sort(seen)
 	if !slices.Equal(seen, []string{"", "a"}) {
 		t.Fatalf("find from the root: %q", seen)
+	}
+}
+
+// TestTrashConcurrentRemovals: removals from many goroutines at once (in
+// group commits where the profile has them, optimistic transactions on
+// Pebble) all reach the trash, the first of them making the trash and the
+// bucket, and Check is clean.
+func TestTrashConcurrentRemovals(t *testing.T) {
+	for _, o := range []Options{{}, {LatestCacheEntries: -1}} {
+		m, _ := newTestMetaStore(t, o)
+		if _, err := m.ChangeSettings(ctx, func(s *Settings) error { s.TrashDays = 1; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		const n = 64
+		dirs := []base.Ino{mkdir(t, m, root, base.RootIno, "a"), mkdir(t, m, root, base.RootIno, "b")}
+		for i := range n {
+			create(t, m, root, dirs[i%2], fmt.Sprint(i))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- m.Unlink(ctx, root, dirs[i%2], fmt.Sprint(i))
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			ok(t, err)
+		}
+		if got := len(must[[]TrashEntry](t)(m.ListTrash(ctx))); got != n {
+			t.Fatalf("options %+v: %d entries in the trash, want %d", o, got, n)
+		}
 	}
 }
