@@ -200,6 +200,11 @@ func TestTrashReadOnly(t *testing.T) {
 		{"rename trash", m.Rename(ctx, root, base.RootIno, TrashName, base.RootIno, "t", 0)},
 		{"rename over trash", m.Rename(ctx, root, base.RootIno, "d", base.RootIno, TrashName, 0)},
 		{"link into trash", func() error { _, err := m.Link(ctx, root, f, tr, "x"); return err }()},
+		{"chmod bucket", func() error {
+			_, err := m.SetAttr(ctx, root, bucket, SetAttrRequest{Valid: SetMode, Mode: 0o777})
+			return err
+		}()},
+		{"setxattr trash", m.SetXattr(ctx, root, tr, "user.x", []byte("v"), 0)},
 	} {
 		if !errorsIs(tc.err, base.ErrPermission) {
 			t.Errorf("%s: %v; want EPERM", tc.what, tc.err)
