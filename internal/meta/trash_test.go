@@ -3,6 +3,7 @@ package meta
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -393,5 +394,25 @@ func TestTrashConcurrentRemovals(t *testing.T) {
 		if got := len(must[[]TrashEntry](t)(m.ListTrash(ctx))); got != n {
 			t.Fatalf("options %+v: %d entries in the trash, want %d", o, got, n)
 		}
+	}
+}
+
+// TestTrashLongName: a name near the limit makes a longer trash entry,
+// which lists, restores, and passes Check.
+func TestTrashLongName(t *testing.T) {
+	m, _ := newTrashMeta(t, time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC))
+	name := strings.Repeat("n", MaxNameLen)
+	f := create(t, m, root, base.RootIno, name)
+	ok(t, m.Unlink(ctx, root, base.RootIno, name))
+	ents := must[[]TrashEntry](t)(m.ListTrash(ctx))
+	if len(ents) != 1 || ents[0].Path != "/"+name || len(ents[0].Name) <= MaxNameLen {
+		t.Fatalf("trash %+v", ents)
+	}
+	if probs := must[[]Problem](t)(m.Check(ctx, false)); len(probs) != 0 {
+		t.Fatalf("check: %+v", probs)
+	}
+	restoreAll(t, m)
+	if lookup(t, m, base.RootIno, name) != f {
+		t.Fatal("restore")
 	}
 }
