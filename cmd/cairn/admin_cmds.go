@@ -212,19 +212,24 @@ func newVersionCommand() *cobra.Command {
 }
 
 func newConfigCommand() *cobra.Command {
-	var name, capacity, inodes string
+	var name, capacity, inodes, inlineMax string
+	var trashDays int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "config META-URL [--name NAME] [--capacity SIZE] [--inodes N]",
+		Use:   "config META-URL [--name NAME] [--capacity SIZE] [--inodes N] [--trash-days N] [--inline-max SIZE]",
 		Short: "Show or change the settings that can change after format",
 		Long: `Show the volume's settings, or change those that can change on a live volume:
-its name, its capacity (--capacity SIZE, or unlimited) and its inode limit
-(--inodes N, or unlimited). Block size, inline limit and data store are fixed
-at format. Mounted clients use the new limits within a heartbeat (5 s by
-default); the process that made the change (or that holds an embedded volume
-and was asked through its control socket) at once. Writes and creates past a
+its name, its capacity (--capacity SIZE, or unlimited), its inode limit
+(--inodes N, or unlimited), how many days removed files wait in /.trash
+(--trash-days N, 0 for no trash; see cairn trash) and the inline limit of new
+files (--inline-max SIZE, at most 64K and below the block size, 0 for none;
+volumes of format version 2 and later: files written before keep their
+blocks where they are). Block size and data store are fixed at format.
+Mounted clients use the new settings within a heartbeat (5 s by default);
+the process that made the change (or that holds an embedded volume and was
+asked through its control socket) at once. Writes and creates past a
 lowered limit fail with ENOSPC; what is stored already stays.`,
-		Example: "  cairn config pebble:///var/lib/cairn/meta\n  cairn config --capacity 2T --inodes 50000000 'postgres://cairn@db1/vol1'\n  cairn config --capacity unlimited pebble:///var/lib/cairn/meta",
+		Example: "  cairn config pebble:///var/lib/cairn/meta\n  cairn config --capacity 2T --inodes 50000000 'postgres://cairn@db1/vol1'\n  cairn config --capacity unlimited pebble:///var/lib/cairn/meta\n  cairn config --trash-days 7 --inline-max 32K pebble:///var/lib/cairn/meta",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := daemon.Request{Verb: "config", Flags: jsonFlag(asJSON)}
@@ -249,10 +254,25 @@ lowered limit fail with ENOSPC; what is stored already stays.`,
 				}
 				req.Flags[flag] = strconv.FormatUint(n, 10)
 			}
+			if cmd.Flags().Changed("trash-days") {
+				if trashDays < 0 || trashDays > daemon.MaxTrashDays {
+					return fmt.Errorf("--trash-days %d: want 0 (no trash) to %d", trashDays, daemon.MaxTrashDays)
+				}
+				req.Flags["trash-days"] = strconv.Itoa(trashDays)
+			}
+			if cmd.Flags().Changed("inline-max") {
+				n, err := parseSize(inlineMax)
+				if err != nil || n > daemon.MaxInlineMax {
+					return fmt.Errorf("--inline-max %q: want a size of at most 64K (0 for none)", inlineMax)
+				}
+				req.Flags["inline-max"] = strconv.FormatUint(n, 10)
+			}
 			return runAdmin(cmd.Context(), args[0], req, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
+	f.IntVar(&trashDays, "trash-days", 0, "days removed files wait in /.trash before they are destroyed; 0 = no trash")
+	f.StringVar(&inlineMax, "inline-max", "", "inline limit of new files (e.g. 16K; 0 = none, at most 64K)")
 	f.StringVar(&name, "name", "", "rename the volume")
 	f.StringVar(&capacity, "capacity", "", "the volume's capacity (e.g. 500G), or unlimited")
 	f.StringVar(&inodes, "inodes", "", "the volume's inode limit, or unlimited")

@@ -29,7 +29,11 @@ the metadata), or s3://bucket[/prefix]?endpoint=http://host:port (created if
 missing; credentials as for every command, see cairn --help).
 --inline-max: a file written in one piece of at most this size (a slice)
 keeps its data in the metadata engine: it costs a metadata transaction
-instead of an object PUT. Fixed at format time.`,
+instead of an object PUT. cairn config --inline-max changes it for new files.
+--trash-days N: removed files, removed trees and files replaced by a rename
+wait N days in the hidden, read-only /.trash before they are destroyed;
+cairn trash lists, restores and purges them (cairn config --trash-days
+changes it).`,
 		Example: `  cairn format pebble:///var/lib/cairn/meta myvol
   cairn format --data file:///srv/cairn-data --block-size 1M pebble:///nvme/cairn/meta myvol
   AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… cairn format \
@@ -70,6 +74,7 @@ instead of an object PUT. Fixed at format time.`,
 	f.StringVar(&inlineMax, "inline-max", "16K", "slices (small files) of at most this size keep their data in the metadata engine, not the data store (0 = none, at most 64K)")
 	f.StringVar(&capacity, "capacity", "", "volume capacity reported by statfs and enforced (e.g. 10T); default unlimited")
 	f.Uint64Var(&o.Inodes, "inodes", 0, "maximum number of inodes; 0 = unlimited")
+	f.IntVar(&o.TrashDays, "trash-days", 0, "keep removed files this many days in /.trash, for cairn trash restore; 0 = no trash")
 	f.BoolVar(&o.Force, "force", false, "format over an existing volume (its files become unreachable)")
 	return cmd
 }

@@ -120,6 +120,15 @@ type Attr struct {
 	Quota Ino
 }
 
+// Attribute flags (Attr.Flags).
+const (
+	// AttrFlagTrash marks a directory of the trash: /.trash itself, its
+	// hour buckets, and every directory moved into it. Nothing may be
+	// created in, removed from or renamed out of such a directory but by
+	// the trash's own restore and purge (meta, trash.go).
+	AttrFlagTrash uint8 = 1 << 0
+)
+
 // FullMode returns type bits | permission bits, as st_mode.
 func (a *Attr) FullMode() uint32 { return a.Type.ModeBits() | a.Mode&0o7777 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -176,4 +177,49 @@ func countKeys(t *testing.T, s object.Store) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestInlineLimitChanges: with Options.InlineLimit, each slice follows the
+// limit in force when it is sealed; a lowered limit sends new small files
+// to the object store, a raised one to the blobs, and the blocks written
+// before stay where they are and read back.
+func TestInlineLimitChanges(t *testing.T) {
+	ctx := context.Background()
+	var limit atomic.Int64
+	objects, blobs := mem.New(), mem.New()
+	s := newTestStore(t, split.New(objects, blobs, InlineBlock), nil,
+		Options{BlockSize: 64 << 10, InlineLimit: func() int { return int(limit.Load()) }})
+	c := inlineCommitter{newCommitter(), blobs}
+	w := s.NewWriter(c)
+	defer w.Close()
+	small := bytes.Repeat([]byte("s"), 1000)
+	write := func(off int64) {
+		t.Helper()
+		if err := w.Write(ctx, off, small); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0) // limit 0: an object
+	if countKeys(t, blobs) != 0 || countKeys(t, objects) != 1 {
+		t.Fatalf("limit 0: %d blobs, %d objects; want 0 and 1", countKeys(t, blobs), countKeys(t, objects))
+	}
+	limit.Store(4096)
+	write(0) // a blob now
+	if countKeys(t, blobs) != 1 || countKeys(t, objects) != 1 {
+		t.Fatalf("limit 4096: %d blobs, %d objects; want 1 and 1", countKeys(t, blobs), countKeys(t, objects))
+	}
+	limit.Store(1 << 20) // out of bounds: none
+	write(0)
+	if countKeys(t, blobs) != 1 || countKeys(t, objects) != 2 {
+		t.Fatalf("limit out of bounds: %d blobs, %d objects; want 1 and 2", countKeys(t, blobs), countKeys(t, objects))
+	}
+	for _, sl := range c.chunk(0) {
+		buf := make([]byte, sl.Len)
+		if _, err := s.ReadChunk(ctx, []base.Slice{sl}, 0, buf); err != nil || !bytes.Equal(buf, small) {
+			t.Fatalf("slice %d read back: %v", sl.ID, err)
+		}
+	}
 }

@@ -89,6 +89,13 @@ type Options struct {
 	// into a large file, do not: they would cost the metadata engine a
 	// transaction each. Default 0: none. At most MaxInlineMax.
 	InlineMax int
+	// InlineLimit, if set, is asked for the inline limit at each decision
+	// instead of InlineMax: a volume's limit may change while it is
+	// mounted (meta.Settings.InlineMax, cairn config --inline-max). A
+	// value outside InlineMax's bounds counts as 0. A slice's place is
+	// decided once, when its block is sealed, and recorded in its id,
+	// so blocks written before a change stay where they are.
+	InlineLimit func() int
 	// BlockFormat is the format of the block objects the Store writes,
 	// and the only one it reads: a block of the other format fails its
 	// check. Every client of a volume must use the volume's (meta

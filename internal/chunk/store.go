@@ -147,7 +147,19 @@ func (s *Store) BlockSize() int { return s.opts.BlockSize }
 // Options.InlineMax): it lies within the first InlineMax bytes of the
 // file. The writer and compaction both follow it.
 func (s *Store) Inline(index, end uint32) bool {
-	return index == 0 && end <= uint32(s.opts.InlineMax)
+	return index == 0 && end <= uint32(s.inlineMax())
+}
+
+// inlineMax is the inline limit in force (Options.InlineLimit).
+func (s *Store) inlineMax() int {
+	if s.opts.InlineLimit == nil {
+		return s.opts.InlineMax
+	}
+	n := s.opts.InlineLimit()
+	if n < 0 || n > MaxInlineMax || n >= s.opts.BlockSize {
+		return 0
+	}
+	return n
 }
 
 // blockLen returns the length of block index of a slice of size bytes.

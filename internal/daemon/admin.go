@@ -89,6 +89,8 @@ func RunAdmin(ctx context.Context, v *Volume, req Request, w io.Writer) error {
 		return Config(ctx, v, req.Flags, w)
 	case "quota-set", "quota-get", "quota-list", "quota-delete", "quota-check":
 		return quotaRequest(ctx, v, req, w)
+	case "trash-list", "trash-restore", "trash-purge":
+		return trashRequest(ctx, v, req, w)
 	case "dump":
 		return dumpRequest(ctx, v, req, w)
 	case "backup-now":
@@ -172,6 +174,18 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	fmt.Fprintf(tw, "Used\t%s (%d bytes)\n", base.IBytes(r.UsedBytes), r.UsedBytes)
 	fmt.Fprintf(tw, "Inodes\t%d\n", r.UsedInodes)
 	fmt.Fprintf(tw, "Available\t%s, %d inodes\n", base.IBytes(r.AvailBytes), r.AvailInodes)
+	switch t := r.Trash; {
+	case t.Days == 0 && t.Entries == 0:
+		fmt.Fprintf(tw, "Trash\toff\n")
+	case t.Days == 0:
+		fmt.Fprintf(tw, "Trash\toff; holds %s in %d inodes (%d entries; cairn trash purge frees them)\n", base.IBytes(t.Bytes), t.Inodes, t.Entries)
+	default:
+		fmt.Fprintf(tw, "Trash\t%d days; holds %s in %d inodes (%d entries, %d hour buckets", t.Days, base.IBytes(t.Bytes), t.Inodes, t.Entries, t.Buckets)
+		if t.Oldest != "" {
+			fmt.Fprintf(tw, ", oldest %s", t.Oldest)
+		}
+		fmt.Fprintf(tw, ")\n")
+	}
 	switch {
 	case r.BackupsError != "":
 		fmt.Fprintf(tw, "Backups\tunknown: %s\n", r.BackupsError)
@@ -224,10 +238,19 @@ type StatusReport struct {
 	// Backups counts the metadata backups in the data store;
 	// LatestBackup is the newest (cairn backup list shows them all).
 	// BackupsError says why they could not be listed.
+	// Trash is what the trash holds (counted in UsedBytes and
+	// UsedInodes), and its retention.
+	Trash        TrashReport     `json:"trash"`
 	Backups      int             `json:"backups"`
 	LatestBackup *BackupInfo     `json:"latest_backup,omitempty"`
 	BackupsError string          `json:"backups_error,omitempty"`
 	Sessions     []SessionReport `json:"sessions"`
+}
+
+// TrashReport is the trash in a StatusReport.
+type TrashReport struct {
+	Days int `json:"days"` // retention; 0: off
+	meta.TrashUsage
 }
 
 // SessionReport is one session in a StatusReport.
@@ -263,6 +286,11 @@ func statusReport(ctx context.Context, v *Volume) (StatusReport, error) {
 		Data: object.RedactURL(s.DataURL), BlockSize: s.BlockSize, InlineMax: s.InlineMax, ChunkSize: s.ChunkSize,
 		Capacity: s.Capacity, InodeLimit: s.Inodes, UsedBytes: u.Bytes, UsedInodes: u.Inodes,
 		AvailBytes: sf.AvailBytes, AvailInodes: sf.AvailFiles, Sessions: []SessionReport{}}
+	tu, err := v.Meta.TrashUsage(ctx)
+	if err != nil {
+		return StatusReport{}, fmt.Errorf("the trash: %w", err)
+	}
+	r.Trash = TrashReport{Days: s.TrashDays, TrashUsage: tu}
 	if list, err := ListBackups(ctx, v.data()); err != nil {
 		r.BackupsError = err.Error()
 	} else if r.Backups = len(list); len(list) > 0 {
@@ -395,13 +423,15 @@ func orDash(s string) string {
 }
 
 // Config changes the settings that may change after format (flags
-// "name", "capacity", "inodes"; capacity and inodes in bytes and inodes, 0
-// for no limit), then prints the settings; with no flag it only prints
-// them. Clients of the volume pick a change up at their next heartbeat.
+// "name", "capacity", "inodes", "trash-days", "inline-max"; capacity and
+// inodes in bytes and inodes, 0 for no limit; trash days 0 for no trash;
+// the inline limit in bytes, 0 for none), then prints the settings; with
+// no flag it only prints them. Clients of the volume pick a change up at
+// their next heartbeat.
 func Config(ctx context.Context, v *Volume, flags map[string]string, w io.Writer) error {
 	s := v.Meta.Settings()
 	changes := map[string]string{}
-	for _, k := range []string{"name", "capacity", "inodes"} {
+	for _, k := range []string{"name", "capacity", "inodes", "trash-days", "inline-max"} {
 		if val, ok := flags[k]; ok {
 			changes[k] = val
 		}
@@ -422,6 +452,16 @@ func Config(ctx context.Context, v *Volume, flags map[string]string, w io.Writer
 						s.Capacity = n
 					} else {
 						s.Inodes = n
+					}
+				case "trash-days", "inline-max":
+					n, err := strconv.Atoi(val)
+					if err != nil || n < 0 {
+						return fmt.Errorf("config: %s %q: want a number, 0 or more: %w", k, val, base.ErrInvalid)
+					}
+					if k == "trash-days" {
+						s.TrashDays = n
+					} else {
+						s.InlineMax = n
 					}
 				}
 			}
@@ -445,7 +485,16 @@ func Config(ctx context.Context, v *Volume, flags map[string]string, w io.Writer
 	fmt.Fprintf(tw, "capacity\t%s\n", limit(s.Capacity, base.IBytes))
 	fmt.Fprintf(tw, "inodes\t%s\n", limit(s.Inodes, func(n uint64) string { return strconv.FormatUint(n, 10) }))
 	fmt.Fprintf(tw, "block-size\t%s (fixed at format)\n", base.IBytes(uint64(s.BlockSize)))
-	fmt.Fprintf(tw, "inline-max\t%s (fixed at format)\n", base.IBytes(uint64(s.InlineMax)))
+	if s.TrashDays > 0 {
+		fmt.Fprintf(tw, "trash-days\t%d (removed files wait in /%s)\n", s.TrashDays, meta.TrashName)
+	} else {
+		fmt.Fprintf(tw, "trash-days\t0 (no trash)\n")
+	}
+	if s.FormatVersion >= 2 {
+		fmt.Fprintf(tw, "inline-max\t%s (for new files)\n", base.IBytes(uint64(s.InlineMax)))
+	} else {
+		fmt.Fprintf(tw, "inline-max\t%s (format version %d keeps no data in the metadata engine)\n", base.IBytes(uint64(s.InlineMax)), s.FormatVersion)
+	}
 	fmt.Fprintf(tw, "data\t%s (fixed at format)\n", object.RedactURL(s.DataURL))
 	return tw.Flush()
 }

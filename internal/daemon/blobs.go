@@ -38,10 +38,12 @@ var (
 
 // withInlineBlocks returns objs joined with the metadata engine's blobs
 // for the blocks of inline slices (chunk.InlineBlock), and the counters
-// of the blob requests; or objs itself and nil when the volume has no
-// inline limit.
+// of the blob requests; or objs itself and nil when the volume's format
+// has no blobs (version 1). The join does not follow the inline limit:
+// it may change while the volume is mounted (cairn config --inline-max),
+// and blocks written under an earlier limit stay where they went.
 func withInlineBlocks(objs object.Store, m *meta.Meta, s meta.Settings) (object.Store, *counted.Store) {
-	if s.InlineMax <= 0 {
+	if s.FormatVersion < 2 {
 		return objs, nil
 	}
 	blobs := counted.New(&metaBlobs{m: m})

@@ -295,6 +295,9 @@ func Mount(ctx context.Context, o MountOptions) error {
 			defer stopBackups()
 		}
 	}
+	if o.Snapshot == "" && !o.Volume.ReadOnly {
+		defer vol.startTrashPurge(log)()
+	}
 	log.Info("mounted", "volume", vol.Settings.Name, "meta", vol.Loc.Display(), "mountpoint", mp, "snapshot", o.Snapshot)
 	if o.Ready != nil {
 		o.Ready(vol.Notices)

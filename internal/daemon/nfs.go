@@ -191,6 +191,9 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 	if o.Backup.Interval > 0 && !o.Volume.ReadOnly {
 		defer vol.startBackups(o.Backup, log)()
 	}
+	if !o.Volume.ReadOnly {
+		defer vol.startTrashPurge(log)()
+	}
 	if o.Ready != nil {
 		o.Ready(g.addr)
 	}

@@ -214,6 +214,9 @@ type FormatOptions struct {
 	InlineMax int
 	Capacity  uint64
 	Inodes    uint64
+	// TrashDays: removed files wait this many days in /.trash
+	// (meta.Settings.TrashDays); 0: no trash.
+	TrashDays int
 	Force     bool
 	Logger    *slog.Logger
 }
@@ -293,6 +296,7 @@ func format(ctx context.Context, loc MetaLocation, o FormatOptions) (meta.Settin
 		Capacity:      o.Capacity,
 		Inodes:        o.Inodes,
 		InlineMax:     o.InlineMax,
+		TrashDays:     o.TrashDays,
 	}
 	if old, err := meta.LoadSettings(ctx, store); err == nil && !o.Force {
 		return meta.Settings{}, fmt.Errorf("%s already holds volume %q (uuid %s); nothing was changed. Use --force to format over it (its files become unreachable)", object.RedactURL(o.MetaURL), old.Name, old.UUID)
@@ -531,7 +535,10 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 		CacheWrites:      o.CacheWrites,
 		CacheSmallWrites: !o.NoCacheSmallWrites,
 		InlineMax:        v.Settings.InlineMax,
-		ReadAhead:        o.ReadAhead,
+		// The limit as this client last read it (at each heartbeat):
+		// config may change it on a live volume.
+		InlineLimit: func() int { return v.Meta.Settings().InlineMax },
+		ReadAhead:   o.ReadAhead,
 		// On a local store the disk tier only copies blocks (and is
 		// dropped when it shares the store's file system).
 		CacheRandomWrites: !isLocal,

@@ -19,12 +19,13 @@ type Settings struct {
 	BlockSize     int    `json:"block_size"` // bytes, max size of one object
 	ChunkSize     int    `json:"chunk_size"` // always base.ChunkSize for now
 	DataURL       string `json:"data_url"`
-	Capacity      uint64 `json:"capacity,omitempty"` // bytes; 0 = unlimited
-	Inodes        uint64 `json:"inodes,omitempty"`   // 0 = unlimited
-	TrashDays     int    `json:"trash_days,omitempty"`
+	Capacity      uint64 `json:"capacity,omitempty"`   // bytes; 0 = unlimited
+	Inodes        uint64 `json:"inodes,omitempty"`     // 0 = unlimited
+	TrashDays     int    `json:"trash_days,omitempty"` // removed files wait this long in /.trash (trash.go); 0: no trash
 	// InlineMax: slices of at most this many bytes at the start of a file
 	// keep their block in the metadata engine rather than the object store
-	// (blob.go, chunk.Options.InlineMax); 0: none. Fixed at format time.
+	// (blob.go, chunk.Options.InlineMax); 0: none. Changes after format
+	// (ChangeSettings) apply to the slices written after them.
 	// Needs format version 2.
 	InlineMax int       `json:"inline_max,omitempty"`
 	Created   time.Time `json:"created"`

@@ -113,11 +113,19 @@ func (ck *checker) checkQuotas(r kv.Reader, attrs map[base.Ino]base.Attr, dentri
 		domain[dir] = q
 		return q
 	}
+	// A file's links in the trash do not say where it counts: one with
+	// other links stays counted by its quota there (trashQuota).
 	linkParents := map[base.Ino][]base.Ino{}
+	trashLinks := map[base.Ino]bool{}
 	for _, d := range dentries {
-		if d.typ != base.TypeDir {
-			linkParents[d.ino] = append(linkParents[d.ino], d.parent)
+		if d.typ == base.TypeDir {
+			continue
 		}
+		if attrs[d.parent].Flags&base.AttrFlagTrash != 0 {
+			trashLinks[d.ino] = true
+			continue
+		}
+		linkParents[d.ino] = append(linkParents[d.ino], d.parent)
 	}
 	up := map[base.Ino]base.Ino{}
 	for dir := range states {
@@ -146,8 +154,14 @@ func (ck *checker) checkQuotas(r kv.Reader, attrs map[base.Ino]base.Attr, dentri
 					want = a.Quota // a file linked from two quotas' trees counts in one
 				}
 			}
-		} else if states[want] == nil {
-			want = 0
+		} else if states[want] == nil || (trashLinks[ino] && a.Nlink <= 1) {
+			// An orphan counts where it was; a file whose only link is
+			// in the trash, where the trash is.
+			if trashLinks[ino] && a.Nlink <= 1 {
+				want = domainOf(attrs[ino].Parent, 0)
+			} else {
+				want = 0
+			}
 		}
 		if a.Quota != want {
 			ck.report("quota-stamp", ino, setStamp(ino, want), "inode names the quota of directory %d; its tree's is %d", a.Quota, want)

@@ -439,8 +439,16 @@ func (f *finder) page(d *FindDir, p *findPager, after []byte) (more bool, err er
 			start = dentryAfter(d.Ino, string(after))
 		}
 		var ferr error
+		scanned, trashLast := 0, false
 		err := vscan(r, dentryPrefix(d.Ino), start, f.epoch, func(k, v []byte) bool {
+			scanned++
+			trashLast = false
 			_, name, err := decodeDentryKey(k)
+			if err == nil && d.Ino == base.RootIno && string(name) == TrashName {
+				// Hidden as in a listing of the root (readdirAt).
+				trashLast = true
+				return scanned < findPage
+			}
 			if err == nil {
 				var e FindEntry
 				e.Ino, e.Type, err = decodeDentry(v)
@@ -453,7 +461,7 @@ func (f *finder) page(d *FindDir, p *findPager, after []byte) (more bool, err er
 			}
 			p.names = append(p.names, name...)
 			p.ends = append(p.ends, len(p.names))
-			return len(p.ents) < findPage
+			return scanned < findPage
 		})
 		if err == nil {
 			err = ferr
@@ -461,14 +469,17 @@ func (f *finder) page(d *FindDir, p *findPager, after []byte) (more bool, err er
 		if err != nil {
 			return err
 		}
-		more = len(p.ents) == findPage
+		more = scanned == findPage
 		// One string for the page's names: one allocation, not one each.
 		all, from := string(p.names), 0
 		for i := range p.ents {
 			p.ents[i].Name = all[from:p.ends[i]]
 			from = p.ends[i]
 		}
-		if more {
+		switch {
+		case more && trashLast:
+			p.last = append(p.last[:0], TrashName...)
+		case more:
 			p.last = append(p.last[:0], p.ents[len(p.ents)-1].Name...)
 		}
 		for i := range p.ents {

@@ -42,6 +42,9 @@ func (s *Settings) Validate() error {
 	if s.InlineMax < 0 || s.InlineMax > MaxInlineMax || s.InlineMax >= bs {
 		return fmt.Errorf("inline limit %d must be between 0 and %d bytes and below the block size: %w", s.InlineMax, MaxInlineMax, base.ErrInvalid)
 	}
+	if s.TrashDays < 0 || s.TrashDays > MaxTrashDays {
+		return fmt.Errorf("trash days %d must be between 0 (no trash) and %d: %w", s.TrashDays, MaxTrashDays, base.ErrInvalid)
+	}
 	if s.InlineMax > 0 && s.FormatVersion < 2 {
 		return fmt.Errorf("inline limit %d needs format version 2, not %d: %w", s.InlineMax, s.FormatVersion, base.ErrInvalid)
 	}

@@ -145,6 +145,9 @@ const (
 	// claim of an automatic metadata backup (backup.go); every claim
 	// writes it, so two mounts claiming at once conflict.
 	counterBackupClaim = 'k'
+	// counterTrashClaim holds the time (Unix nanoseconds) of the last
+	// claim of the trash's purge (trash.go), as counterBackupClaim.
+	counterTrashClaim = 't'
 )
 
 // Version tags, first byte of every versioned value.

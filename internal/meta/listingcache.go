@@ -286,7 +286,7 @@ func (c *listingCache) load(ctx context.Context, m *Meta, parent base.Ino) {
 	var p base.Attr
 	var ents []base.Entry
 	err := m.view(ctx, func(r kv.Reader) (err error) {
-		p, ents, err = readdirDir(r, RootCaller, parent, "", listingMaxEntries+1, true, latestEpoch)
+		p, ents, err = readdirDir(r, RootCaller, parent, "", listingMaxEntries+1, true, latestEpoch, false)
 		return err
 	})
 	c.mu.Lock()

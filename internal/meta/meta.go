@@ -156,6 +156,9 @@ type Meta struct {
 	deletes chan struct{}
 	now     func() int64
 
+	trashMu sync.Mutex
+	trash   trashState // trash.go
+
 	lc         *latestCache  // nil: off
 	listings   *listingCache // nil: off
 	lastEpoch  atomic.Uint64 // the live epoch the last update read

@@ -86,6 +86,12 @@ type metaProfile struct {
 	// quota: the root has a directory quota (without limits), so that
 	// every operation charges it and the final check recounts it.
 	quota bool
+	// trash: the volume's trash is on (Settings.TrashDays). Not a
+	// speed-up but a change of what removals leave, so the run is
+	// compared as seen from outside the trash: a file's links in the
+	// trash are not counted in its nlink, and the trash is purged
+	// before the final usage (less the trash directory itself).
+	trash bool
 }
 
 func metaProfiles() []metaProfile {
@@ -110,23 +116,27 @@ func metaProfiles() []metaProfile {
 	const delay = 2 * time.Millisecond
 	const ttl = time.Hour // a listing never expires during a run
 	return []metaProfile{
-		{"memkv", mem, Options{}, false},
-		{"memkv-memholds", mem, Options{MemoryHolds: true}, false},
-		{"memkv-holddelay", mem, Options{HoldReleaseDelay: delay}, false},
-		{"memkv-nolatest", mem, Options{LatestCacheEntries: -1}, false},
-		{"memkv-nolatest-nogroup", mem, Options{LatestCacheEntries: -1, NoGroupCommit: true}, false},
-		{"memkv-nolatest-listing", mem, Options{LatestCacheEntries: -1, ListingTTL: ttl}, false},
-		{"memkv-nolatest-listing-nogroup-holddelay", mem, Options{LatestCacheEntries: -1, ListingTTL: ttl, NoGroupCommit: true, HoldReleaseDelay: delay}, false},
-		{"pebble", peb, Options{}, false},
-		{"pebble-memholds", peb, Options{MemoryHolds: true}, false},
-		{"memkv-quota", mem, Options{}, true},
-		{"pebble-quota", peb, Options{}, true},
-		{"pg", pg, Options{}, false},
-		{"pg-noleases", pg, Options{NoLeases: true}, false},
-		{"pg-nogroup", pg, Options{NoGroupCommit: true}, false},
-		{"pg-listing", pg, Options{ListingTTL: ttl}, false},
-		{"pg-plain", pg, Options{NoLeases: true, NoGroupCommit: true, NoBlindOpens: true}, false},
-		{"pg-quota", pg, Options{}, true},
+		{name: "memkv", store: mem, opts: Options{}},
+		{name: "memkv-memholds", store: mem, opts: Options{MemoryHolds: true}},
+		{name: "memkv-holddelay", store: mem, opts: Options{HoldReleaseDelay: delay}},
+		{name: "memkv-nolatest", store: mem, opts: Options{LatestCacheEntries: -1}},
+		{name: "memkv-nolatest-nogroup", store: mem, opts: Options{LatestCacheEntries: -1, NoGroupCommit: true}},
+		{name: "memkv-nolatest-listing", store: mem, opts: Options{LatestCacheEntries: -1, ListingTTL: ttl}},
+		{name: "memkv-nolatest-listing-nogroup-holddelay", store: mem, opts: Options{LatestCacheEntries: -1, ListingTTL: ttl, NoGroupCommit: true, HoldReleaseDelay: delay}},
+		{name: "pebble", store: peb, opts: Options{}},
+		{name: "pebble-memholds", store: peb, opts: Options{MemoryHolds: true}},
+		{name: "memkv-quota", store: mem, quota: true},
+		{name: "pebble-quota", store: peb, quota: true},
+		{name: "pg", store: pg, opts: Options{}},
+		{name: "pg-noleases", store: pg, opts: Options{NoLeases: true}},
+		{name: "pg-nogroup", store: pg, opts: Options{NoGroupCommit: true}},
+		{name: "pg-listing", store: pg, opts: Options{ListingTTL: ttl}},
+		{name: "pg-plain", store: pg, opts: Options{NoLeases: true, NoGroupCommit: true, NoBlindOpens: true}},
+		{name: "pg-quota", store: pg, quota: true},
+		{name: "memkv-trash", store: mem, trash: true},
+		{name: "memkv-nolatest-trash", store: mem, opts: Options{LatestCacheEntries: -1}, trash: true},
+		{name: "pebble-trash", store: peb, trash: true},
+		{name: "pg-trash", store: pg, trash: true},
 	}
 }
 
@@ -596,6 +606,7 @@ type profileRun struct {
 	id     map[base.Ino]base.Ino // inode → model id
 	slices map[uint64]int        // slice id → step that wrote it
 	trace  []string
+	trash  bool // metaProfile.trash
 }
 
 func (r *profileRun) bind(id, ino base.Ino) { r.real[id], r.id[ino] = ino, id }
@@ -604,7 +615,11 @@ func (r *profileRun) bind(id, ino base.Ino) { r.real[id], r.id[ino] = ino, id }
 // observed, failing t where that differs from the model.
 func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 	store := p.store(t)
-	ok(t, Format(ctx, store, Settings{Name: "metamorphic"}, false))
+	settings := Settings{Name: "metamorphic"}
+	if p.trash {
+		settings.TrashDays = 1
+	}
+	ok(t, Format(ctx, store, settings, false))
 	m, err := Open(ctx, store, p.opts)
 	ok(t, err)
 	t.Cleanup(func() { _ = m.Close() })
@@ -612,7 +627,7 @@ func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 	if p.quota {
 		must[Quota](t)(m.SetQuota(ctx, base.RootIno, QuotaLimits{}, nil))
 	}
-	r := &profileRun{t: t, m: m, real: map[base.Ino]base.Ino{}, id: map[base.Ino]base.Ino{}, slices: map[uint64]int{0: -1}}
+	r := &profileRun{t: t, m: m, real: map[base.Ino]base.Ino{}, id: map[base.Ino]base.Ino{}, slices: map[uint64]int{0: -1}, trash: p.trash}
 	r.bind(base.RootIno, base.RootIno)
 	opened := map[base.Ino]int{}
 	for i, o := range ops {
@@ -631,7 +646,13 @@ func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 		}
 	}
 	ok(t, m.FlushReleases(ctx))
+	if p.trash {
+		must[PurgeStats](t)(m.PurgeTrash(ctx, time.Time{}))
+	}
 	u := must[Usage](t)(m.Usage(ctx))
+	if _, _, err := m.Lookup(ctx, root, base.RootIno, TrashName); p.trash && err == nil {
+		u.Inodes-- // the trash directory, which the history did not make
+	}
 	if want := ops[len(ops)-1].dump; u.Inodes != uint64(1+countInodes(want)) {
 		t.Errorf("usage counts %d inodes, the tree has %d", u.Inodes, 1+countInodes(want))
 	}
@@ -719,6 +740,9 @@ func (r *profileRun) step(i int, o mop) string {
 		return "close " + expect(m.CloseFile(ctx, ino))
 	case opStatOpen:
 		a, err := m.GetAttr(ctx, ino)
+		if err == nil && r.trash {
+			a.Nlink -= r.trashLinks(m)[ino]
+		}
 		got := fmt.Sprintf("nlink=%d size=%d", a.Nlink, a.Length)
 		if err == nil && got != o.wantVal {
 			t.Fatalf("step %s: %s, model %s", desc, got, o.wantVal)
@@ -809,6 +833,10 @@ type historyReader interface {
 func (r *profileRun) compareTree(desc string, tr historyReader, want []string) string {
 	t := r.t
 	var got, chunks []string
+	var inTrash map[base.Ino]uint32
+	if r.trash {
+		inTrash = r.trashLinks(tr)
+	}
 	var walk func(dir base.Ino, prefix string)
 	walk = func(dir base.Ino, prefix string) {
 		es := must[[]base.Entry](t)(tr.Readdir(ctx, root, dir, "", 0, true))
@@ -830,7 +858,7 @@ func (r *profileRun) compareTree(desc string, tr historyReader, want []string) s
 			for _, x := range must[[]string](t)(tr.ListXattr(ctx, root, e.Ino)) {
 				xs[x] = string(must[[]byte](t)(tr.GetXattr(ctx, root, e.Ino, x)))
 			}
-			got = append(got, fileLine(prefix+e.Name, id, int(e.Attr.Nlink), e.Attr.Length, xs))
+			got = append(got, fileLine(prefix+e.Name, id, int(e.Attr.Nlink-inTrash[e.Ino]), e.Attr.Length, xs))
 			chunks = append(chunks, prefix+e.Name+r.chunks(tr.ReadChunk, e.Ino))
 		}
 	}
@@ -839,4 +867,25 @@ func (r *profileRun) compareTree(desc string, tr historyReader, want []string) s
 		t.Fatalf("step %s: tree\n%s\nmodel\n%s", desc, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	return strings.Join(chunks, " ")
+}
+
+// trashLinks counts the entries of each inode in the trash of tr (the
+// live volume or a snapshot): links a trash profile keeps that the model
+// dropped.
+func (r *profileRun) trashLinks(tr historyReader) map[base.Ino]uint32 {
+	out := map[base.Ino]uint32{}
+	t, _, err := r.m.Lookup(ctx, root, base.RootIno, TrashName)
+	if err != nil {
+		return out // no trash yet
+	}
+	buckets, err := tr.Readdir(ctx, root, t, "", 0, false)
+	if err != nil {
+		return out // none as of the snapshot
+	}
+	for _, b := range buckets {
+		for _, e := range must[[]base.Entry](r.t)(tr.Readdir(ctx, root, b.Ino, "", 0, false)) {
+			out[e.Ino]++
+		}
+	}
+	return out
 }

@@ -313,6 +313,9 @@ func (o *op) freeName(c *Caller, parent base.Ino, name, verb string) (*base.Attr
 	if err != nil {
 		return nil, err
 	}
+	if isTrashDir(p) || trashReserved(parent, name) {
+		return nil, errInTrash(verb)
+	}
 	if err := access(c, p, MayWrite|MayExec); err != nil {
 		return nil, fmt.Errorf("%s %q in %d: %w", verb, name, parent, err)
 	}
@@ -375,38 +378,50 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 	}
 	var ch DirChange
 	// Marked as freeing space: allowed on a nearly full metadata disk.
-	err := m.mutateGrouped(kv.Freeing(ctx), func(o *op) error {
-		if err := o.prefetchUnlink(parent, name); err != nil {
-			return err
-		}
-		p, ino, typ, err := o.childEntry(c, parent, name)
-		if err != nil {
-			return err
-		}
-		ch.Before, ch.Ino = *p, ino
-		if err := o.prefetchInode(ino); err != nil {
-			return err
-		}
-		if typ == base.TypeDir {
-			return fmt.Errorf("unlink %q: %w", name, base.ErrIsDir)
-		}
-		a, err := o.attr(ino)
-		if err != nil {
-			return err
-		}
-		if err := mayDelete(c, p, a); err != nil {
-			return fmt.Errorf("unlink %q in %d: %w", name, parent, err)
-		}
-		if err := o.vdel(dentryKey(parent, name)); err != nil {
-			return err
-		}
-		o.touchDir(parent, p)
-		ch.After = *p
-		if err := o.dropLink(ino, a); err != nil {
-			return err
-		}
-		ch.Gone = o.attrs[ino] == nil // destroy forgets it
-		return nil
+	err := m.trashRetry(ctx, func() error {
+		return m.mutateGrouped(kv.Freeing(ctx), func(o *op) error {
+			if err := o.prefetchUnlink(parent, name); err != nil {
+				return err
+			}
+			p, ino, typ, err := o.childEntry(c, parent, name)
+			if err != nil {
+				return err
+			}
+			ch.Before, ch.Ino = *p, ino
+			if err := o.prefetchInode(ino); err != nil {
+				return err
+			}
+			if typ == base.TypeDir {
+				return fmt.Errorf("unlink %q: %w", name, base.ErrIsDir)
+			}
+			a, err := o.attr(ino)
+			if err != nil {
+				return err
+			}
+			if isTrashDir(p) {
+				return errInTrash("unlink")
+			}
+			if err := mayDelete(c, p, a); err != nil {
+				return fmt.Errorf("unlink %q in %d: %w", name, parent, err)
+			}
+			if err := o.vdel(dentryKey(parent, name)); err != nil {
+				return err
+			}
+			o.touchDir(parent, p)
+			moved, err := o.toTrash(parent, name, ino, a)
+			if err != nil {
+				return err
+			}
+			ch.After, ch.Gone = *p, false
+			if moved {
+				return nil
+			}
+			if err := o.dropLink(ino, a); err != nil {
+				return err
+			}
+			ch.Gone = o.attrs[ino] == nil // destroy forgets it
+			return nil
+		})
 	})
 	if err != nil {
 		return DirChange{}, err
@@ -427,6 +442,10 @@ func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 	if err := validName(name); err != nil {
 		return err
 	}
+	return m.trashRetry(ctx, func() error { return m.rmdir(ctx, c, parent, name) })
+}
+
+func (m *Meta) rmdir(ctx context.Context, c *Caller, parent base.Ino, name string) error {
 	return m.mutate(kv.Freeing(ctx), func(o *op) error { // as in UnlinkChange
 		if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name)); err != nil {
 			return err
@@ -445,6 +464,9 @@ func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 		if err != nil {
 			return err
 		}
+		if isTrashDir(p) || isTrashDir(a) {
+			return errInTrash("rmdir")
+		}
 		if err := mayDelete(c, p, a); err != nil {
 			return fmt.Errorf("rmdir %q in %d: %w", name, parent, err)
 		}
@@ -458,6 +480,9 @@ func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 		}
 		p.Nlink--
 		o.touchDir(parent, p)
+		if moved, err := o.toTrash(parent, name, ino, a); err != nil || moved {
+			return err
+		}
 		return o.destroy(ino, a)
 	})
 }
@@ -477,14 +502,16 @@ func (m *Meta) Readdir(ctx context.Context, c *Caller, dir base.Ino, after strin
 	return out, nil
 }
 
+// readdirAt lists dir as of epoch for a reader of the file system: the
+// root's trash (TrashName) is left out; it is reached by its name.
 func readdirAt(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, plus bool, epoch uint64) ([]base.Entry, error) {
-	_, out, err := readdirDir(r, c, dir, after, limit, plus, epoch)
+	_, out, err := readdirDir(r, c, dir, after, limit, plus, epoch, dir == base.RootIno)
 	return out, err
 }
 
 // readdirDir is readdirAt, and also returns the directory's attribute, read
-// on the way.
-func readdirDir(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, plus bool, epoch uint64) (base.Attr, []base.Entry, error) {
+// on the way; hideTrash leaves out the entry TrashName.
+func readdirDir(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, plus bool, epoch uint64, hideTrash bool) (base.Attr, []base.Entry, error) {
 	var out []base.Entry
 	d, err := getAttrAt(r, dir, epoch)
 	if err != nil {
@@ -512,6 +539,9 @@ func readdirDir(r kv.Reader, c *Caller, dir base.Ino, after string, limit int, p
 		if err != nil {
 			ferr = err
 			return false
+		}
+		if hideTrash && string(name) == TrashName {
+			return true
 		}
 		out = append(out, base.Entry{Name: string(name), Ino: ino, Type: typ})
 		return limit <= 0 || len(out) < limit

@@ -189,6 +189,22 @@ func (o *op) chargeQuota(q base.Ino, d [2]int64) error {
 	return nil
 }
 
+// countQuota is chargeQuota without the limits: usage that must be
+// counted even past them (the trash's own directories).
+func (o *op) countQuota(q base.Ino, d [2]int64) error {
+	for depth := 0; q != 0; depth++ {
+		if depth == maxQuotaDepth {
+			return fmt.Errorf("quotas nested more than %d deep (a cycle?): %w", maxQuotaDepth, base.ErrIO)
+		}
+		up, err := o.chargeOne(q, d, false)
+		if err != nil {
+			return err
+		}
+		q = up
+	}
+	return nil
+}
+
 // chargeOne counts d against the quota on dir q alone, through this
 // transaction's shard, and returns the enclosing quota. enforce false
 // counts without checking the limit (a shrink, or usage that moves
@@ -526,7 +542,7 @@ func (o *op) restampTree(dir base.Ino, a *base.Attr, from, to base.Ino, limit in
 		stack = stack[:len(stack)-1]
 		after := ""
 		for {
-			_, ents, err := readdirDir(o, RootCaller, cur, after, 1000, false, latestEpoch)
+			_, ents, err := readdirDir(o, RootCaller, cur, after, 1000, false, latestEpoch, false)
 			if err != nil {
 				return d, err
 			}
@@ -795,7 +811,7 @@ func (m *Meta) restampWalk(ctx context.Context, top, from, to base.Ino, count bo
 			var last string
 			err := m.mutate(ctx, func(o *op) error {
 				dirs, n, last = dirs[:0], 0, ""
-				_, ents, err := readdirDir(o, RootCaller, cur, after, 512, false, latestEpoch)
+				_, ents, err := readdirDir(o, RootCaller, cur, after, 512, false, latestEpoch, false)
 				if err != nil {
 					return err
 				}

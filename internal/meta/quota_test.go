@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
@@ -360,5 +361,70 @@ func TestQuotaDumpLoad(t *testing.T) {
 		_, _, err := m.Create(ctx, root, b, "more", 0o644, 0)
 		ok(t, err)
 		wantUsage(t, m, b, wantQ[1].UsedBytes, wantQ[1].UsedInodes+1)
+	}
+}
+
+// With the trash on, what is removed from a quota's tree leaves its quota
+// (the trash holds it), a restore takes it back within the limits, a file
+// with another link stays counted where it is, a trashed quota directory
+// keeps its quota, and a purge frees what the trash held. The check stays
+// clean all along (newTestMeta's cleanup), also with a quota on the root.
+func TestQuotaTrash(t *testing.T) {
+	for _, rootQuota := range []bool{false, true} {
+		t.Run(fmt.Sprint("root-quota-", rootQuota), func(t *testing.T) {
+			m, _ := newTrashMeta(t, time.Date(2026, 12, 5, 9, 30, 0, 0, time.UTC))
+			if rootQuota {
+				setQuota(t, m, base.RootIno, 0, 0)
+			}
+			d := mkdir(t, m, root, base.RootIno, "d")
+			setQuota(t, m, d, 3*4096, 10)
+			f := create(t, m, root, d, "f")
+			ok(t, truncate(m, f, 3*4096))
+			g := create(t, m, root, d, "g")
+			_, err := m.Link(ctx, root, g, d, "g2")
+			ok(t, err)
+			wantUsage(t, m, d, 3*4096, 3)
+			ok(t, m.Unlink(ctx, root, d, "f"))
+			wantUsage(t, m, d, 0, 2) // f went to the trash
+			ok(t, m.Unlink(ctx, root, d, "g2"))
+			wantUsage(t, m, d, 0, 2) // g has another link: still counted here
+			if probs := must[[]Problem](t)(m.CheckQuotas(ctx, false)); len(probs) > 0 {
+				t.Fatalf("check with files in the trash: %+v", probs)
+			}
+			// Restoring f into a full quota fails and leaves it there.
+			h := create(t, m, root, d, "h")
+			ok(t, truncate(m, h, 4096))
+			ents := must[[]TrashEntry](t)(m.ListTrash(ctx))
+			var fe TrashEntry
+			for _, e := range ents {
+				if e.Ino == f {
+					fe = e
+				}
+			}
+			_, _, err = m.RestoreTrash(ctx, fe.Bucket, fe.Name)
+			wantErr(t, err, base.ErrQuota)
+			ok(t, m.Unlink(ctx, root, d, "h"))
+			_, _, err = m.RestoreTrash(ctx, fe.Bucket, fe.Name)
+			ok(t, err)
+			wantUsage(t, m, d, 3*4096, 3)
+			// A directory with its own quota, removed and purged.
+			e := mkdir(t, m, root, d, "e")
+			setQuota(t, m, e, 0, 5)
+			ok(t, m.Rmdir(ctx, root, d, "e"))
+			wantUsage(t, m, d, 3*4096, 3)
+			if _, err := m.GetQuota(ctx, e); err != nil {
+				t.Fatalf("a trashed directory's quota: %v", err)
+			}
+			must[PurgeStats](t)(m.PurgeTrash(ctx, time.Time{}))
+			if _, err := m.GetQuota(ctx, e); !errorsIs(err, base.ErrNotFound) {
+				t.Fatalf("a purged directory's quota: %v", err)
+			}
+			if rootQuota {
+				u := must[Usage](t)(m.Usage(ctx))
+				if b, i := quotaUsage(t, m, base.RootIno); b != u.Bytes || i != u.Inodes {
+					t.Fatalf("the root's quota counts %d bytes, %d inodes; the volume %d, %d", b, i, u.Bytes, u.Inodes)
+				}
+			}
+		})
 	}
 }

@@ -28,7 +28,9 @@ func (m *Meta) Rename(ctx context.Context, c *Caller, sp base.Ino, sn string, dp
 			return err
 		}
 	}
-	return m.mutate(ctx, func(o *op) error { return o.rename(c, sp, sn, dp, dn, flags) })
+	return m.trashRetry(ctx, func() error {
+		return m.mutate(ctx, func(o *op) error { return o.rename(c, sp, sn, dp, dn, flags) })
+	})
 }
 
 func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, flags uint32) error {
@@ -66,6 +68,9 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 	}
 	if err := access(c, dpa, MayWrite|MayExec); err != nil {
 		return fmt.Errorf("rename into %d: %w", dp, err)
+	}
+	if isTrashDir(spa) || isTrashDir(dpa) || trashReserved(sp, sn) || trashReserved(dp, dn) {
+		return errInTrash("rename")
 	}
 	if dexists && dino == sino {
 		return nil // same inode: POSIX says do nothing
@@ -161,6 +166,12 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 	}
 	if dtyp == base.TypeDir {
 		dpa.Nlink--
+	}
+	// The replaced inode goes to the trash, if on, as if removed.
+	if moved, err := o.toTrash(dp, dn, dino, da); err != nil || moved {
+		return err
+	}
+	if dtyp == base.TypeDir {
 		return o.destroy(dino, da)
 	}
 	return o.dropLink(dino, da)

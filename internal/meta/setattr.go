@@ -31,6 +31,9 @@ func (m *Meta) SetAttr(ctx context.Context, c *Caller, ino base.Ino, req SetAttr
 		if err != nil {
 			return err
 		}
+		if isTrashDir(a) {
+			return errInTrash("setattr")
+		}
 		if err := o.setattr(c, ino, a, req); err != nil {
 			return fmt.Errorf("setattr %d: %w", ino, err)
 		}

@@ -9,15 +9,20 @@ import (
 	"github.com/cairnfs/cairn/internal/kv"
 )
 
-// Settings that change after format: the volume's name and its limits
-// (capacity, inode limit). The others (UUID, format, block and chunk size,
-// data store, inline limit) are fixed: every block and every client
-// depends on them.
+// Settings that change after format: the volume's name, its limits
+// (capacity, inode limit), the trash's retention and the inline limit of
+// new slices. The others (UUID, format, block and chunk size, data store)
+// are fixed: every block and every client depends on them. The inline
+// limit only decides where blocks written from now on go (a block's
+// place is in its slice id, base.InlineBit), so it may change on a
+// volume whose format has blobs at all (version 2 and later).
 
 // ChangeSettings applies change to the volume's settings record in one
 // transaction and returns the new settings. change may alter Name,
-// Capacity and Inodes; a change of any other field is refused
-// (ErrInvalid), and nothing is written. This client uses the new settings
+// Capacity, Inodes, TrashDays and InlineMax (within Validate's bounds);
+// a change of any other field is refused (ErrInvalid), and nothing is
+// written. Turning the trash on is refused (ErrExist) while the root has
+// an entry .trash that is not the trash. This client uses the new settings
 // at once; the others at their next heartbeat.
 func (m *Meta) ChangeSettings(ctx context.Context, change func(s *Settings) error) (Settings, error) {
 	if m.opts.ReadOnly {
@@ -42,11 +47,22 @@ func (m *Meta) ChangeSettings(ctx context.Context, change func(s *Settings) erro
 		}
 		fixed := before
 		fixed.Name, fixed.Capacity, fixed.Inodes = after.Name, after.Capacity, after.Inodes
+		fixed.TrashDays, fixed.InlineMax = after.TrashDays, after.InlineMax
 		if fixed != after {
-			return fmt.Errorf("only the name, capacity and inode limit change after format: %w", base.ErrInvalid)
+			return fmt.Errorf("only the name, capacity, inode limit, trash days and inline limit change after format: %w", base.ErrInvalid)
 		}
 		if after.Name == "" {
 			return fmt.Errorf("a volume needs a name: %w", base.ErrInvalid)
+		}
+		if after.InlineMax != before.InlineMax || after.TrashDays != before.TrashDays {
+			if err := after.Validate(); err != nil {
+				return err
+			}
+		}
+		if after.TrashDays > 0 && before.TrashDays == 0 {
+			if err := trashNameFree(tx); err != nil {
+				return err
+			}
 		}
 		js, err := json.Marshal(after)
 		if err != nil {
@@ -71,5 +87,23 @@ func (m *Meta) refreshSettings(ctx context.Context) error {
 		return err
 	}
 	m.settings.Store(&s)
+	return nil
+}
+
+// trashNameFree fails (ErrExist) if the root's entry TrashName exists and
+// is not the trash: a directory a user made before the trash existed.
+func trashNameFree(tx kv.Txn) error {
+	r := &wtx{Txn: tx}
+	t, _, ok, err := getDentry(r, base.RootIno, TrashName)
+	if err != nil || !ok {
+		return err
+	}
+	a, err := getAttr(r, t)
+	if err != nil {
+		return err
+	}
+	if !isTrashDir(&a) {
+		return fmt.Errorf("the root holds a %s that is not the trash; rename it first: %w", TrashName, base.ErrExist)
+	}
 	return nil
 }

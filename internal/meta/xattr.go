@@ -160,6 +160,9 @@ func (o *op) xattrForWrite(c *Caller, ino base.Ino, name string) (*base.Attr, bo
 	if err != nil {
 		return nil, false, err
 	}
+	if isTrashDir(a) {
+		return nil, false, errInTrash("xattr")
+	}
 	if err := xattrAccess(c, a, name, true); err != nil {
 		return nil, false, err
 	}
