@@ -137,6 +137,7 @@ func metaProfiles() []metaProfile {
 		{name: "memkv-nolatest-trash", store: mem, opts: Options{LatestCacheEntries: -1}, trash: true},
 		{name: "pebble-trash", store: peb, trash: true},
 		{name: "pg-trash", store: pg, trash: true},
+		{name: "pebble-quota-trash", store: peb, quota: true, trash: true},
 	}
 }
 
@@ -650,6 +651,12 @@ func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 		must[PurgeStats](t)(m.PurgeTrash(ctx, time.Time{}))
 	}
 	u := must[Usage](t)(m.Usage(ctx))
+	if p.quota {
+		q := must[Quota](t)(m.GetQuota(ctx, base.RootIno))
+		if q.UsedInodes != u.Inodes || q.UsedBytes != u.Bytes {
+			t.Errorf("the root's quota counts %d inodes and %d bytes, the volume %d and %d", q.UsedInodes, q.UsedBytes, u.Inodes, u.Bytes)
+		}
+	}
 	if _, _, err := m.Lookup(ctx, root, base.RootIno, TrashName); p.trash && err == nil {
 		u.Inodes-- // the trash directory, which the history did not make
 	}
@@ -657,12 +664,6 @@ func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 		t.Errorf("usage counts %d inodes, the tree has %d", u.Inodes, 1+countInodes(want))
 	}
 	r.trace = append(r.trace, fmt.Sprintf("usage %+v", u))
-	if p.quota {
-		q := must[Quota](t)(m.GetQuota(ctx, base.RootIno))
-		if q.UsedInodes != u.Inodes || q.UsedBytes != u.Bytes {
-			t.Errorf("the root's quota counts %d inodes and %d bytes, the volume %d and %d", q.UsedInodes, q.UsedBytes, u.Inodes, u.Bytes)
-		}
-	}
 	probs, err := m.Check(ctx, false)
 	ok(t, err)
 	if len(probs) > 0 {
