@@ -127,6 +127,10 @@ const (
 	// created in, removed from or renamed out of such a directory but by
 	// the trash's own restore and purge (meta, trash.go).
 	AttrFlagTrash uint8 = 1 << 0
+	// AttrFlagTrashed marks an inode a link of which went into the trash
+	// at least once: a later removal of one of its links looks for an
+	// entry of the same name there first (meta's toTrash).
+	AttrFlagTrashed uint8 = 1 << 1
 )
 
 // FullMode returns type bits | permission bits, as st_mode.

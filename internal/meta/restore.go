@@ -122,7 +122,7 @@ func (r *restorer) copy(ctx context.Context, ino, parent base.Ino, name string) 
 		}
 		na := a
 		na.Nlink, na.Parent, na.Ctime, na.Quota = 1, parent, o.now, p.Quota
-		na.Flags &^= base.AttrFlagTrash // a copy out of a snapshot's trash is an ordinary directory
+		na.Flags &^= base.AttrFlagTrash | base.AttrFlagTrashed // a copy out of a snapshot's trash is an ordinary inode
 		switch a.Type {
 		case base.TypeDir:
 			na.Nlink = 2

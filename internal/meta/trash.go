@@ -98,6 +98,10 @@ type trashState struct {
 	trash  base.Ino
 	bucket string
 	bino   base.Ino
+	// seen: bino was read as committed (not only made by a transaction
+	// that may yet fail), so it stays for its hour and the next (a purge
+	// keeps it: bucketKeep) and a move needs no read to find it.
+	seen bool
 }
 
 // trashRetry runs a mutation that may move something into the trash; if
@@ -215,6 +219,11 @@ func (o *op) addTrashDir(ino base.Ino, a *base.Attr, parent base.Ino, p *base.At
 	return nil
 }
 
+// bucketKeep is how long after its hour began an empty bucket stays: its
+// hour and the next, so that a client whose clock is behind still finds
+// it.
+const bucketKeep = 2 * time.Hour
+
 // trashBucket returns the bucket of the current hour, making it (and the
 // trash) if needed; 0 if the volume has no usable trash.
 func (o *op) trashBucket() (base.Ino, error) {
@@ -222,6 +231,26 @@ func (o *op) trashBucket() (base.Ino, error) {
 	o.m.trashMu.Lock()
 	hint := o.m.trash
 	o.m.trashMu.Unlock()
+	if hint.bino != 0 && hint.bucket == name {
+		// This client found or made the bucket of this hour. A purge
+		// never removes a bucket of the last two hours (purgeBucket), so
+		// it is still there, unless the transaction that made it failed:
+		// its attribute says, read once.
+		if hint.seen {
+			return hint.bino, nil
+		}
+		switch _, err := o.dirAttr(hint.bino); {
+		case err == nil:
+			o.m.trashMu.Lock()
+			if o.m.trash.bino == hint.bino {
+				o.m.trash.seen = true
+			}
+			o.m.trashMu.Unlock()
+			return hint.bino, nil
+		case !errors.Is(err, base.ErrNotFound):
+			return 0, err
+		}
+	}
 	keys := [][]byte{dentryKey(base.RootIno, TrashName), attrKey(base.RootIno)}
 	if hint.trash != 0 {
 		keys = append(keys, attrKey(hint.trash), dentryKey(hint.trash, name))
@@ -249,7 +278,7 @@ func (o *op) trashBucket() (base.Ino, error) {
 		}
 	}
 	o.m.trashMu.Lock()
-	o.m.trash.trash, o.m.trash.bucket, o.m.trash.bino = t, name, b
+	o.m.trash.trash, o.m.trash.bucket, o.m.trash.bino, o.m.trash.seen = t, name, b, ok
 	o.m.trashMu.Unlock()
 	return b, nil
 }
@@ -273,12 +302,22 @@ func (o *op) toTrash(parent base.Ino, name string, ino base.Ino, a *base.Attr) (
 		return false, err
 	}
 	entry := trashEntryName(parent, ino, name)
-	if old, _, ok, err := getDentry(o, b, entry); err != nil {
-		return false, err
-	} else if ok && old == ino {
-		// This link was removed once already this hour (made again,
-		// removed again): the entry there keeps the inode.
-		return false, nil
+	if a.Flags&base.AttrFlagTrashed != 0 {
+		// A link of this inode went to the trash before: this one may
+		// have been removed once already this hour (made again, removed
+		// again); then the entry there keeps the inode.
+		if old, _, ok, err := getDentry(o, b, entry); err != nil {
+			return false, err
+		} else if ok && old == ino {
+			return false, nil
+		}
+	} else {
+		// No entry was ever made for this inode (entries name it): the
+		// new one has no versions, nothing to read.
+		o.remember(dentryKey(b, entry), topVersion{})
+	}
+	if a.Type != base.TypeDir { // a directory has one link: no name of it can come back while it is in the trash
+		a.Flags |= base.AttrFlagTrashed
 	}
 	if err := o.trashQuota(ino, a, b); err != nil {
 		return false, err
@@ -603,18 +642,18 @@ func (m *Meta) PurgeTrash(ctx context.Context, before time.Time) (PurgeStats, er
 			}
 		}
 		for done := false; !done; {
-			n := 0
+			n, removed := 0, false
 			err := m.mutate(kv.Freeing(ctx), func(o *op) error {
-				n, done = 0, false
+				n, done, removed = 0, false, false
 				var err error
-				n, done, err = o.purgeBucket(bucket)
+				n, done, removed, err = o.purgeBucket(bucket)
 				return err
 			})
 			if err != nil {
 				return st, fmt.Errorf("purging trash bucket %s: %w", bucket, err)
 			}
 			st.Entries += n
-			if done {
+			if removed {
 				st.Buckets++
 			}
 			if n == 0 && !done {
@@ -625,61 +664,67 @@ func (m *Meta) PurgeTrash(ctx context.Context, before time.Time) (PurgeStats, er
 	return st, nil
 }
 
-// purgeBucket destroys up to purgeBatch entries of bucket, then the bucket
-// if it is empty (done).
-func (o *op) purgeBucket(bucket string) (n int, done bool, err error) {
+// purgeBucket destroys up to purgeBatch entries of bucket, then (done)
+// the bucket if it is empty and older than bucketKeep (removed).
+func (o *op) purgeBucket(bucket string) (n int, done, removed bool, err error) {
 	t, ta, err := o.trashDir(false)
 	if err != nil || t == 0 {
-		return 0, true, err
+		return 0, true, false, err
 	}
 	b, ok := base.Ino(0), false
 	if b, _, ok, err = getDentry(o, t, bucket); err != nil || !ok {
-		return 0, true, err
+		return 0, true, false, err
 	}
 	ba, err := o.dirAttr(b)
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	ents, err := readdirAt(o, RootCaller, b, "", purgeBatch, false, latestEpoch)
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	for _, e := range ents {
 		a, err := o.attr(e.Ino)
 		if err != nil {
-			return 0, false, err
+			return 0, false, false, err
 		}
 		if err := o.vdel(dentryKey(b, e.Name)); err != nil {
-			return 0, false, err
+			return 0, false, false, err
 		}
 		if a.Type == base.TypeDir {
 			if full, err := hasEntries(o, e.Ino); err != nil {
-				return 0, false, err
+				return 0, false, false, err
 			} else if full {
-				return 0, false, fmt.Errorf("trashed directory %d is not empty: %w", e.Ino, base.ErrIO)
+				return 0, false, false, fmt.Errorf("trashed directory %d is not empty: %w", e.Ino, base.ErrIO)
 			}
 			ba.Nlink--
 			if err := o.destroy(e.Ino, a); err != nil {
-				return 0, false, err
+				return 0, false, false, err
 			}
 		} else if err := o.dropLink(e.Ino, a); err != nil {
-			return 0, false, err
+			return 0, false, false, err
 		}
 		n++
 	}
 	o.touchDir(b, ba)
 	if len(ents) == purgeBatch {
-		return n, false, nil
+		return n, false, false, nil
 	}
 	if full, err := hasEntries(o, b); err != nil || full {
-		return n, false, err
+		return n, false, false, err
+	}
+	if h, err := time.Parse(TrashBucketLayout, bucket); err == nil && time.Unix(0, o.now).Before(h.Add(bucketKeep)) {
+		// A bucket of the last two hours stays, empty: removals write
+		// into it without reading the trash's path (trashBucket), which
+		// under snapshot isolation would not conflict with its removal.
+		return n, true, false, nil
 	}
 	if err := o.vdel(dentryKey(t, bucket)); err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	ta.Nlink--
 	o.touchDir(t, ta)
-	return n, true, o.destroy(b, ba)
+	return n, true, true, o.destroy(b, ba)
 }
 
 // ClaimTrashPurge claims the purge of the trash for the interval now falls

@@ -133,8 +133,16 @@ func TestTrashPurge(t *testing.T) {
 		t.Fatalf("trash %q", got)
 	}
 	st = must[PurgeStats](t)(m.PurgeTrash(ctx, time.Time{}))
-	if st.Entries != 1 || st.Buckets != 1 {
-		t.Fatalf("purge all %+v", st)
+	if st.Entries != 1 || st.Buckets != 0 {
+		t.Fatalf("purge all %+v; want 1 entry, the bucket of this hour kept", st)
+	}
+	if got := trashPaths(t, m); len(got) != 0 {
+		t.Fatalf("trash after purging all: %q", got)
+	}
+	// Two hours on, the empty bucket goes too.
+	*clock = at.Add(4 * time.Hour)
+	if st := must[PurgeStats](t)(m.PurgeTrash(ctx, time.Time{})); st.Entries != 0 || st.Buckets != 1 {
+		t.Fatalf("purge of an old empty bucket %+v", st)
 	}
 	if _, err := m.GetAttr(ctx, g); !errorsIs(err, base.ErrNotFound) {
 		t.Fatalf("purged file: %v", err)
@@ -414,5 +422,48 @@ func TestTrashLongName(t *testing.T) {
 	restoreAll(t, m)
 	if lookup(t, m, base.RootIno, name) != f {
 		t.Fatal("restore")
+	}
+}
+
+// TestTrashSameLinkRemovedTwice: a link removed into the trash, made again
+// (from another link of the file) and removed again within the hour finds
+// its entry there: the inode keeps one entry, and its link count stays
+// right (the cleanup's Check).
+func TestTrashSameLinkRemovedTwice(t *testing.T) {
+	m, _ := newTrashMeta(t, time.Date(2026, 12, 5, 9, 30, 0, 0, time.UTC))
+	d := mkdir(t, m, root, base.RootIno, "d")
+	f := create(t, m, root, d, "a")
+	must[base.Attr](t)(m.Link(ctx, root, f, d, "b"))
+	ok(t, m.Unlink(ctx, root, d, "a"))
+	must[base.Attr](t)(m.Link(ctx, root, f, d, "a"))
+	ok(t, m.Unlink(ctx, root, d, "a"))
+	if a := attr(t, m, f); a.Nlink != 2 {
+		t.Fatalf("nlink %d: want 2 (b, and one entry in the trash)", a.Nlink)
+	}
+	if got := trashPaths(t, m); len(got) != 1 {
+		t.Fatalf("trash %q: want one entry", got)
+	}
+}
+
+// TestSetAttrKernelTimesFlush: the kernel's flush of the times it keeps,
+// when they add nothing (same mtime, its own stamp of a recorded change),
+// is answered without a transaction; any other change goes through.
+func TestSetAttrKernelTimesFlush(t *testing.T) {
+	m := newTestMeta(t)
+	ino := create(t, m, root, base.RootIno, "f")
+	a := attr(t, m, ino)
+	kernel := &Caller{KernelChecked: true}
+	got := must[base.Attr](t)(m.SetAttr(ctx, kernel, ino, SetAttrRequest{Valid: SetMtime | SetCtime, Mtime: a.Mtime, Ctime: a.Ctime + 20e6}))
+	if got.Ctime != a.Ctime || attr(t, m, ino).Ctime != a.Ctime {
+		t.Fatalf("a flush that adds nothing changed ctime: %d, want %d", got.Ctime, a.Ctime)
+	}
+	got = must[base.Attr](t)(m.SetAttr(ctx, kernel, ino, SetAttrRequest{Valid: SetMtime | SetCtime, Mtime: a.Mtime + 1, Ctime: a.Ctime + 500e6}))
+	if got.Mtime != a.Mtime+1 || attr(t, m, ino).Mtime != a.Mtime+1 {
+		t.Fatalf("a new mtime was not stored: %+v", got)
+	}
+	// Not the kernel: the full setattr (an owner check, here root's).
+	got = must[base.Attr](t)(m.SetAttr(ctx, root, ino, SetAttrRequest{Valid: SetMtime, Mtime: a.Mtime + 1}))
+	if got.Ctime == a.Ctime {
+		t.Fatal("a caller's setattr of the same mtime left ctime as it was")
 	}
 }
