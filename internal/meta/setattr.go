@@ -49,18 +49,23 @@ func (m *Meta) SetAttr(ctx context.Context, c *Caller, ino base.Ino, req SetAttr
 
 // sameMtime answers, from the latest-attribute cache and without a
 // transaction, the kernel's flush of times it keeps (write-back cache)
-// when they add nothing: the mtime ino already has, and a ctime at most
-// kernelStampSkew after the stored one (the kernel's own stamp, on
-// receiving the reply, of a change this client recorded, such as an
-// unlink). The kernel sends one when it
+// when they add nothing: the mtime ino already has, and a ctime within
+// [-kernelClockLag, +kernelStampSkew] of the stored one (the kernel's own
+// stamp, on receiving the reply, of a change this client recorded, such
+// as an unlink). The kernel sends one when it
 // evicts an inode whose times it marked dirty; after an unlink that left
 // the file in the trash, the inode is still there to set. Only for the
 // kernel (c.KernelChecked): a caller asking through another front end
 // gets the full setattr.
 // kernelStampSkew bounds how much later than this client's record of a
 // change the kernel stamps it: the time from the commit to the kernel's
-// handling of the reply.
-const kernelStampSkew = 50 * time.Millisecond
+// handling of the reply. kernelClockLag bounds how much earlier: the
+// kernel stamps with its coarse clock, which lags the fine one by up to a
+// tick (4 ms at 250 Hz, 10 ms at 100 Hz).
+const (
+	kernelStampSkew = 50 * time.Millisecond
+	kernelClockLag  = 20 * time.Millisecond
+)
 
 func (m *Meta) sameMtime(c *Caller, ino base.Ino, req SetAttrRequest) (base.Attr, bool) {
 	if m.lc == nil || !c.KernelChecked || m.opts.ReadOnly || (req.Valid != SetMtime && req.Valid != SetMtime|SetCtime) {
@@ -74,7 +79,7 @@ func (m *Meta) sameMtime(c *Caller, ino base.Ino, req SetAttrRequest) (base.Attr
 	if err != nil || a.Mtime != req.Mtime || isTrashDir(&a) {
 		return base.Attr{}, false
 	}
-	if req.Valid&SetCtime != 0 && (req.Ctime < a.Ctime || req.Ctime > a.Ctime+int64(kernelStampSkew)) {
+	if req.Valid&SetCtime != 0 && (req.Ctime < a.Ctime-int64(kernelClockLag) || req.Ctime > a.Ctime+int64(kernelStampSkew)) {
 		return base.Attr{}, false
 	}
 	return a, true

@@ -453,10 +453,17 @@ func TestSetAttrKernelTimesFlush(t *testing.T) {
 	ino := create(t, m, root, base.RootIno, "f")
 	a := attr(t, m, ino)
 	kernel := &Caller{KernelChecked: true}
-	got := must[base.Attr](t)(m.SetAttr(ctx, kernel, ino, SetAttrRequest{Valid: SetMtime | SetCtime, Mtime: a.Mtime, Ctime: a.Ctime + 20e6}))
-	if got.Ctime != a.Ctime || attr(t, m, ino).Ctime != a.Ctime {
-		t.Fatalf("a flush that adds nothing changed ctime: %d, want %d", got.Ctime, a.Ctime)
+	for _, skew := range []int64{20e6, -5e6} { // later; earlier (the kernel's coarse clock)
+		got := must[base.Attr](t)(m.SetAttr(ctx, kernel, ino, SetAttrRequest{Valid: SetMtime | SetCtime, Mtime: a.Mtime, Ctime: a.Ctime + skew}))
+		if got.Ctime != a.Ctime || attr(t, m, ino).Ctime != a.Ctime {
+			t.Fatalf("a flush that adds nothing (ctime %+d ns) changed ctime: %d, want %d", skew, got.Ctime, a.Ctime)
+		}
 	}
+	got := must[base.Attr](t)(m.SetAttr(ctx, kernel, ino, SetAttrRequest{Valid: SetMtime | SetCtime, Mtime: a.Mtime, Ctime: a.Ctime + 2e9}))
+	if got.Ctime != a.Ctime+2e9 {
+		t.Fatalf("a ctime two seconds on was not stored: %d", got.Ctime)
+	}
+	a = attr(t, m, ino)
 	got = must[base.Attr](t)(m.SetAttr(ctx, kernel, ino, SetAttrRequest{Valid: SetMtime | SetCtime, Mtime: a.Mtime + 1, Ctime: a.Ctime + 500e6}))
 	if got.Mtime != a.Mtime+1 || attr(t, m, ino).Mtime != a.Mtime+1 {
 		t.Fatalf("a new mtime was not stored: %+v", got)
