@@ -86,3 +86,32 @@ func BenchmarkUnlinkTrashParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCreateQuota is BenchmarkCreate without and with a directory
+// quota (with limits) on the directory, and on it and the root (two
+// quotas charged per create).
+func BenchmarkCreateQuota(b *testing.B) {
+	for _, quotas := range []int{0, 1, 2} {
+		b.Run(fmt.Sprintf("quotas=%d", quotas), func(b *testing.B) {
+			m := benchMeta(b)
+			dir := mkdir(b, m, root, base.RootIno, "d")
+			if quotas >= 1 {
+				if _, err := m.SetQuota(ctx, dir, QuotaLimits{Bytes: 1 << 40, Inodes: 1 << 30}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if quotas >= 2 {
+				if _, err := m.SetQuota(ctx, base.RootIno, QuotaLimits{Inodes: 1 << 30}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, _, err := m.Mknod(ctx, root, dir, fmt.Sprintf("f%d", i), base.TypeFile, 0o644, 0, 0, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
