@@ -127,6 +127,7 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 			}
 		}
 		plains := [][]byte{epochKey(), frozenKey(), counterShardKey(counterUsedBytes, o.shard)}
+		plains = append(plains, o.m.quotaHints.shardKeys(ino, o.shard)...)
 		for _, g := range guards {
 			if g.key != nil {
 				plains = append(plains, g.key)

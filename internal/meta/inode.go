@@ -229,7 +229,7 @@ func (o *op) addInode(ino base.Ino, a *base.Attr, parent base.Ino, p *base.Attr,
 		}
 		p.Nlink++
 	}
-	if err := o.chargeInode(ino, a, p); err != nil {
+	if err := o.chargeInode(ino, a, parent, p); err != nil {
 		return err
 	}
 	if err := o.vset(dentryKey(parent, name), encodeDentry(ino, a.Type)); err != nil {

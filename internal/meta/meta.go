@@ -159,6 +159,8 @@ type Meta struct {
 	trashMu sync.Mutex
 	trash   trashState // trash.go
 
+	quotaHints quotaHints // quota.go
+
 	lc         *latestCache  // nil: off
 	listings   *listingCache // nil: off
 	lastEpoch  atomic.Uint64 // the live epoch the last update read

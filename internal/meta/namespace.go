@@ -380,6 +380,7 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 	// Marked as freeing space: allowed on a nearly full metadata disk.
 	err := m.trashRetry(ctx, func() error {
 		return m.mutateGrouped(kv.Freeing(ctx), func(o *op) error {
+			o.quotaPlains = m.quotaHints.shardKeys(parent, o.shard)
 			if err := o.prefetchUnlink(parent, name); err != nil {
 				return err
 			}

@@ -197,8 +197,8 @@ func (t *wtx) prefetchOp(logicals ...[]byte) error {
 
 // opPlains are the plain keys nearly every mutation reads.
 func (t *wtx) opPlains() [][]byte {
-	return [][]byte{epochKey(), frozenKey(),
-		counterShardKey(counterUsedInodes, t.shard), counterShardKey(counterUsedBytes, t.shard)}
+	return append([][]byte{epochKey(), frozenKey(),
+		counterShardKey(counterUsedInodes, t.shard), counterShardKey(counterUsedBytes, t.shard)}, t.quotaPlains...)
 }
 
 // prefetch reads, in one round trip where the store can (kv.FirstReader),

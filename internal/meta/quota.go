@@ -31,6 +31,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
@@ -176,17 +178,73 @@ func readQuota(r kv.Reader, dir base.Ino) (q quotaState, ok bool, err error) {
 // every quota enclosing it; a growth that one of them cannot take fails
 // with ErrQuota, and nothing is counted (the transaction aborts).
 func (o *op) chargeQuota(q base.Ino, d [2]int64) error {
+	_, err := o.chargeChain(q, d)
+	return err
+}
+
+// chargeChain is chargeQuota, and returns the quotas it charged (nil if
+// none).
+func (o *op) chargeChain(q base.Ino, d [2]int64) ([]base.Ino, error) {
+	var chain []base.Ino
 	for depth := 0; q != 0; depth++ {
 		if depth == maxQuotaDepth {
-			return fmt.Errorf("quotas nested more than %d deep (a cycle?): %w", maxQuotaDepth, base.ErrIO)
+			return nil, fmt.Errorf("quotas nested more than %d deep (a cycle?): %w", maxQuotaDepth, base.ErrIO)
 		}
+		chain = append(chain, q)
 		up, err := o.chargeOne(q, d, true)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		q = up
 	}
-	return nil
+	return chain, nil
+}
+
+// quotaHints remembers, per directory and per file this client made or
+// wrote under a quota, the chain of quotas its last charge went through,
+// so that the next create in the directory, or write of the file, reads
+// their usage shards in the same round trip as its other first reads
+// (createRead, WriteSlices): on a server, a quota then costs a create or
+// a write no round trip. A wrong hint costs only that round trip. The map
+// is emptied when it grows past quotaHintMax entries.
+type quotaHints struct {
+	any atomic.Bool // some hint was ever recorded: the common path looks no further
+	mu  sync.Mutex
+	m   map[base.Ino][]base.Ino
+}
+
+const quotaHintMax = 1 << 16
+
+func (h *quotaHints) note(ino base.Ino, chain []base.Ino) {
+	if chain == nil && !h.any.Load() {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if chain == nil {
+		delete(h.m, ino)
+		return
+	}
+	if h.m == nil || len(h.m) >= quotaHintMax {
+		h.m = make(map[base.Ino][]base.Ino)
+	}
+	h.m[ino] = chain
+	h.any.Store(true)
+}
+
+// shardKeys are the usage shard keys (of shard) of ino's hinted chain.
+func (h *quotaHints) shardKeys(ino base.Ino, shard byte) [][]byte {
+	if !h.any.Load() {
+		return nil
+	}
+	h.mu.Lock()
+	chain := h.m[ino]
+	h.mu.Unlock()
+	keys := make([][]byte, len(chain))
+	for i, q := range chain {
+		keys[i] = quotaShardKey(q, shard)
+	}
+	return keys
 }
 
 // countQuota is chargeQuota without the limits: usage that must be

@@ -194,9 +194,12 @@ func (m *Meta) createReads(parent base.Ino, name string, shard byte) []kv.Range 
 }
 
 // createRead is the first read of a create: the parent and the entry, the
-// epoch records and the usage shard.
+// epoch records and the usage shard, and the usage shards of the quotas
+// the last create in parent charged (quotaHints).
 func (o *op) createRead(parent base.Ino, name string) error {
-	return o.prefetchOp(attrKey(parent), dentryKey(parent, name))
+	logicals := [][]byte{attrKey(parent), dentryKey(parent, name)}
+	plains := append(o.opPlains(), o.m.quotaHints.shardKeys(parent, o.shard)...)
+	return o.prefetch(logicals, o.prefetchPlains(plains, logicals))
 }
 
 // lookupAhead is LookupDir's read of the store in a transaction it starts

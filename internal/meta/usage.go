@@ -14,10 +14,10 @@ import (
 	"github.com/cairnfs/cairn/internal/kv"
 )
 
-// chargeInode counts one more inode, ino (attributes a), made in a
-// directory whose attributes are p (create, restore): a takes p's quota,
+// chargeInode counts one more inode, ino (attributes a), made in
+// directory parent, whose attributes are p (create, restore): a takes p's quota,
 // and neither the volume's inode limit nor a quota's may be passed.
-func (o *op) chargeInode(ino base.Ino, a, p *base.Attr) error {
+func (o *op) chargeInode(ino base.Ino, a *base.Attr, parent base.Ino, p *base.Attr) error {
 	if lim := o.m.Settings().Inodes; lim > 0 {
 		used, err := usage(o, counterUsedInodes)
 		if err != nil {
@@ -28,9 +28,12 @@ func (o *op) chargeInode(ino base.Ino, a, p *base.Attr) error {
 		}
 	}
 	a.Quota = p.Quota
-	if err := o.chargeQuota(a.Quota, [2]int64{0, 1}); err != nil {
+	chain, err := o.chargeChain(a.Quota, [2]int64{0, 1})
+	if err != nil {
 		return err
 	}
+	o.m.quotaHints.note(parent, chain)
+	o.m.quotaHints.note(ino, chain)
 	return o.addUsage(counterUsedInodes, 1)
 }
 
@@ -47,9 +50,11 @@ func (o *op) chargeBytes(ino base.Ino, a *base.Attr, delta int64) error {
 			return fmt.Errorf("volume capacity %d bytes reached: %w", capa, base.ErrNoSpace)
 		}
 	}
-	if err := o.chargeQuota(a.Quota, [2]int64{delta, 0}); err != nil {
+	chain, err := o.chargeChain(a.Quota, [2]int64{delta, 0})
+	if err != nil {
 		return fmt.Errorf("inode %d: %w", ino, err)
 	}
+	o.m.quotaHints.note(ino, chain)
 	return o.addUsage(counterUsedBytes, delta)
 }
 

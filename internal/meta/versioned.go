@@ -180,6 +180,10 @@ type wtx struct {
 	deletesQueued bool // a pending slice delete was added
 	fenced        bool // the epoch fence shard is written
 
+	// quotaPlains are quota usage shards the operation expects to charge
+	// (quotaHints), read with opPlains.
+	quotaPlains [][]byte
+
 	// tops caches, per logical key read or written in this transaction,
 	// the epoch of its newest physical version (exists false: none), so
 	// a write after a read does not read the versions again.
