@@ -47,12 +47,18 @@ func (ck *checker) report(kind string, ino base.Ino, fix func(o *op) error, form
 // Concurrent modifications during a repairing check may be reported as
 // problems; run repairs on a quiet volume.
 func (m *Meta) Check(ctx context.Context, repair bool) ([]Problem, error) {
+	return m.check(ctx, repair, (*checker).run)
+}
+
+// check runs a checker's pass in one view, names the problems' inodes in
+// the same view, and with repair applies the fixes in one transaction.
+func (m *Meta) check(ctx context.Context, repair bool, pass func(ck *checker, r kv.Reader) error) ([]Problem, error) {
 	ck := &checker{m: m}
 	if err := m.view(ctx, func(r kv.Reader) error {
-		if err := ck.run(r); err != nil {
+		ck.problems, ck.fixes = nil, nil
+		if err := pass(ck, r); err != nil {
 			return err
 		}
-		// Name what can be named, in the same view.
 		n := newNamer(r, latestEpoch)
 		for i := range ck.problems {
 			ck.problems[i].Path = n.name(ck.problems[i].Ino)

@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"fmt"
 	"sort"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -234,37 +233,11 @@ func setQuotaUsage(dir base.Ino, u [2]int64) func(o *op) error {
 // transaction (run it on a quiet tree: a change between the count and the
 // fix is not seen).
 func (m *Meta) CheckQuotas(ctx context.Context, repair bool) ([]Problem, error) {
-	ck := &checker{m: m}
-	err := m.view(ctx, func(r kv.Reader) error {
-		ck.problems, ck.fixes = nil, nil
+	return m.check(ctx, repair, func(ck *checker, r kv.Reader) error {
 		attrs, dentries, _, err := ck.scanTree(r)
 		if err != nil {
 			return err
 		}
-		if err := ck.checkQuotas(r, attrs, dentries); err != nil {
-			return err
-		}
-		n := newNamer(r, latestEpoch)
-		for i := range ck.problems {
-			ck.problems[i].Path = n.name(ck.problems[i].Ino)
-		}
-		return nil
+		return ck.checkQuotas(r, attrs, dentries)
 	})
-	if err != nil {
-		return nil, err
-	}
-	if repair && len(ck.fixes) > 0 {
-		err := m.mutate(ctx, func(o *op) error {
-			for _, fix := range ck.fixes {
-				if err := fix(o); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return ck.problems, fmt.Errorf("repairing: %w", err)
-		}
-	}
-	return ck.problems, nil
 }
