@@ -303,6 +303,25 @@ func (c *nfsConn) OpenWrite(path string) (Writer, error) {
 	return w, nil
 }
 
+// OpenAppend looks path up (creating it if missing) and writes from its
+// end, as a kernel client writes a file opened with O_APPEND.
+func (c *nfsConn) OpenAppend(path string) (Writer, error) {
+	fh, size, err := c.open(path, false)
+	if isNotExist(err) {
+		fh, size, err = c.open(path, true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	w := &nfsWriter{c: c.c, fh: fh, window: c.t.o.Window, off: size}
+	if c.t.wsize > 0 {
+		w.buf = make([]byte, 0, c.t.wsize)
+	}
+	return w, nil
+}
+
+var _ appendOpener = (*nfsConn)(nil)
+
 // nfsWriter sends UNSTABLE WRITEs in offset order on the conn's one
 // connection, up to window of them unanswered, as a kernel client's
 // write-behind pipelines them. With a transfer size (buf not nil) it
