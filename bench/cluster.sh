@@ -39,6 +39,7 @@ META_PROCS=${META_PROCS:-2}
 CACHE_MEM=${CACHE_MEM:-64M}          # of each mount and gateway (with 16 blocks of read-ahead on S3, 8M re-fetched each block 4 times)
 BUFFER_SIZE=${BUFFER_SIZE:-64M}
 NFS_WINDOW=${NFS_WINDOW:-15}
+NFS_TIMEOUT=${NFS_TIMEOUT:-10m}      # per NFS call: 16 clients queue for minutes behind one gateway's link
 CLUSTER_NET=${CLUSTER_NET:-10.231.0} # a free /24: .1 host bridge, .2 servers, .3 gateway, .11+ clients
 CAIRN_MOUNT_OPTS=${CAIRN_MOUNT_OPTS:-}
 CAIRN_GATEWAY_OPTS=${CAIRN_GATEWAY_OPTS:-}
@@ -146,6 +147,10 @@ in_ns() { # NS CMD...: run CMD in NS's network (the host's mounts stay visible)
 	nsenter --net="/run/netns/$ns" -- "$@"
 }
 
+# netns NS: nsenter's option for NS; for processes started in the
+# background, whose pid ($!) must be the command's own (nsenter execs it)
+netns() { echo "--net=/run/netns/$1"; }
+
 ip link add "${P}br" type bridge
 BRIDGE=${P}br
 ip link set "${P}br" up
@@ -230,7 +235,7 @@ start_point() {
 	direct)
 		for ((i = 1; i <= n; i++)); do
 			mkdir -p "$d/mnt$i"
-			in_ns "$P-c$i" "$CAIRN" mount --log "$d/mount$i.log" "${mopts[@]}" "$meta" "$d/mnt$i" >"$d/mount$i.out" 2>&1 &
+			nsenter "$(netns "$P-c$i")" -- "$CAIRN" mount --log "$d/mount$i.log" "${mopts[@]}" "$meta" "$d/mnt$i" >"$d/mount$i.out" 2>&1 &
 			pid=$!
 			MOUNTS+=("$d/mnt$i $pid")
 			SRV_PIDS+=("$pid")
@@ -241,20 +246,20 @@ start_point() {
 		done
 		;;
 	gateway)
-		in_ns "$P-gw" "$CAIRN" gateway nfs --listen "$CLUSTER_NET.3:$NFS_PORT" --log "$d/gateway.log" "${gopts[@]}" "$meta" >"$d/gateway.out" 2>&1 &
+		nsenter "$(netns "$P-gw")" -- "$CAIRN" gateway nfs --listen "$CLUSTER_NET.3:$NFS_PORT" --log "$d/gateway.log" "${gopts[@]}" "$meta" >"$d/gateway.out" 2>&1 &
 		pid=$!
 		PIDS+=("$pid")
 		SRV_PIDS+=("$pid")
 		wait_listen "$P-gw" "$CLUSTER_NET.3" "$NFS_PORT" "$pid" || { cat "$d/gateway.out" "$d/gateway.log" >&2; die "gateway did not come up"; }
-		for ((i = 1; i <= n; i++)); do TARGET[i]="--nfs $CLUSTER_NET.3:$NFS_PORT/ --nfs-window $NFS_WINDOW"; done
+		for ((i = 1; i <= n; i++)); do TARGET[i]="--nfs $CLUSTER_NET.3:$NFS_PORT/ --nfs-window $NFS_WINDOW --nfs-timeout $NFS_TIMEOUT"; done
 		;;
 	gateway-each)
 		for ((i = 1; i <= n; i++)); do
-			in_ns "$P-c$i" "$CAIRN" gateway nfs --listen "127.0.0.1:$NFS_PORT" --log "$d/gateway$i.log" "${gopts[@]}" "$meta" >"$d/gateway$i.out" 2>&1 &
+			nsenter "$(netns "$P-c$i")" -- "$CAIRN" gateway nfs --listen "127.0.0.1:$NFS_PORT" --log "$d/gateway$i.log" "${gopts[@]}" "$meta" >"$d/gateway$i.out" 2>&1 &
 			pid=$!
 			PIDS+=("$pid")
 			SRV_PIDS+=("$pid")
-			TARGET[i]="--nfs 127.0.0.1:$NFS_PORT/ --nfs-window $NFS_WINDOW"
+			TARGET[i]="--nfs 127.0.0.1:$NFS_PORT/ --nfs-window $NFS_WINDOW --nfs-timeout $NFS_TIMEOUT"
 		done
 		for ((i = 1; i <= n; i++)); do
 			wait_listen "$P-c$i" 127.0.0.1 "$NFS_PORT" "${SRV_PIDS[i - 1]}" || { cat "$d/gateway$i.out" "$d/gateway$i.log" >&2; die "gateway $i did not come up"; }
@@ -265,6 +270,25 @@ start_point() {
 
 # cpu_ticks: busy (user, nice, system, irq, softirq) and all ticks of the machine
 cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+
+# proc_ticks PID...: CPU ticks (user + system) the processes have used
+proc_ticks() {
+	local pid t=0 v
+	for pid in "$@"; do
+		v=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null) || v=0
+		t=$((t + ${v:-0}))
+	done
+	echo "$t"
+}
+
+# server_pids: versitygw and every PostgreSQL process of this run
+server_pids() {
+	cat "$SHARED_DIR/s3/pid" 2>/dev/null
+	local pm
+	pm=$(head -1 "$SHARED_DIR/pg/data/postmaster.pid" 2>/dev/null) || return 0
+	echo "$pm"
+	pgrep -P "$pm" 2>/dev/null || true
+}
 
 # phase RUN MODE N PHASE: the phase's workload on every client at once.
 phase() {
@@ -278,11 +302,14 @@ phase() {
 	local start
 	start=$(($(date +%s) + 2))
 	read -r busy0 total0 < <(cpu_ticks)
+	local srv0 own0 t0=$SECONDS
+	srv0=$(proc_ticks $(server_pids))
+	own0=$(proc_ticks "${SRV_PIDS[@]}")
 	for ((i = 1; i <= n; i++)); do
 		local f=r$run-$mode-n$n-$ph-c$i.json
 		files+=("$f")
 		# shellcheck disable=SC2086  # TARGET is a word list
-		in_ns "$P-c$i" "$CAIRN" bench ${TARGET[i]} "${args[@]}" --start-at "$start" --json >"$OUT/$f" 2>"$OUT/${f%.json}.err" &
+		nsenter "$(netns "$P-c$i")" -- "$CAIRN" bench ${TARGET[i]} "${args[@]}" --start-at "$start" --json >"$OUT/$f" 2>"$OUT/${f%.json}.err" &
 		pids+=($!)
 	done
 	for i in "${!pids[@]}"; do
@@ -292,11 +319,17 @@ phase() {
 		fi
 	done
 	read -r busy1 total1 < <(cpu_ticks)
-	local busy
+	local busy srv own hz
+	hz=$(getconf CLK_TCK)
+	# (a PostgreSQL backend that ended during the phase is not counted)
+	srv=$(($(proc_ticks $(server_pids)) - srv0))
+	own=$(($(proc_ticks "${SRV_PIDS[@]}") - own0))
 	busy=$(python3 -c "print(round(100*($busy1-$busy0)/max(1,$total1-$total0),1))")
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$mode" "$n" "$ph" "$(python3 -c "print(round($own/$hz,2))")" \
+		"$(python3 -c "print(round($srv/$hz,2))")" "$((SECONDS - t0))" >>"$OUT/cpu.tsv"
 	local IFS=,
 	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$mode" "$n" "$ph" "$busy" "${files[*]}" >>"$OUT/points.tsv"
-	log "   $ph: done, machine CPU busy $busy%$([[ $failed == 0 ]] || echo ', SOME CLIENTS FAILED')"
+	log "   $ph: done in $((SECONDS - t0)) s, machine CPU busy $busy%, CPU-seconds: mounts or gateways $(python3 -c "print(round($own/$hz,1))"), PostgreSQL and versitygw $(python3 -c "print(round($srv/$hz,1))")$([[ $failed == 0 ]] || echo ', SOME CLIENTS FAILED')"
 }
 
 # memory and PostgreSQL connections of a point, after its phases

@@ -134,7 +134,7 @@ def main():
             f"{MODE_NAMES[m]}: " + ", ".join(f"N={n} {fmt(med[(w, m, n)][1])}" for n in ns if (w, m, n) in med)
             for m in modes))
         print()
-    print("Machine CPU busy during each phase (%, per run; 100% = both cores):\n")
+    print("Machine CPU busy during each phase, all processes (other users' too), % of both cores, each run:\n")
     print("| phase | mode | " + " | ".join(f"N={n}" for n in ns) + " |")
     print("|---|---|" + "---:|" * len(ns))
     for phase in sorted({p for (p, _, _) in cpu}):
@@ -142,6 +142,30 @@ def main():
             cells = [" / ".join(f"{x:.0f}" for x in cpu.get((phase, m, n), [])) for n in ns]
             if any(cells):
                 print(f"| {phase} | {m} | " + " | ".join(cells) + " |")
+    own = collections.defaultdict(list)
+    path = os.path.join(d, "cpu.tsv")
+    if os.path.exists(path):
+        for line in open(path):
+            run, mode, n, phase, mine, srv, secs = line.split()
+            own[(phase, mode, int(n))].append((float(mine), float(srv), float(secs)))
+    if own:
+        print("\nCPU of this run's processes during each phase: the mounts or gateways, and PostgreSQL with versitygw,"
+              " as % of one core over the phase (medians; 200% = the machine):\n")
+        print("| phase | mode | " + " | ".join(f"N={n}" for n in ns) + " |")
+        print("|---|---|" + "---:|" * len(ns))
+        for phase in sorted({p for (p, _, _) in own}):
+            for m in modes:
+                cells = []
+                for n in ns:
+                    v = own.get((phase, m, n))
+                    if not v:
+                        cells.append("")
+                        continue
+                    a = statistics.median(x[0] / max(x[2], 1) * 100 for x in v)
+                    b = statistics.median(x[1] / max(x[2], 1) * 100 for x in v)
+                    cells.append(f"{a:.0f} + {b:.0f}")
+                if any(cells):
+                    print(f"| {phase} | {m} | " + " | ".join(cells) + " |")
     if errors:
         print("\nErrors:")
         for e in errors:

@@ -19,6 +19,7 @@ func newBenchCommand() *cobra.Command {
 		path, nfsAddr, workloads, blockSizes, fileSize, nfsTransfer string
 		appendRecord, sharedDir                                     string
 		startAt                                                     float64
+		nfsTimeout                                                  time.Duration
 		nfsMountPort, nfsWindow, files, procs, pid                  int
 		metricsURL                                                  string
 		asJSON, dropCaches                                          bool
@@ -113,7 +114,10 @@ time includes the final fsync or COMMIT.`,
 				if err != nil {
 					return fmt.Errorf("--nfs %q: want HOST:PORT[/EXPORT]: %w", nfsAddr, err)
 				}
-				no := bench.NFSOptions{Addr: addr, Export: export, Window: nfsWindow}
+				no := bench.NFSOptions{Addr: addr, Export: export, Window: nfsWindow, Timeout: nfsTimeout}
+				if nfsTimeout == 0 {
+					no.Timeout = -1 // no bound
+				}
 				switch nfsTransfer {
 				case "server":
 				case "call":
@@ -150,6 +154,7 @@ time includes the final fsync or COMMIT.`,
 	f.StringVar(&nfsAddr, "nfs", "", "benchmark this NFSv3 server, HOST:PORT[/EXPORT] (export default /)")
 	f.IntVar(&nfsMountPort, "nfs-mount-port", 0, "port of the server's MOUNT program (default: the NFS port)")
 	f.StringVar(&nfsTransfer, "nfs-transfer", "server", "size of sequential READs and WRITEs over NFS: server (its preferred size, at most 1 MiB, as the Linux client; reads and writes are gathered into calls of that size), call (one call per read or write, of the block size), or a size")
+	f.DurationVar(&nfsTimeout, "nfs-timeout", 30*time.Second, "how long an NFS call may wait for its reply before the run fails (0: for ever, as a hard mount)")
 	f.IntVar(&nfsWindow, "nfs-window", bench.DefaultNFSWindow, "READ/WRITE calls kept in flight by sequential workloads over NFS, pipelined on one connection (the default is a Linux client's read-ahead of 15 x rsize)")
 	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.AllWorkloads, ",")+" (default "+strings.Join(bench.DefaultWorkloads, ",")+")")
 	f.StringVar(&appendRecord, "append-record", "1M", "record size of the append workload (extends a file of --size, opened O_APPEND, fsync at the end)")
