@@ -46,7 +46,9 @@ CAIRN_GATEWAY_OPTS=${CAIRN_GATEWAY_OPTS:-}
 BENCH_OUT=${BENCH_OUT:-./bench-results}
 BENCH_TMP=${BENCH_TMP:-/tmp}
 BENCH_KEEP=${BENCH_KEEP:-0}
+IDLE_SECONDS=${IDLE_SECONDS:-20}     # length of the idle phase
 NFS_PORT=20490
+POINT_DB=""
 
 BENCH_NAME=cluster
 # shellcheck source=bench/lib.sh
@@ -70,7 +72,7 @@ for m in $MODES; do
 	case $m in direct | gateway | gateway-each) ;; *) die "unknown mode $m (direct, gateway, gateway-each)" ;; esac
 done
 for p in $PHASES; do
-	case $p in append | seq | meta | meta-shared) ;; *) die "unknown phase $p (append, seq, meta, meta-shared)" ;; esac
+	case $p in append | seq | meta | meta-shared | idle) ;; *) die "unknown phase $p (append, seq, meta, meta-shared, idle)" ;; esac
 done
 
 # burst RATE: a tbf bucket of 10 ms at RATE, at least 32 KiB.
@@ -298,6 +300,7 @@ phase() {
 	seq) args=(--workloads seq-write,seq-read --size "$SEQ_SIZE" --bs "$SEQ_BS") ;;
 	meta) args=(--workloads create,stat --files "$META_FILES" --procs "$META_PROCS") ;;
 	meta-shared) args=(--workloads create,stat --files "$META_FILES" --procs "$META_PROCS" --shared-dir shared) ;;
+	idle) ;; # no workload: what the mounts or gateways do alone (heartbeats, session checks)
 	esac
 	local start
 	start=$(($(date +%s) + 2))
@@ -305,6 +308,12 @@ phase() {
 	local srv0 own0 t0=$SECONDS
 	srv0=$(proc_ticks $(server_pids))
 	own0=$(proc_ticks "${SRV_PIDS[@]}")
+	local tx0
+	tx0=$(db_commits)
+	if [[ $ph == idle ]]; then
+		sleep "$IDLE_SECONDS"
+		n=0
+	fi
 	for ((i = 1; i <= n; i++)); do
 		local f=r$run-$mode-n$n-$ph-c$i.json
 		files+=("$f")
@@ -325,11 +334,21 @@ phase() {
 	srv=$(($(proc_ticks $(server_pids)) - srv0))
 	own=$(($(proc_ticks "${SRV_PIDS[@]}") - own0))
 	busy=$(python3 -c "print(round(100*($busy1-$busy0)/max(1,$total1-$total0),1))")
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$mode" "$n" "$ph" "$(python3 -c "print(round($own/$hz,2))")" \
-		"$(python3 -c "print(round($srv/$hz,2))")" "$((SECONDS - t0))" >>"$OUT/cpu.tsv"
+	local tx=$(($(db_commits) - tx0))
+	n=$3
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$mode" "$n" "$ph" "$(python3 -c "print(round($own/$hz,2))")" \
+		"$(python3 -c "print(round($srv/$hz,2))")" "$((SECONDS - t0))" "$tx" >>"$OUT/cpu.tsv"
 	local IFS=,
-	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$mode" "$n" "$ph" "$busy" "${files[*]}" >>"$OUT/points.tsv"
-	log "   $ph: done in $((SECONDS - t0)) s, machine CPU busy $busy%, CPU-seconds: mounts or gateways $(python3 -c "print(round($own/$hz,1))"), PostgreSQL and versitygw $(python3 -c "print(round($srv/$hz,1))")$([[ $failed == 0 ]] || echo ', SOME CLIENTS FAILED')"
+	[[ $ph == idle ]] || printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$mode" "$n" "$ph" "$busy" "${files[*]}" >>"$OUT/points.tsv"
+	log "   $ph: done in $((SECONDS - t0)) s, $tx PostgreSQL commits, machine CPU busy $busy%, CPU-seconds: mounts or gateways $(python3 -c "print(round($own/$hz,1))"), PostgreSQL and versitygw $(python3 -c "print(round($srv/$hz,1))")$([[ $failed == 0 ]] || echo ', SOME CLIENTS FAILED')"
+}
+
+# db_commits: transactions committed in the point's database so far
+db_commits() {
+	local c
+	c=$(/usr/lib/postgresql/15/bin/psql -h "$PG_HOST" -p "$PG_PORT" -U postgres -d postgres -Atc \
+		"SELECT xact_commit FROM pg_stat_database WHERE datname = '$POINT_DB'" 2>/dev/null) || c=0
+	echo "${c:-0}"
 }
 
 # memory and PostgreSQL connections of a point, after its phases
@@ -358,6 +377,7 @@ for ((run = 1; run <= RUNS; run++)); do
 	for mode in $MODES; do
 		for n in $CLIENTS; do
 			name=cl${run}${mode//-/}n$n
+			POINT_DB=$name
 			log "== run $run: $mode, $n clients (volume $name)"
 			d=$ROOT/$name
 			mkdir -p "$d"

@@ -92,8 +92,16 @@ def main():
     d = sys.argv[1]
     points, cpu, errors = load(d)
     workloads = sorted({w for (w, _, _) in points})
-    ns = sorted({n for (_, _, n) in points})
-    modes = [m for m in MODES if any(k[1] == m for k in points)]
+    own = collections.defaultdict(list)
+    path = os.path.join(d, "cpu.tsv")
+    if os.path.exists(path):
+        for line in open(path):
+            f = line.split()
+            run, mode, n, phase, mine, srv, secs = f[:7]
+            tx = float(f[7]) if len(f) > 7 else 0
+            own[(phase, mode, int(n))].append((float(mine), float(srv), float(secs), tx))
+    ns = sorted({n for (_, _, n) in points} | {n for (_, _, n) in own})
+    modes = [m for m in MODES if any(k[1] == m for k in list(points) + list(own))]
     med = {}
     for k, runs in points.items():
         med[k] = (statistics.median(v[0] for v in runs.values()),
@@ -142,12 +150,6 @@ def main():
             cells = [" / ".join(f"{x:.0f}" for x in cpu.get((phase, m, n), [])) for n in ns]
             if any(cells):
                 print(f"| {phase} | {m} | " + " | ".join(cells) + " |")
-    own = collections.defaultdict(list)
-    path = os.path.join(d, "cpu.tsv")
-    if os.path.exists(path):
-        for line in open(path):
-            run, mode, n, phase, mine, srv, secs = line.split()
-            own[(phase, mode, int(n))].append((float(mine), float(srv), float(secs)))
     if own:
         print("\nCPU of this run's processes during each phase: the mounts or gateways, and PostgreSQL with versitygw,"
               " as % of one core over the phase (medians; 200% = the machine):\n")
@@ -164,6 +166,18 @@ def main():
                     a = statistics.median(x[0] / max(x[2], 1) * 100 for x in v)
                     b = statistics.median(x[1] / max(x[2], 1) * 100 for x in v)
                     cells.append(f"{a:.0f} + {b:.0f}")
+                if any(cells):
+                    print(f"| {phase} | {m} | " + " | ".join(cells) + " |")
+        print("\nPostgreSQL commits a second in the point's database during each phase (medians; background"
+              " work of the mounts or gateways included):\n")
+        print("| phase | mode | " + " | ".join(f"N={n}" for n in ns) + " |")
+        print("|---|---|" + "---:|" * len(ns))
+        for phase in sorted({p for (p, _, _) in own}):
+            for m in modes:
+                cells = []
+                for n in ns:
+                    v = own.get((phase, m, n))
+                    cells.append(f"{statistics.median(x[3] / max(x[2], 1) for x in v):.1f}" if v else "")
                 if any(cells):
                     print(f"| {phase} | {m} | " + " | ".join(cells) + " |")
     if errors:
