@@ -36,7 +36,7 @@ SEQ_SIZE=${SEQ_SIZE:-16M}            # each client's sequential file
 SEQ_BS=${SEQ_BS:-128K}
 META_FILES=${META_FILES:-400}        # files each client creates and stats
 META_PROCS=${META_PROCS:-2}
-CACHE_MEM=${CACHE_MEM:-64M}          # of each mount and gateway (with 16 blocks of read-ahead on S3, 8M re-fetched each block 4 times)
+CACHE_MEM=${CACHE_MEM:-64M}          # of each mount and gateway (with 8M, sequential reads ran at a quarter of the link)
 BUFFER_SIZE=${BUFFER_SIZE:-64M}
 NFS_WINDOW=${NFS_WINDOW:-15}
 NFS_TIMEOUT=${NFS_TIMEOUT:-10m}      # per NFS call: 16 clients queue for minutes behind one gateway's link
@@ -72,7 +72,7 @@ for m in $MODES; do
 	case $m in direct | gateway | gateway-each) ;; *) die "unknown mode $m (direct, gateway, gateway-each)" ;; esac
 done
 for p in $PHASES; do
-	case $p in append | seq | meta | meta-shared | idle) ;; *) die "unknown phase $p (append, seq, meta, meta-shared, idle)" ;; esac
+	case $p in append | seq | seqw | seqr | meta | meta-shared | idle) ;; *) die "unknown phase $p (append, seq, seqw, seqr, meta, meta-shared, idle)" ;; esac
 done
 
 # burst RATE: a tbf bucket of 10 ms at RATE, at least 32 KiB.
@@ -300,6 +300,10 @@ phase() {
 	seq) args=(--workloads seq-write,seq-read --size "$SEQ_SIZE" --bs "$SEQ_BS") ;;
 	meta) args=(--workloads create,stat --files "$META_FILES" --procs "$META_PROCS") ;;
 	meta-shared) args=(--workloads create,stat --files "$META_FILES" --procs "$META_PROCS" --shared-dir shared) ;;
+	# seqw then seqr: the file is kept, so that every client's read begins
+	# together (in seq, each client reads when its own write has ended)
+	seqw) args=(--workloads seq-write --size "$SEQ_SIZE" --bs "$SEQ_BS") ;;
+	seqr) args=(--workloads seq-read --size "$SEQ_SIZE" --bs "$SEQ_BS") ;;
 	idle) ;; # no workload: what the mounts or gateways do alone (heartbeats, session checks)
 	esac
 	local start
@@ -318,7 +322,9 @@ phase() {
 		local f=r$run-$mode-n$n-$ph-c$i.json
 		files+=("$f")
 		# shellcheck disable=SC2086  # TARGET is a word list
-		nsenter "$(netns "$P-c$i")" -- "$CAIRN" bench ${TARGET[i]} "${args[@]}" --start-at "$start" --json >"$OUT/$f" 2>"$OUT/${f%.json}.err" &
+		local keep=()
+		[[ $ph != seqw && $ph != seqr ]] || keep=(--seq-file "seq-c$i.dat")
+		nsenter "$(netns "$P-c$i")" -- "$CAIRN" bench ${TARGET[i]} "${args[@]}" "${keep[@]}" --start-at "$start" --json >"$OUT/$f" 2>"$OUT/${f%.json}.err" &
 		pids+=($!)
 	done
 	for i in "${!pids[@]}"; do

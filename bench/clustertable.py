@@ -31,6 +31,8 @@ import sys
 # workloads that follow another in the same cairn bench run: their
 # clients do not begin together, so their figure is the sum of rates
 FOLLOWERS = ("seq-read", "stat")
+# ... unless their phase runs them alone, beginning together
+ALONE = ("seqr",)
 
 MODES = ["direct", "gateway", "gateway-each"]
 MODE_NAMES = {
@@ -74,7 +76,9 @@ def load(d):
                     total, unit = sum(r["ops"] for r in rs), "ops/s"
                     rates = sum(r["ops_per_sec"] for r in rs)
                 agg = total / span if span > 0 else 0
-                if w.startswith(FOLLOWERS):
+                if phase in ALONE:
+                    w += ", clients together"
+                elif w.startswith(FOLLOWERS):
                     agg = rates
                 points[(w, mode, n)][int(run)] = (agg, rates, unit)
     return points, cpu, errors
@@ -109,7 +113,7 @@ def main():
                   next(iter(runs.values()))[2], [runs[r][0] for r in sorted(runs)])
     for w in workloads:
         unit = next(v[2] for k, v in med.items() if k[0] == w)
-        how = "sum of the clients' rates" if w.startswith(FOLLOWERS) else "aggregate"
+        how = "sum of the clients' rates" if w.startswith(FOLLOWERS) and "together" not in w else "aggregate"
         print(f"### {w}: {how}, {unit} (efficiency = figure / (N x 1 client))\n")
         head = "| N |"
         rule = "|---:|"
@@ -130,13 +134,13 @@ def main():
                     row += " | | |"
                     continue
                 eff = v[0] / (n * one[0]) if one and one[0] else None
-                row += f" {fmt(v[0])} | {'' if eff is None else f'{eff:.0%}'} | {' / '.join(fmt(x) for x in v[3])} |"
+                row += f" {fmt(v[0])} | {'' if eff is None else f'{eff:.1%}'} | {' / '.join(fmt(x) for x in v[3])} |"
             if "direct" in modes and "gateway" in modes:
                 a, b = med.get((w, "direct", n)), med.get((w, "gateway", n))
                 row += f" {a[0] / b[0]:.2f} |" if a and b and b[0] else " |"
             print(row)
         print()
-        if w.startswith(FOLLOWERS):
+        if w.startswith(FOLLOWERS) and "together" not in w:
             continue
         print(f"Sum of each client's own rate ({unit}, medians):", "; ".join(
             f"{MODE_NAMES[m]}: " + ", ".join(f"N={n} {fmt(med[(w, m, n)][1])}" for n in ns if (w, m, n) in med)

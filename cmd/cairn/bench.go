@@ -17,7 +17,7 @@ import (
 func newBenchCommand() *cobra.Command {
 	var (
 		path, nfsAddr, workloads, blockSizes, fileSize, nfsTransfer string
-		appendRecord, sharedDir                                     string
+		appendRecord, sharedDir, seqFile                            string
 		startAt                                                     float64
 		nfsTimeout                                                  time.Duration
 		nfsMountPort, nfsWindow, files, procs, pid                  int
@@ -69,7 +69,7 @@ time includes the final fsync or COMMIT.`,
 			if (path == "") == (nfsAddr == "") {
 				return errors.New("give one target: --path DIR or --nfs HOST:PORT[/EXPORT]")
 			}
-			o := bench.Options{Files: files, Procs: procs, ServerPID: pid, MetricsURL: metricsURL, SharedDir: sharedDir}
+			o := bench.Options{Files: files, Procs: procs, ServerPID: pid, MetricsURL: metricsURL, SharedDir: sharedDir, SeqFile: seqFile}
 			if startAt > 0 {
 				o.StartAt = time.Unix(0, int64(startAt*1e9))
 			}
@@ -159,6 +159,7 @@ time includes the final fsync or COMMIT.`,
 	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.AllWorkloads, ",")+" (default "+strings.Join(bench.DefaultWorkloads, ",")+")")
 	f.StringVar(&appendRecord, "append-record", "1M", "record size of the append workload (extends a file of --size, opened O_APPEND, fsync at the end)")
 	f.StringVar(&sharedDir, "shared-dir", "", "metadata workloads make their files in this directory below the target (made if missing, kept), not in directories of their own: several runs at once share it")
+	f.StringVar(&seqFile, "seq-file", "", "the sequential workloads' file, below the target, kept at the end (a later --workloads seq-read reads it back alone)")
 	f.Float64Var(&startAt, "start-at", 0, "wait until this Unix time (seconds) before the first workload: runs on several clients start together")
 	f.StringVar(&blockSizes, "bs", "8K,32K,128K", "block sizes of the sequential workloads")
 	f.StringVar(&fileSize, "size", "256M", "file size of the sequential workloads")

@@ -58,6 +58,12 @@ type Options struct {
 	// own, under names unique to this run: several runs at once, from
 	// several clients, then create and stat in one directory.
 	SharedDir string
+	// SeqFile, if set, is the file of the sequential workloads (relative
+	// to the target's root), instead of one in the run's directory, and
+	// it is kept at the end: a later run can read it back alone (seq-read
+	// without seq-write reads the file if it has FileSize bytes, else
+	// writes it first), so that many clients' reads can begin together.
+	SeqFile string
 	// StartAt, if not zero, is when the first workload starts: runs
 	// started on several clients at about the same time wait for it, so
 	// that their workloads overlap from their first operation.
@@ -111,6 +117,9 @@ func (o *Options) Validate() error {
 	}
 	if o.AppendRecord < 0 || o.AppendRecord > 16<<20 {
 		return fmt.Errorf("append record %d: want 1 byte to 16 MiB", o.AppendRecord)
+	}
+	if strings.Contains("/"+o.SeqFile+"/", "/../") || (o.SeqFile != "" && strings.Trim(o.SeqFile, "/") == "") {
+		return fmt.Errorf("sequential file %q: want a file below the target's root", o.SeqFile)
 	}
 	if strings.HasPrefix(o.SharedDir, "/") || strings.Contains("/"+o.SharedDir+"/", "/../") {
 		return fmt.Errorf("shared directory %q: want a path below the target's root", o.SharedDir)
@@ -202,6 +211,9 @@ func (r *runner) run(ctx context.Context, main Conn, rep *Report) error {
 	}
 	if want(SeqWrite) || want(SeqRead) {
 		r.seqFile = r.base + "/seq.dat"
+		if r.o.SeqFile != "" {
+			r.seqFile = strings.Trim(r.o.SeqFile, "/")
+		}
 		for _, bs := range r.o.BlockSizes {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -546,7 +558,7 @@ func (r *runner) cleanup(main Conn) error {
 		c.Close()
 	}
 	for _, f := range []string{r.seqFile, r.appFile} {
-		if f == "" {
+		if f == "" || f == strings.Trim(r.o.SeqFile, "/") {
 			continue
 		}
 		if err := main.Remove(f); err != nil && !isNotExist(err) {
