@@ -49,6 +49,7 @@ BENCH_KEEP=${BENCH_KEEP:-0}
 IDLE_SECONDS=${IDLE_SECONDS:-20}     # length of the idle phase
 NFS_PORT=20490
 POINT_DB=""
+POINT_DIR=""
 
 BENCH_NAME=cluster
 # shellcheck source=bench/lib.sh
@@ -292,6 +293,22 @@ server_pids() {
 	pgrep -P "$pm" 2>/dev/null || true
 }
 
+# leases N: the directory lease counters of the first N direct mounts,
+# summed: acquired, released, recalls sent (0 0 0 in the NFS modes)
+leases() {
+	local i a=0 r=0 c=0 v
+	for ((i = 1; i <= $1; i++)); do
+		[[ -d $POINT_DIR/mnt$i ]] || continue
+		v=$("$CAIRN" stats --count 1 --interval 100ms --json "$POINT_DIR/mnt$i" 2>/dev/null | python3 -c '
+import json, sys
+t = json.loads(sys.stdin.readline())["totals"].get("meta_leases") or {}
+print(t.get("acquired", 0), t.get("released", 0), t.get("recalls", 0))' 2>/dev/null) || v="0 0 0"
+		set -- "$1" $v
+		a=$((a + $2)) r=$((r + $3)) c=$((c + $4))
+	done
+	echo "$a $r $c"
+}
+
 # phase RUN MODE N PHASE: the phase's workload on every client at once.
 phase() {
 	local run=$1 mode=$2 n=$3 ph=$4 i args files=() pids=() failed=0
@@ -312,8 +329,9 @@ phase() {
 	local srv0 own0 t0=$SECONDS
 	srv0=$(proc_ticks $(server_pids))
 	own0=$(proc_ticks "${SRV_PIDS[@]}")
-	local tx0
+	local tx0 la0 lr0 lc0
 	tx0=$(db_commits)
+	read -r la0 lr0 lc0 < <(leases "$n")
 	if [[ $ph == idle ]]; then
 		sleep "$IDLE_SECONDS"
 		n=0
@@ -342,6 +360,9 @@ phase() {
 	busy=$(python3 -c "print(round(100*($busy1-$busy0)/max(1,$total1-$total0),1))")
 	local tx=$(($(db_commits) - tx0))
 	n=$3
+	local la1 lr1 lc1
+	read -r la1 lr1 lc1 < <(leases "$n")
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$mode" "$n" "$ph" "$((la1 - la0))" "$((lr1 - lr0))" "$((lc1 - lc0))" "$((SECONDS - t0))" >>"$OUT/leases.tsv"
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$mode" "$n" "$ph" "$(python3 -c "print(round($own/$hz,2))")" \
 		"$(python3 -c "print(round($srv/$hz,2))")" "$((SECONDS - t0))" "$tx" >>"$OUT/cpu.tsv"
 	local IFS=,
@@ -384,6 +405,7 @@ for ((run = 1; run <= RUNS; run++)); do
 		for n in $CLIENTS; do
 			name=cl${run}${mode//-/}n$n
 			POINT_DB=$name
+			POINT_DIR=$ROOT/$name
 			log "== run $run: $mode, $n clients (volume $name)"
 			d=$ROOT/$name
 			mkdir -p "$d"

@@ -184,6 +184,24 @@ def main():
                     cells.append(f"{statistics.median(x[3] / max(x[2], 1) for x in v):.1f}" if v else "")
                 if any(cells):
                     print(f"| {phase} | {m} | " + " | ".join(cells) + " |")
+    leases = collections.defaultdict(list)
+    path = os.path.join(d, "leases.tsv")
+    if os.path.exists(path):
+        for line in open(path):
+            run, mode, n, phase, acq, rel, rec, secs = line.split()
+            if mode == "direct":
+                leases[(phase, int(n))].append((int(acq), int(rel), int(rec), float(secs)))
+    if any(v[0][0] or v[0][2] for v in leases.values()):
+        print("\nDirectory leases of the direct mounts during each phase, all mounts together"
+              " (taken / given back / recalls sent, and recalls a second; first run):\n")
+        print("| phase | " + " | ".join(f"N={n}" for n in ns) + " |")
+        print("|---|" + "---:|" * len(ns))
+        for phase in sorted({p for (p, _) in leases}):
+            cells = []
+            for n in ns:
+                v = leases.get((phase, n))
+                cells.append(f"{v[0][0]} / {v[0][1]} / {v[0][2]}, {v[0][2] / max(v[0][3], 1):.0f}/s" if v else "")
+            print(f"| {phase} | " + " | ".join(cells) + " |")
     if errors:
         print("\nErrors:")
         for e in errors:
