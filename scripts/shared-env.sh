@@ -11,9 +11,17 @@
 # DIR/env defines PG_HOST (socket dir), PG_PORT, S3_ENDPOINT,
 # AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; source it.
 # Must run as root (the server runs as the postgres system user).
+#
+# SHARED_LISTEN=ADDR also serves both on that IPv4 address over TCP, for
+# clients on other hosts or network namespaces (bench/cluster.sh):
+# PostgreSQL trusts every client of the networks it is attached to
+# (pg_hba "samenet"), S3_ENDPOINT names ADDR, DIR/env adds PG_ADDR, and
+# db prints a TCP URL. PG_MAX_CONNECTIONS sets max_connections (300).
 set -euo pipefail
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+SHARED_LISTEN=${SHARED_LISTEN:-}
+PG_MAX_CONNECTIONS=${PG_MAX_CONNECTIONS:-300}
 log() { printf '[shared-env] %s\n' "$*" >&2; }
 die() {
 	log "$*"
@@ -49,15 +57,19 @@ start() {
 	mkdir -p "$dir/pg"
 	chown postgres:postgres "$dir/pg"
 	chmod 0755 "$dir"
-	local pgport
+	local pgport host=127.0.0.1
 	pgport=$(free_port)
 	runuser -u postgres -- "$PGBIN/initdb" -D "$dir/pg/data" -U postgres -A trust -E UTF8 --no-instructions >"$dir/pg/initdb.log" 2>&1 ||
 		{
 			cat "$dir/pg/initdb.log" >&2
 			die "initdb failed"
 		}
+	if [[ -n $SHARED_LISTEN ]]; then
+		host=$SHARED_LISTEN
+		echo "host all all samenet trust" >>"$dir/pg/data/pg_hba.conf"
+	fi
 	runuser -u postgres -- "$PGBIN/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w -t 60 \
-		-o "-c listen_addresses='' -c unix_socket_directories='$dir/pg' -p $pgport -c max_connections=300 -c shared_buffers=256MB" start >/dev/null ||
+		-o "-c listen_addresses='$SHARED_LISTEN' -c unix_socket_directories='$dir/pg' -p $pgport -c max_connections=$PG_MAX_CONNECTIONS -c shared_buffers=256MB" start >/dev/null ||
 		{
 			cat "$dir/pg/server.log" >&2
 			die "PostgreSQL did not start"
@@ -70,28 +82,29 @@ start() {
 	key=cairn$RANDOM$RANDOM
 	secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	ROOT_ACCESS_KEY=$key ROOT_SECRET_KEY=$secret setsid "$gw" --access "$key" --secret "$secret" \
-		--port "127.0.0.1:$s3port" posix --sidecar "$dir/s3/sidecar" "$dir/s3/root" \
+		--port "$host:$s3port" posix --sidecar "$dir/s3/sidecar" "$dir/s3/root" \
 		>"$dir/s3/server.log" 2>&1 </dev/null &
 	echo $! >"$dir/s3/pid"
 	for _ in $(seq 100); do
-		if (echo >"/dev/tcp/127.0.0.1/$s3port") 2>/dev/null; then
+		if (echo >"/dev/tcp/$host/$s3port") 2>/dev/null; then
 			break
 		fi
 		sleep 0.1
 	done
-	(echo >"/dev/tcp/127.0.0.1/$s3port") 2>/dev/null || {
+	(echo >"/dev/tcp/$host/$s3port") 2>/dev/null || {
 		cat "$dir/s3/server.log" >&2
 		die "versitygw did not start"
 	}
 	cat >"$dir/env" <<EOF
 PG_HOST=$dir/pg
 PG_PORT=$pgport
-S3_ENDPOINT=http://127.0.0.1:$s3port
+PG_ADDR=$SHARED_LISTEN
+S3_ENDPOINT=http://$host:$s3port
 AWS_ACCESS_KEY_ID=$key
 AWS_SECRET_ACCESS_KEY=$secret
-export PG_HOST PG_PORT S3_ENDPOINT AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+export PG_HOST PG_PORT PG_ADDR S3_ENDPOINT AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
 EOF
-	log "PostgreSQL on $dir/pg (port $pgport), S3 at http://127.0.0.1:$s3port"
+	log "PostgreSQL on $dir/pg${SHARED_LISTEN:+ and $SHARED_LISTEN} (port $pgport), S3 at http://$host:$s3port"
 }
 
 db() {
@@ -99,7 +112,11 @@ db() {
 	# shellcheck disable=SC1091
 	source "$dir/env"
 	"$PGBIN/psql" -q -h "$PG_HOST" -p "$PG_PORT" -U postgres -d postgres -c "CREATE DATABASE \"$name\"" >&2
-	echo "postgres://postgres@/$name?host=$PG_HOST&port=$PG_PORT"
+	if [[ -n ${PG_ADDR:-} ]]; then
+		echo "postgres://postgres@$PG_ADDR:$PG_PORT/$name"
+	else
+		echo "postgres://postgres@/$name?host=$PG_HOST&port=$PG_PORT"
+	fi
 }
 
 stop() {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,9 @@ import (
 func newBenchCommand() *cobra.Command {
 	var (
 		path, nfsAddr, workloads, blockSizes, fileSize, nfsTransfer string
+		appendRecord, sharedDir, seqFile                            string
+		startAt                                                     float64
+		nfsTimeout                                                  time.Duration
 		nfsMountPort, nfsWindow, files, procs, pid                  int
 		metricsURL                                                  string
 		asJSON, dropCaches                                          bool
@@ -38,6 +42,13 @@ directory of its own) against a target:
                  --nfs-mount-port when the server serves it on another
                  port (Ganesha, knfsd).
 
+The append workload (not run by default: --workloads append) extends a
+file of --size with --append-record writes, the file opened for appending
+(O_APPEND; over NFS, WRITEs from the file's end), and fsyncs it: the
+extending writes of a cluster scaling study. For runs on several clients
+at once (bench/cluster.sh), --start-at makes them begin together and
+--shared-dir puts every client's create and stat in one directory.
+
 Everything happens in a new directory under the target, removed at the end.
 For every workload it prints the five figures of the classic NFSv3/v4 study:
 client CPU µs per op (this process, getrusage), server CPU µs per op
@@ -51,13 +62,22 @@ time includes the final fsync or COMMIT.`,
 		Example: `  cairn bench --path /mnt/cairn --server-pid $(pgrep -o -f 'cairn mount') --server-metrics http://127.0.0.1:9567/metrics
   cairn bench --nfs 127.0.0.1:20490 --server-pid 4242 --server-metrics http://127.0.0.1:9567/metrics --json
   cairn bench --nfs 127.0.0.1:20491/srv/export --nfs-mount-port 20492 --bs 128K --size 64M --files 500
-  cairn bench --path /tmp/x --workloads create,stat,unlink --files 10000 --procs 8`,
+  cairn bench --path /tmp/x --workloads create,stat,unlink --files 10000 --procs 8
+  cairn bench --path /mnt/cairn --workloads append --size 64M --append-record 1M --start-at $(($(date +%s) + 5)) --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (path == "") == (nfsAddr == "") {
 				return errors.New("give one target: --path DIR or --nfs HOST:PORT[/EXPORT]")
 			}
-			o := bench.Options{Files: files, Procs: procs, ServerPID: pid, MetricsURL: metricsURL}
+			o := bench.Options{Files: files, Procs: procs, ServerPID: pid, MetricsURL: metricsURL, SharedDir: sharedDir, SeqFile: seqFile}
+			if startAt > 0 {
+				o.StartAt = time.Unix(0, int64(startAt*1e9))
+			}
+			rn, err := parseSize(appendRecord)
+			if err != nil {
+				return fmt.Errorf("--append-record: %w", err)
+			}
+			o.AppendRecord = int(rn)
 			if workloads != "" {
 				o.Workloads = strings.Split(workloads, ",")
 			}
@@ -94,7 +114,10 @@ time includes the final fsync or COMMIT.`,
 				if err != nil {
 					return fmt.Errorf("--nfs %q: want HOST:PORT[/EXPORT]: %w", nfsAddr, err)
 				}
-				no := bench.NFSOptions{Addr: addr, Export: export, Window: nfsWindow}
+				no := bench.NFSOptions{Addr: addr, Export: export, Window: nfsWindow, Timeout: nfsTimeout}
+				if nfsTimeout == 0 {
+					no.Timeout = -1 // no bound
+				}
 				switch nfsTransfer {
 				case "server":
 				case "call":
@@ -131,8 +154,13 @@ time includes the final fsync or COMMIT.`,
 	f.StringVar(&nfsAddr, "nfs", "", "benchmark this NFSv3 server, HOST:PORT[/EXPORT] (export default /)")
 	f.IntVar(&nfsMountPort, "nfs-mount-port", 0, "port of the server's MOUNT program (default: the NFS port)")
 	f.StringVar(&nfsTransfer, "nfs-transfer", "server", "size of sequential READs and WRITEs over NFS: server (its preferred size, at most 1 MiB, as the Linux client; reads and writes are gathered into calls of that size), call (one call per read or write, of the block size), or a size")
+	f.DurationVar(&nfsTimeout, "nfs-timeout", 30*time.Second, "how long an NFS call may wait for its reply before the run fails (0: for ever, as a hard mount)")
 	f.IntVar(&nfsWindow, "nfs-window", bench.DefaultNFSWindow, "READ/WRITE calls kept in flight by sequential workloads over NFS, pipelined on one connection (the default is a Linux client's read-ahead of 15 x rsize)")
-	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.AllWorkloads, ",")+" (default all)")
+	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.AllWorkloads, ",")+" (default "+strings.Join(bench.DefaultWorkloads, ",")+")")
+	f.StringVar(&appendRecord, "append-record", "1M", "record size of the append workload (extends a file of --size, opened O_APPEND, fsync at the end)")
+	f.StringVar(&sharedDir, "shared-dir", "", "metadata workloads make their files in this directory below the target (made if missing, kept), not in directories of their own: several runs at once share it")
+	f.StringVar(&seqFile, "seq-file", "", "the sequential workloads' file, below the target, kept at the end (a later --workloads seq-read reads it back alone)")
+	f.Float64Var(&startAt, "start-at", 0, "wait until this Unix time (seconds) before the first workload: runs on several clients start together")
 	f.StringVar(&blockSizes, "bs", "8K,32K,128K", "block sizes of the sequential workloads")
 	f.StringVar(&fileSize, "size", "256M", "file size of the sequential workloads")
 	f.IntVar(&files, "files", 2000, "files created, stat'ed and unlinked, in all")

@@ -27,7 +27,8 @@ const (
 type Sample struct {
 	Workload  string
 	Ops       int64
-	Bytes     int64 // data moved (sequential workloads), else 0
+	Bytes     int64     // data moved (sequential workloads), else 0
+	Start     time.Time // when the first operation began (zero: unknown)
 	Elapsed   time.Duration
 	Latencies []time.Duration // one per op; sorted in place by Compute
 	ClientCPU time.Duration
@@ -42,10 +43,14 @@ type Sample struct {
 // Figures are the five figures of one workload (and what they come from).
 // Pointer fields are nil when not measured ("n/a").
 type Figures struct {
-	Workload      string   `json:"workload"`
-	Ops           int64    `json:"ops"`
-	Bytes         int64    `json:"bytes,omitempty"`
-	Seconds       float64  `json:"seconds"`
+	Workload string  `json:"workload"`
+	Ops      int64   `json:"ops"`
+	Bytes    int64   `json:"bytes,omitempty"`
+	Seconds  float64 `json:"seconds"`
+	// Start and End are Unix times in seconds, so that runs on several
+	// clients at once can be put on one time line (0: unknown).
+	Start         float64  `json:"start,omitempty"`
+	End           float64  `json:"end,omitempty"`
 	OpsPerSec     float64  `json:"ops_per_sec"`
 	MBPerSec      *float64 `json:"mb_per_sec,omitempty"` // 10^6 bytes/s, sequential workloads
 	MeanLatencyUs float64  `json:"mean_latency_us"`
@@ -59,6 +64,10 @@ type Figures struct {
 // Compute turns a sample into figures. Latencies are sorted in place.
 func Compute(s Sample) Figures {
 	f := Figures{Workload: s.Workload, Ops: s.Ops, Bytes: s.Bytes, Seconds: s.Elapsed.Seconds()}
+	if !s.Start.IsZero() {
+		f.Start = float64(s.Start.UnixNano()) / 1e9
+		f.End = float64(s.Start.Add(s.Elapsed).UnixNano()) / 1e9
+	}
 	if s.Elapsed > 0 {
 		f.OpsPerSec = float64(s.Ops) / s.Elapsed.Seconds()
 		if s.Bytes > 0 {

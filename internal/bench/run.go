@@ -20,10 +20,20 @@ const (
 	Create   = "create"
 	Stat     = "stat"
 	Unlink   = "unlink"
+	// Append extends a file of its own with AppendRecord-sized records,
+	// opened for appending, to FileSize bytes, then fsyncs it: the
+	// extending writes of a cluster file system's scaling study.
+	Append = "append"
 )
 
 // AllWorkloads are the workloads in the order they run.
-var AllWorkloads = []string{SeqWrite, SeqRead, Create, Stat, Unlink}
+var AllWorkloads = []string{Append, SeqWrite, SeqRead, Create, Stat, Unlink}
+
+// DefaultWorkloads run when Options.Workloads is empty.
+var DefaultWorkloads = []string{SeqWrite, SeqRead, Create, Stat, Unlink}
+
+// DefaultAppendRecord is the record size of the append workload.
+const DefaultAppendRecord = 1 << 20
 
 // Options say what to run and where the server's counters are.
 type Options struct {
@@ -35,10 +45,29 @@ type Options struct {
 	BlockSizes []int
 	// FileSize of the sequential workloads (default 256 MiB).
 	FileSize int64
+	// AppendRecord is the size of each write of the append workload
+	// (default DefaultAppendRecord, at most 16 MiB).
+	AppendRecord int
 	// Files is how many files create, stat and unlink work on in all
 	// (default 2000), split evenly over Procs workers, each in a
 	// directory of its own (default 4 workers).
 	Files, Procs int
+	// SharedDir, if set, is a directory (relative to the target's root,
+	// made if missing and never removed) where every worker of the
+	// metadata workloads makes its files instead of a directory of its
+	// own, under names unique to this run: several runs at once, from
+	// several clients, then create and stat in one directory.
+	SharedDir string
+	// SeqFile, if set, is the file of the sequential workloads (relative
+	// to the target's root), instead of one in the run's directory, and
+	// it is kept at the end: a later run can read it back alone (seq-read
+	// without seq-write reads the file if it has FileSize bytes, else
+	// writes it first), so that many clients' reads can begin together.
+	SeqFile string
+	// StartAt, if not zero, is when the first workload starts: runs
+	// started on several clients at about the same time wait for it, so
+	// that their workloads overlap from their first operation.
+	StartAt time.Time
 	// ServerPID, if not zero, is the server process whose CPU time is
 	// read from /proc before and after each workload.
 	ServerPID int
@@ -54,7 +83,10 @@ type Options struct {
 
 func (o *Options) setDefaults() {
 	if len(o.Workloads) == 0 {
-		o.Workloads = AllWorkloads
+		o.Workloads = DefaultWorkloads
+	}
+	if o.AppendRecord == 0 {
+		o.AppendRecord = DefaultAppendRecord
 	}
 	if len(o.BlockSizes) == 0 {
 		o.BlockSizes = []int{8 << 10, 32 << 10, 128 << 10}
@@ -83,6 +115,15 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("block size %d: want 1 byte to 1 MiB", bs)
 		}
 	}
+	if o.AppendRecord < 0 || o.AppendRecord > 16<<20 {
+		return fmt.Errorf("append record %d: want 1 byte to 16 MiB", o.AppendRecord)
+	}
+	if strings.Contains("/"+o.SeqFile+"/", "/../") || (o.SeqFile != "" && strings.Trim(o.SeqFile, "/") == "") {
+		return fmt.Errorf("sequential file %q: want a file below the target's root", o.SeqFile)
+	}
+	if strings.HasPrefix(o.SharedDir, "/") || strings.Contains("/"+o.SharedDir+"/", "/../") {
+		return fmt.Errorf("shared directory %q: want a path below the target's root", o.SharedDir)
+	}
 	if o.FileSize < 0 || o.Files < 0 || o.Procs < 0 {
 		return errors.New("sizes and counts must be positive")
 	}
@@ -108,6 +149,7 @@ type Report struct {
 	FileSize  int64     `json:"file_size"`
 	Files     int       `json:"files"`
 	Procs     int       `json:"procs"`
+	SharedDir string    `json:"shared_dir,omitempty"`
 	ServerPID int       `json:"server_pid,omitempty"`
 	Metrics   string    `json:"server_metrics,omitempty"`
 	Results   []Figures `json:"results"`
@@ -121,7 +163,7 @@ func Run(ctx context.Context, t Target, o Options) (*Report, error) {
 	}
 	r := &runner{t: t, o: o, http: &http.Client{Timeout: 10 * time.Second}}
 	rep := &Report{Target: t.Describe(), Started: time.Now(), FileSize: o.FileSize,
-		Files: o.Files, Procs: o.Procs, ServerPID: o.ServerPID, Metrics: o.MetricsURL}
+		Files: o.Files, Procs: o.Procs, SharedDir: o.SharedDir, ServerPID: o.ServerPID, Metrics: o.MetricsURL}
 	main, err := t.Conn()
 	if err != nil {
 		return nil, err
@@ -130,6 +172,12 @@ func Run(ctx context.Context, t Target, o Options) (*Report, error) {
 	r.base = fmt.Sprintf("cairn-bench-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
 	if err := main.Mkdir(r.base); err != nil {
 		return nil, fmt.Errorf("mkdir %s: %w", r.base, err)
+	}
+	if !o.StartAt.IsZero() {
+		select {
+		case <-time.After(time.Until(o.StartAt)):
+		case <-ctx.Done():
+		}
 	}
 	runErr := r.run(ctx, main, rep)
 	if err := r.cleanup(main); err != nil && runErr == nil {
@@ -144,14 +192,28 @@ type runner struct {
 	http    *http.Client
 	base    string
 	seqFile string
+	appFile string
 	workers []Conn
 	made    []int // files each worker has made and not removed
 }
 
 func (r *runner) run(ctx context.Context, main Conn, rep *Report) error {
 	want := func(w string) bool { return has(r.o.Workloads, w) }
+	if want(Append) {
+		r.appFile = r.base + "/append.dat"
+		f, err := r.measure(fmt.Sprintf("%s-%s", Append, sizeName(r.o.AppendRecord)), r.o.FileSize, func() (int64, []time.Duration, error) {
+			return appendFile(main, r.appFile, r.o.AppendRecord, r.o.FileSize)
+		})
+		if err != nil {
+			return err
+		}
+		r.add(rep, f)
+	}
 	if want(SeqWrite) || want(SeqRead) {
 		r.seqFile = r.base + "/seq.dat"
+		if r.o.SeqFile != "" {
+			r.seqFile = strings.Trim(r.o.SeqFile, "/")
+		}
 		for _, bs := range r.o.BlockSizes {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -236,7 +298,7 @@ func (r *runner) measure(name string, bytes int64, fn func() (int64, []time.Dura
 	if err != nil {
 		return Figures{}, fmt.Errorf("%s: %w", name, err)
 	}
-	s := Sample{Workload: name, Ops: ops, Bytes: bytes, Elapsed: elapsed, Latencies: lats, ClientCPU: ca - cb}
+	s := Sample{Workload: name, Ops: ops, Bytes: bytes, Start: t0, Elapsed: elapsed, Latencies: lats, ClientCPU: ca - cb}
 	if r.o.ServerPID != 0 && serr == nil && serr2 == nil {
 		s.ServerCPU, s.ServerKnown = sa-sb, true
 	}
@@ -316,6 +378,45 @@ func seqWrite(c Conn, path string, bs int, size int64) (int64, []time.Duration, 
 	return ops, timedLats(lats, w), nil
 }
 
+// appendFile extends path (made if missing) with records of rs bytes to
+// size bytes, then fsyncs it. A Conn that can open for appending
+// (O_APPEND) is asked to; others write at the end as they go.
+func appendFile(c Conn, path string, rs int, size int64) (int64, []time.Duration, error) {
+	open := c.OpenWrite
+	if a, ok := c.(appendOpener); ok {
+		open = a.OpenAppend
+	}
+	w, err := open(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	buf := make([]byte, rs)
+	pattern(buf)
+	lats := make([]time.Duration, 0, size/int64(rs)+1)
+	var ops int64
+	for off := int64(0); off < size; off += int64(rs) {
+		n := min(int64(rs), size-off)
+		t0 := time.Now()
+		if err := w.Write(buf[:n]); err != nil {
+			w.Close()
+			return ops, nil, err
+		}
+		lats = append(lats, time.Since(t0))
+		ops++
+	}
+	if err := w.Sync(); err != nil {
+		w.Close()
+		return ops, nil, err
+	}
+	if err := w.Close(); err != nil {
+		return ops, nil, err
+	}
+	if n, err := c.Stat(path); err != nil || n != size {
+		return ops, nil, fmt.Errorf("appended %d bytes to %s, its size is %d (%v)", size, path, n, err)
+	}
+	return ops, timedLats(lats, w), nil
+}
+
 func seqRead(c Conn, path string, bs int, size int64) (int64, []time.Duration, error) {
 	rd, err := c.OpenRead(path)
 	if err != nil {
@@ -353,14 +454,47 @@ func (r *runner) setupWorkers() error {
 		}
 		r.workers = append(r.workers, c)
 		r.made = append(r.made, 0)
+		if r.o.SharedDir != "" {
+			continue
+		}
 		if err := c.Mkdir(r.workerDir(i)); err != nil {
 			return err
+		}
+	}
+	if r.o.SharedDir != "" {
+		return r.mkdirShared()
+	}
+	return nil
+}
+
+// mkdirShared makes SharedDir and its parents, if other runs have not.
+func (r *runner) mkdirShared() error {
+	c := r.workers[0]
+	parts := strings.Split(strings.Trim(r.o.SharedDir, "/"), "/")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		if _, err := c.Stat(p); err == nil {
+			continue
+		}
+		if err := c.Mkdir(p); err != nil {
+			if _, serr := c.Stat(p); serr != nil { // not made by another run meanwhile
+				return fmt.Errorf("mkdir %s: %w", p, err)
+			}
 		}
 	}
 	return nil
 }
 
 func (r *runner) workerDir(i int) string { return fmt.Sprintf("%s/w%d", r.base, i) }
+
+// filePath is the path of worker i's file j: in its own directory, or in
+// SharedDir under a name that holds this run's base name.
+func (r *runner) filePath(i, j int) string {
+	if r.o.SharedDir != "" {
+		return fmt.Sprintf("%s/%s-w%d-f%d", strings.Trim(r.o.SharedDir, "/"), r.base, i, j)
+	}
+	return fmt.Sprintf("%s/f%d", r.workerDir(i), j)
+}
 
 // meta runs one metadata workload on every worker at once.
 func (r *runner) meta(w string) (int64, []time.Duration, error) {
@@ -373,9 +507,8 @@ func (r *runner) meta(w string) (int64, []time.Duration, error) {
 		go func() {
 			defer wg.Done()
 			l := make([]time.Duration, 0, per)
-			dir := r.workerDir(i)
 			for j := 0; j < per; j++ {
-				p := fmt.Sprintf("%s/f%d", dir, j)
+				p := r.filePath(i, j)
 				t0 := time.Now()
 				var err error
 				switch w {
@@ -416,14 +549,19 @@ func (r *runner) cleanup(main Conn) error {
 	for i, c := range r.workers {
 		if r.made[i] > 0 {
 			for j := 0; j < r.o.Files/r.o.Procs; j++ {
-				_ = c.Remove(fmt.Sprintf("%s/f%d", r.workerDir(i), j))
+				_ = c.Remove(r.filePath(i, j))
 			}
 		}
-		errs = append(errs, c.Rmdir(r.workerDir(i)))
+		if r.o.SharedDir == "" {
+			errs = append(errs, c.Rmdir(r.workerDir(i)))
+		}
 		c.Close()
 	}
-	if r.seqFile != "" {
-		if err := main.Remove(r.seqFile); err != nil && !isNotExist(err) {
+	for _, f := range []string{r.seqFile, r.appFile} {
+		if f == "" || f == strings.Trim(r.o.SeqFile, "/") {
+			continue
+		}
+		if err := main.Remove(f); err != nil && !isNotExist(err) {
 			errs = append(errs, err)
 		}
 	}

@@ -36,6 +36,12 @@ type Conn interface {
 	Close() error
 }
 
+// appendOpener is a Conn that can open a file for appending: made if
+// missing, every write at its end (O_APPEND).
+type appendOpener interface {
+	OpenAppend(path string) (Writer, error)
+}
+
 // Writer writes a file front to back.
 type Writer interface {
 	// Write writes p at the current offset; p may be reused once it
@@ -95,6 +101,14 @@ func (c pathConn) OpenWrite(path string) (Writer, error) {
 	return fileWriter{f}, nil
 }
 
+func (c pathConn) OpenAppend(path string) (Writer, error) {
+	f, err := os.OpenFile(c.p(path), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return fileWriter{f}, nil
+}
+
 func (c pathConn) OpenRead(path string) (Reader, error) {
 	f, err := os.Open(c.p(path))
 	if err != nil {
@@ -124,6 +138,7 @@ func (r fileReader) Read(p []byte) (int, error) {
 func (r fileReader) Close() error { return r.f.Close() }
 
 var (
-	_ Target = PathTarget{}
-	_ Conn   = pathConn{}
+	_ Target       = PathTarget{}
+	_ Conn         = pathConn{}
+	_ appendOpener = pathConn{}
 )

@@ -21,9 +21,12 @@ type Options struct {
 	// reconnections. Nil discards them.
 	Logger *slog.Logger
 	// MaxConns bounds the pool of connections that run transactions; each
-	// running Update or View holds one. Zero means DefaultMaxConns. It
-	// takes precedence over pool_max_conns in the URL. A Store that has
-	// subscribers holds one more connection, for LISTEN.
+	// running Update or View holds one. Zero means pool_max_conns of the
+	// URL if it sets one (many clients of one server: see
+	// docs/operations.md), else DefaultMaxConns. A Store that has
+	// subscribers holds one more connection, for LISTEN. A transaction
+	// that needs a new connection while the server refuses more
+	// (max_connections) waits for one, as through an outage.
 	MaxConns int32
 	// OutageTimeout is how long an Update or View keeps waiting and
 	// retrying while the server is unreachable (down, restarting, the

@@ -56,6 +56,11 @@ func (e *unreachableError) Unwrap() []error {
 type lostError struct {
 	where string
 	err   error
+	// full: no connection broke, the server refused a new one because
+	// it has max_connections already (too_many_connections, 53300): many
+	// clients, each with its pool. The call waits as through an outage,
+	// for one of its pool's connections or a place on the server.
+	full bool
 }
 
 func (e *lostError) Error() string {
@@ -82,6 +87,7 @@ type Store struct {
 
 	outage      atomic.Bool  // an outage was logged and its end not yet
 	outageSince atomic.Int64 // when the logged outage began (UnixNano)
+	fullWarned  atomic.Int64 // when a refusal for too many clients was last logged (UnixNano)
 
 	reads atomic.Int64 // statements that read inside transactions (tests)
 }
@@ -176,11 +182,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	opts = opts.withDefaults()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err) // pgx redacts the password
 	}
+	if opts.MaxConns == 0 && strings.Contains(url, "pool_max_conns") {
+		opts.MaxConns = cfg.MaxConns
+	}
+	opts = opts.withDefaults()
 	cfg.MaxConns = opts.MaxConns
 	if cfg.MinConns > cfg.MaxConns {
 		cfg.MinConns = cfg.MaxConns
@@ -338,6 +347,10 @@ func isOutageCode(code string) bool {
 	return strings.HasPrefix(code, "08") // connection_exception
 }
 
+// tooManyConnections is the SQLSTATE of a connection refused because the
+// server has max_connections already.
+const tooManyConnections = "53300"
+
 // failure turns err, from acquiring a connection (conn nil) or from a
 // statement on conn, into the error a transaction fails with: one wrapping
 // kv.ErrConflict for a serialization failure or deadlock, a *lostError
@@ -354,6 +367,8 @@ func (s *Store) failure(ctx context.Context, err error, conn *pgxpool.Conn) erro
 			return fmt.Errorf("%s: %w (%s)", s.name, kv.ErrConflict, pe.Message)
 		case isOutageCode(pe.Code):
 			return &lostError{where: s.where, err: err}
+		case pe.Code == tooManyConnections && conn == nil:
+			return &lostError{where: s.where, err: err, full: true}
 		}
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
@@ -433,6 +448,15 @@ func (o *op) wait(lost *lostError) (err error) {
 	defer func() { o.gaveUp = err != nil }()
 	s := o.s
 	now := time.Now()
+	if o.since.IsZero() && lost.full {
+		// The server answers: nothing to reset, no outage to declare.
+		o.since = now
+		if last := s.fullWarned.Load(); now.UnixNano()-last > int64(time.Minute) && s.fullWarned.CompareAndSwap(last, now.UnixNano()) {
+			s.log.Warn("PostgreSQL refuses new connections: too many clients (raise its max_connections, "+
+				"or lower pool_max_conns in the clients' URLs); transactions wait for a free connection",
+				"server", s.where, "pool", s.pool.Stat().TotalConns(), "timeout", s.opts.OutageTimeout, "err", lost.err)
+		}
+	}
 	if o.since.IsZero() {
 		o.since = now
 		// The pool's idle connections are likely broken too.
@@ -450,7 +474,7 @@ func (o *op) wait(lost *lostError) (err error) {
 	// The outage's length, not this call's: calls that start late in a
 	// long outage fail at once rather than each waiting a full timeout.
 	since := o.since
-	if t := s.outageSince.Load(); s.outage.Load() && t != 0 && t < since.UnixNano() {
+	if t := s.outageSince.Load(); !lost.full && s.outage.Load() && t != 0 && t < since.UnixNano() {
 		since = time.Unix(0, t)
 	}
 	waited := now.Sub(since)
