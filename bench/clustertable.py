@@ -92,6 +92,18 @@ def fmt(x):
     return f"{x:.2f}" if x < 10 else f"{x:.1f}"
 
 
+def own_table(own, ns, modes, cell):
+    """A table of phase × mode rows and one column per N, cell(v) for the
+    runs v of each point that has any."""
+    print("| phase | mode | " + " | ".join(f"N={n}" for n in ns) + " |")
+    print("|---|---|" + "---:|" * len(ns))
+    for phase in sorted({p for (p, _, _) in own}):
+        for m in modes:
+            cells = [cell(own[(phase, m, n)]) if own.get((phase, m, n)) else "" for n in ns]
+            if any(cells):
+                print(f"| {phase} | {m} | " + " | ".join(cells) + " |")
+
+
 def main():
     d = sys.argv[1]
     points, cpu, errors = load(d)
@@ -157,33 +169,15 @@ def main():
     if own:
         print("\nCPU of this run's processes during each phase: the mounts or gateways, and PostgreSQL with versitygw,"
               " as % of one core over the phase (medians; 200% = the machine):\n")
-        print("| phase | mode | " + " | ".join(f"N={n}" for n in ns) + " |")
-        print("|---|---|" + "---:|" * len(ns))
-        for phase in sorted({p for (p, _, _) in own}):
-            for m in modes:
-                cells = []
-                for n in ns:
-                    v = own.get((phase, m, n))
-                    if not v:
-                        cells.append("")
-                        continue
-                    a = statistics.median(x[0] / max(x[2], 1) * 100 for x in v)
-                    b = statistics.median(x[1] / max(x[2], 1) * 100 for x in v)
-                    cells.append(f"{a:.0f} + {b:.0f}")
-                if any(cells):
-                    print(f"| {phase} | {m} | " + " | ".join(cells) + " |")
+        def own_cpu(v):
+            a = statistics.median(x[0] / max(x[2], 1) * 100 for x in v)
+            b = statistics.median(x[1] / max(x[2], 1) * 100 for x in v)
+            return f"{a:.0f} + {b:.0f}"
+
+        own_table(own, ns, modes, own_cpu)
         print("\nPostgreSQL commits a second in the point's database during each phase (medians; background"
               " work of the mounts or gateways included):\n")
-        print("| phase | mode | " + " | ".join(f"N={n}" for n in ns) + " |")
-        print("|---|---|" + "---:|" * len(ns))
-        for phase in sorted({p for (p, _, _) in own}):
-            for m in modes:
-                cells = []
-                for n in ns:
-                    v = own.get((phase, m, n))
-                    cells.append(f"{statistics.median(x[3] / max(x[2], 1) for x in v):.1f}" if v else "")
-                if any(cells):
-                    print(f"| {phase} | {m} | " + " | ".join(cells) + " |")
+        own_table(own, ns, modes, lambda v: f"{statistics.median(x[3] / max(x[2], 1) for x in v):.1f}")
     leases = collections.defaultdict(list)
     path = os.path.join(d, "leases.tsv")
     if os.path.exists(path):

@@ -354,6 +354,12 @@ func seqWrite(c Conn, path string, bs int, size int64) (int64, []time.Duration, 
 	if err != nil {
 		return 0, nil, err
 	}
+	return writeSynced(w, bs, size)
+}
+
+// writeSynced writes size bytes to w in blocks of bs, timing each write,
+// then fsyncs and closes it (also on an error).
+func writeSynced(w Writer, bs int, size int64) (int64, []time.Duration, error) {
 	buf := make([]byte, bs)
 	pattern(buf)
 	lats := make([]time.Duration, 0, size/int64(bs)+1)
@@ -390,31 +396,14 @@ func appendFile(c Conn, path string, rs int, size int64) (int64, []time.Duration
 	if err != nil {
 		return 0, nil, err
 	}
-	buf := make([]byte, rs)
-	pattern(buf)
-	lats := make([]time.Duration, 0, size/int64(rs)+1)
-	var ops int64
-	for off := int64(0); off < size; off += int64(rs) {
-		n := min(int64(rs), size-off)
-		t0 := time.Now()
-		if err := w.Write(buf[:n]); err != nil {
-			w.Close()
-			return ops, nil, err
-		}
-		lats = append(lats, time.Since(t0))
-		ops++
-	}
-	if err := w.Sync(); err != nil {
-		w.Close()
-		return ops, nil, err
-	}
-	if err := w.Close(); err != nil {
+	ops, lats, err := writeSynced(w, rs, size)
+	if err != nil {
 		return ops, nil, err
 	}
 	if n, err := c.Stat(path); err != nil || n != size {
 		return ops, nil, fmt.Errorf("appended %d bytes to %s, its size is %d (%v)", size, path, n, err)
 	}
-	return ops, timedLats(lats, w), nil
+	return ops, lats, nil
 }
 
 func seqRead(c Conn, path string, bs int, size int64) (int64, []time.Duration, error) {

@@ -83,6 +83,20 @@ func (m *Meta) check(ctx context.Context, repair bool, pass func(ck *checker, r 
 	return ck.problems, nil
 }
 
+// fixAttr is a repair that changes ino's attribute with set (nothing if
+// the inode is gone by then).
+func fixAttr(ino base.Ino, set func(a *base.Attr)) func(o *op) error {
+	return func(o *op) error {
+		a, err := o.attr(ino)
+		if err != nil {
+			return nil
+		}
+		set(a)
+		o.put(ino, a)
+		return nil
+	}
+}
+
 // scanTree reads every live attribute and entry.
 func (ck *checker) scanTree(r kv.Reader) (map[base.Ino]base.Attr, []checkDentry, base.Ino, error) {
 	attrs := make(map[base.Ino]base.Attr)
@@ -183,15 +197,7 @@ func (ck *checker) run(r kv.Reader) error {
 		a := attrs[ino]
 		usedBytes += uint64(usageBytes(&a))
 		setNlink := func(n uint32) func(o *op) error {
-			return func(o *op) error {
-				a, err := o.attr(ino)
-				if err != nil {
-					return nil
-				}
-				a.Nlink = n
-				o.put(ino, a)
-				return nil
-			}
+			return fixAttr(ino, func(a *base.Attr) { a.Nlink = n })
 		}
 		if a.Type == base.TypeDir {
 			want := 2 + subdirs[ino]

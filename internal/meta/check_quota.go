@@ -52,15 +52,7 @@ func (ck *checker) checkQuotas(r kv.Reader, attrs map[base.Ino]base.Attr, dentri
 		return err
 	}
 	setStamp := func(ino, q base.Ino) func(o *op) error {
-		return func(o *op) error {
-			a, err := o.attr(ino)
-			if err != nil {
-				return nil
-			}
-			a.Quota = q
-			o.put(ino, a)
-			return nil
-		}
+		return fixAttr(ino, func(a *base.Attr) { a.Quota = q })
 	}
 	if len(states) == 0 {
 		for ino, a := range attrs {
@@ -178,11 +170,11 @@ func (ck *checker) checkQuotas(r kv.Reader, attrs map[base.Ino]base.Attr, dentri
 			continue
 		}
 		if st.rec.Up != up[dir] {
-			ck.report("quota-up", dir, setQuotaUp(dir, up[dir]), "quota enclosed by the quota of directory %d; its tree's is %d", st.rec.Up, up[dir])
+			ck.report("quota-up", dir, fixQuotaUp(dir, up[dir]), "quota enclosed by the quota of directory %d; its tree's is %d", st.rec.Up, up[dir])
 		} else {
 			for _, sh := range st.shards {
 				if sh.up != st.rec.Up {
-					ck.report("quota-up", dir, setQuotaUp(dir, up[dir]), "a usage shard names enclosing quota %d, the record %d", sh.up, st.rec.Up)
+					ck.report("quota-up", dir, fixQuotaUp(dir, up[dir]), "a usage shard names enclosing quota %d, the record %d", sh.up, st.rec.Up)
 					break
 				}
 			}
@@ -196,18 +188,15 @@ func (ck *checker) checkQuotas(r kv.Reader, attrs map[base.Ino]base.Attr, dentri
 	return nil
 }
 
-func setQuotaUp(dir, up base.Ino) func(o *op) error {
+func fixQuotaUp(dir, up base.Ino) func(o *op) error {
 	return func(o *op) error {
 		st, ok, err := readQuota(o, dir)
 		if err != nil || !ok {
 			return err
 		}
 		st.rec.Up = up
-		if err := o.putQuotaRecord(dir, &st.rec); err != nil {
-			return err
-		}
 		o.resetGrants(dir, &st)
-		return nil
+		return o.putQuotaRecord(dir, &st.rec)
 	}
 }
 

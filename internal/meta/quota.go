@@ -542,15 +542,7 @@ func (o *op) moveQuota(ino base.Ino, a *base.Attr, to base.Ino) error {
 		if err := o.moveUsage(from, to, d); err != nil {
 			return err
 		}
-		st.rec.Up = to
-		if err := o.putQuotaRecord(ino, &st.rec); err != nil {
-			return err
-		}
-		for sh, x := range st.shards {
-			x.up = to
-			o.Set(quotaShardKey(ino, sh), encodeQuotaShard(&x))
-		}
-		return nil
+		return o.setQuotaUp(ino, &st, to)
 	case a.Type != base.TypeDir:
 		if a.Nlink > 1 {
 			return fmt.Errorf("inode %d has %d links and another quota counts it: %w", ino, a.Nlink, base.ErrCrossDevice)
@@ -577,24 +569,28 @@ func (o *op) moveQuota(ino base.Ino, a *base.Attr, to base.Ino) error {
 func (o *op) restampTree(dir base.Ino, a *base.Attr, from, to base.Ino, limit int) ([2]int64, error) {
 	var d [2]int64
 	n := 0
-	stamp := func(ino base.Ino, a *base.Attr) error {
+	check := func(ino base.Ino, a *base.Attr) error {
 		if n++; n > limit {
 			return fmt.Errorf("moving a tree of more than %d inodes between directory quotas: %w", limit, base.ErrCrossDevice)
 		}
 		if a.Type != base.TypeDir && a.Nlink > 1 {
 			return fmt.Errorf("inode %d has %d links and would change directory quota: %w", ino, a.Nlink, base.ErrCrossDevice)
 		}
-		a.Quota = to
-		o.put(ino, a)
-		u := inodeUsage(a)
-		d[0] += u[0]
-		d[1] += u[1]
 		return nil
 	}
-	if err := stamp(dir, a); err != nil {
+	stack := []base.Ino{}
+	add := func(ino base.Ino, a *base.Attr) error {
+		u, descend, err := o.restampEntry(ino, a, from, to, check)
+		d[0] += u[0]
+		d[1] += u[1]
+		if descend {
+			stack = append(stack, ino)
+		}
+		return err
+	}
+	if err := add(dir, a); err != nil {
 		return d, err
 	}
-	stack := []base.Ino{dir}
 	for len(stack) > 0 {
 		cur := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -613,37 +609,55 @@ func (o *op) restampTree(dir base.Ino, a *base.Attr, from, to base.Ino, limit in
 				if err != nil {
 					return d, err
 				}
-				switch {
-				case ca.Type == base.TypeDir && ca.Quota == e.Ino:
-					st, ok, err := readQuota(o, e.Ino)
-					if err != nil {
-						return d, err
-					}
-					if !ok {
-						continue
-					}
-					d[0] += max(st.used(dimBytes), 0)
-					d[1] += max(st.used(dimInodes), 0)
-					st.rec.Up = to
-					if err := o.putQuotaRecord(e.Ino, &st.rec); err != nil {
-						return d, err
-					}
-					for sh, x := range st.shards {
-						x.up = to
-						o.Set(quotaShardKey(e.Ino, sh), encodeQuotaShard(&x))
-					}
-				case ca.Quota == from:
-					if err := stamp(e.Ino, ca); err != nil {
-						return d, err
-					}
-					if ca.Type == base.TypeDir {
-						stack = append(stack, e.Ino)
-					}
+				if err := add(e.Ino, ca); err != nil {
+					return d, err
 				}
 			}
 		}
 	}
 	return d, nil
+}
+
+// restampEntry hands inode ino (attributes a), in a tree going from quota
+// from to quota to, over to to: a directory with a quota of its own that
+// from enclosed is enclosed by to now (u: its whole usage); an inode that
+// from counted is counted by to (u: its own usage; descend: a directory,
+// whose entries follow). check, if not nil, may refuse an inode before it
+// changes. Anything else is left alone.
+func (o *op) restampEntry(ino base.Ino, a *base.Attr, from, to base.Ino, check func(base.Ino, *base.Attr) error) (u [2]int64, descend bool, err error) {
+	switch {
+	case a.Type == base.TypeDir && a.Quota == ino:
+		st, ok, err := readQuota(o, ino)
+		if err != nil || !ok || st.rec.Up != from {
+			return u, false, err
+		}
+		u = [2]int64{max(st.used(dimBytes), 0), max(st.used(dimInodes), 0)}
+		return u, false, o.setQuotaUp(ino, &st, to)
+	case a.Quota == from:
+		if check != nil {
+			if err := check(ino, a); err != nil {
+				return u, false, err
+			}
+		}
+		a.Quota = to
+		o.put(ino, a)
+		return inodeUsage(a), a.Type == base.TypeDir, nil
+	}
+	return u, false, nil
+}
+
+// setQuotaUp makes quota to enclose the quota on dir (state st): its
+// record and every shard name it.
+func (o *op) setQuotaUp(dir base.Ino, st *quotaState, up base.Ino) error {
+	st.rec.Up = up
+	if err := o.putQuotaRecord(dir, &st.rec); err != nil {
+		return err
+	}
+	for sh, x := range st.shards {
+		x.up = up
+		o.Set(quotaShardKey(dir, sh), encodeQuotaShard(&x))
+	}
+	return nil
 }
 
 // dropQuota deletes the quota of directory dir, which is being destroyed.
@@ -715,16 +729,6 @@ func (m *Meta) Quotas(ctx context.Context) ([]Quota, error) {
 		return nil
 	})
 	return out, err
-}
-
-// hasQuotas reports whether the volume has any directory quota.
-func hasQuotas(r kv.Reader) (bool, error) {
-	found := false
-	err := r.Scan(prefixOnly(pQuota), kv.PrefixEnd(prefixOnly(pQuota)), false, func(_, _ []byte) bool {
-		found = true
-		return false
-	})
-	return found, err
 }
 
 // SetQuota sets the limits of the quota on directory dir, creating it if
@@ -887,38 +891,16 @@ func (m *Meta) restampWalk(ctx context.Context, top, from, to base.Ino, count bo
 						return err
 					}
 					n++
-					switch {
-					case ca.Type == base.TypeDir && ca.Quota == e.Ino:
-						st, ok, err := readQuota(o, e.Ino)
-						if err != nil {
-							return err
-						}
-						if !ok || st.rec.Up != from {
-							continue
-						}
-						if count {
-							d[0] += max(st.used(dimBytes), 0)
-							d[1] += max(st.used(dimInodes), 0)
-						}
-						st.rec.Up = to
-						if err := o.putQuotaRecord(e.Ino, &st.rec); err != nil {
-							return err
-						}
-						for sh, x := range st.shards {
-							x.up = to
-							o.Set(quotaShardKey(e.Ino, sh), encodeQuotaShard(&x))
-						}
-					case ca.Quota == from:
-						ca.Quota = to
-						o.put(e.Ino, ca)
-						if count {
-							u := inodeUsage(ca)
-							d[0] += u[0]
-							d[1] += u[1]
-						}
-						if ca.Type == base.TypeDir {
-							dirs = append(dirs, e.Ino)
-						}
+					u, descend, err := o.restampEntry(e.Ino, ca, from, to, nil)
+					if err != nil {
+						return err
+					}
+					if count {
+						d[0] += u[0]
+						d[1] += u[1]
+					}
+					if descend {
+						dirs = append(dirs, e.Ino)
 					}
 				}
 				if count {
