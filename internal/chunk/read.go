@@ -513,7 +513,7 @@ func (s *Store) prefetch(ctx context.Context, slices []base.Slice, a, b uint64) 
 			return // busy: stay out of the way
 		}
 		s.st.prefetches.Add(1)
-		c := s.startFetch(ctx, pt.key, pt.length)
+		c := s.startFetch(QuietMissing(ctx), pt.key, pt.length)
 		go func() {
 			<-c.done
 			<-s.raSem
@@ -557,9 +557,9 @@ func (s *Store) fillDisk(ctx context.Context, key string, length int) {
 			s.sfMu.Unlock()
 			<-s.fillSem
 		}()
-		data, _, err := s.fetchObject(context.WithoutCancel(ctx), key, length)
+		data, _, err := s.fetchObject(QuietMissing(context.WithoutCancel(ctx)), key, length)
 		if err != nil {
-			return // logged by fetchObject; a later miss tries again
+			return // a bad block is logged by fetchObject (a missing one by the read that needs it); a later miss tries again
 		}
 		// Write, not Put: the slot is held until the file is in place, so
 		// fills go no faster than the disk takes them.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 type inodeKey struct{}
@@ -23,6 +24,29 @@ func inodeOf(ctx context.Context) (base.Ino, bool) {
 	ino, ok := ctx.Value(inodeKey{}).(base.Ino)
 	return ino, ok
 }
+
+type quietMissingKey struct{}
+
+// QuietMissing returns ctx marked so that a read under it that finds a
+// block object missing from the store returns the error (see Missing)
+// without logging it as a bad block. For callers that check whether the
+// slice list they read with is still the file's (a compaction replaces
+// slices and deletes their objects a delay later) and read again: the
+// block is reported only if a read under the current list misses it too.
+// Background fetches (read-ahead, disk fills) are quiet as well: the read
+// that needs the block reports it.
+func QuietMissing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, quietMissingKey{}, true)
+}
+
+func quietMissing(ctx context.Context) bool {
+	v, _ := ctx.Value(quietMissingKey{}).(bool)
+	return v
+}
+
+// Missing reports whether err is, or wraps, the failure of a block read
+// whose object is not in the store.
+func Missing(err error) bool { return errors.Is(err, object.ErrNotFound) }
 
 // loggedError is an error the Store has logged already.
 type loggedError struct{ error }

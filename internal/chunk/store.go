@@ -313,6 +313,9 @@ func (s *Store) blockID(key string, length int) (BlockID, error) {
 // of block key whose object is not in the store (err).
 func (s *Store) missing(ctx context.Context, key string, err error) error {
 	err = fmt.Errorf("chunk: block %s missing: %w: %w", key, base.ErrIO, err)
+	if quietMissing(ctx) {
+		return err
+	}
 	return s.bad.report(ctx, key, "block object missing", err, "store", s.obj.String())
 }
 

@@ -3,10 +3,12 @@ package vfs
 import (
 	"context"
 	"errors"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/chunk"
 )
 
 // accessMask converts open flags into an access mask (R=4, W=2).
@@ -168,7 +170,7 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, 
 	done := 0
 	for _, p := range parts {
 		dst := buf[done : done+p.n]
-		got, err := h.r.ReadChunk(ctx, p.index, p.slices, p.cpos, dst)
+		got, err := v.readPart(ctx, h, f, &p, dst)
 		if err != nil {
 			if e := v.checkSnapshot(ctx, f.t, true); e != 0 {
 				// Deleted meanwhile: its blocks may be gone.
@@ -201,6 +203,45 @@ func (v *VFS) Read(ctx context.Context, fh uint64, off int64, buf []byte) (int, 
 	}
 	return done, 0
 }
+
+// readPart reads part p of a Read into dst. A block object missing from
+// the store is most often one a compaction deleted after the read took the
+// chunk's slice list: a compaction by this client invalidates its cached
+// list but not the list a read in flight holds, and one by another client
+// is seen only at the next open (close-to-open), while the replaced
+// slices' objects go DeleteDelay after it. So a miss takes the list from
+// the metadata again and reads again while it changes (up to
+// staleListRetries times, p.slices updated); only a block missing under
+// the current list is an error, logged as a bad block. A snapshot's lists
+// never change (its deletion is Read's check).
+func (v *VFS) readPart(ctx context.Context, h *handle, f *file, p *readPart, dst []byte) (int, error) {
+	for try := 0; ; try++ {
+		rctx := ctx
+		retry := !f.t.ro && try < staleListRetries
+		if retry {
+			rctx = chunk.QuietMissing(ctx)
+		}
+		got, err := h.r.ReadChunk(rctx, p.index, p.slices, p.cpos, dst)
+		if err == nil || !retry || !chunk.Missing(err) {
+			return got, err
+		}
+		f.invalidateChunks(false, p.index)
+		fresh, lerr := f.slices(ctx, p.index)
+		if lerr != nil {
+			return 0, errors.Join(err, lerr)
+		}
+		if slices.Equal(fresh, p.slices) {
+			// The list stands: read once more, reporting the block.
+			try = staleListRetries - 1
+		}
+		p.slices = fresh
+	}
+}
+
+// staleListRetries bounds the reads of one part again with a fresh slice
+// list: each needs a compaction of the chunk between the list's read and
+// the block's, a delete delay apart.
+const staleListRetries = 3
 
 // Write buffers data at off. The data reaches the object store and the
 // metadata on Flush (close), Fsync, memory pressure or the background

@@ -4,12 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/cache"
+	"github.com/cairnfs/cairn/internal/chunk"
 	"github.com/cairnfs/cairn/internal/kv"
+	"github.com/cairnfs/cairn/internal/object"
 )
 
 // peer returns a second client of e's volume: its own Meta (and
@@ -17,7 +23,13 @@ import (
 // stores, as another host's mount has.
 func (e *env) peer(t *testing.T, opts Options) *env {
 	t.Helper()
-	m, cs, v := newClient(t, e.kv, e.fobj, "peer", opts)
+	return e.peerCache(t, opts, cache.NewMemory(8<<20))
+}
+
+// peerCache is peer with the given memory tier (nil: none).
+func (e *env) peerCache(t *testing.T, opts Options, mc chunk.BlockCache) *env {
+	t.Helper()
+	m, cs, v := newClientCache(t, e.kv, e.fobj, "peer", opts, mc)
 	t.Cleanup(func() {
 		if err := v.Close(ctx); err != nil {
 			t.Errorf("close the peer: %v", err)
@@ -89,6 +101,99 @@ func TestAppendsOfTwoClients(t *testing.T) {
 			t.Errorf("client %d: %d lines in the file, want its %d in order", k, len(seen[k]), len(want[k]))
 		}
 	}
+}
+
+// TestReadAcrossPeerCompaction: a client keeps a file open for reading,
+// its slice list cached, while another client rewrites part of the file
+// and compacts the chunk, whose replaced objects are then deleted. The
+// reader's next read finds its block gone, takes the list again and reads
+// the current content: no EIO, no bad block logged.
+func TestReadAcrossPeerCompaction(t *testing.T) {
+	a := newEnv(t)
+	var logged bytes.Buffer
+	c := a.peerCache(t, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))}, nil) // every read from the store
+	b := a.peer(t, Options{})
+	const n = 64 << 10
+	want := bytes.Repeat([]byte{1}, n)
+	ino, fh := a.create(t, "f")
+	a.write(t, fh, 0, want)
+	a.release(t, fh)
+
+	rfh, en := c.v.Open(ctx, root, ino, syscall.O_RDONLY)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	if got := c.read(t, rfh, 0, n); !bytes.Equal(got, want) {
+		t.Fatal("first read: wrong content")
+	}
+	wfh, en := b.v.Open(ctx, root, ino, syscall.O_RDWR)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	for i := 0; i < 4; i++ { // four slices in the first block
+		p := bytes.Repeat([]byte{byte(i + 2)}, 4096)
+		b.write(t, wfh, int64(i*8192), p)
+		copy(want[i*8192:], p)
+		if en := b.v.Flush(ctx, wfh); en != 0 {
+			t.Fatal(en)
+		}
+	}
+	b.release(t, wfh)
+	if err := b.v.compact(ctx, compactJob{ino, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := b.m.ReadChunk(ctx, ino, 0); err != nil || len(s) != 1 {
+		t.Fatalf("after the compaction the chunk has %d slices (%v), want 1", len(s), err)
+	}
+	// The first write's object and the four new ones go after the
+	// delete delay; the merged slice stays.
+	deadline := time.Now().Add(10 * time.Second)
+	for countObjects(t, a.obj) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d objects still in the store, want 1", countObjects(t, a.obj))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := c.read(t, rfh, 0, n); !bytes.Equal(got, want) {
+		t.Fatal("read after the compaction: wrong content")
+	}
+	c.release(t, rfh)
+	if strings.Contains(logged.String(), "missing") {
+		t.Errorf("a block replaced by a compaction was logged as missing:\n%s", logged.String())
+	}
+	// A block missing under the current list is still an error, logged
+	// once as missing.
+	key := firstObject(t, a.obj)
+	data, err := object.ReadAll(ctx, a.obj, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.obj.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	rfh, en = c.v.Open(ctx, root, ino, syscall.O_RDONLY)
+	if en != 0 {
+		t.Fatal(en)
+	}
+	if _, en := c.v.Read(ctx, rfh, 0, make([]byte, n)); en != syscall.EIO {
+		t.Errorf("read of a block missing under the current list: %v, want EIO", en)
+	}
+	c.release(t, rfh)
+	if got := strings.Count(logged.String(), "block object missing"); got != 1 {
+		t.Errorf("the missing block logged %d times, want once:\n%s", got, logged.String())
+	}
+	if err := a.obj.Put(ctx, key, data); err != nil { // the volume whole again for the check at the end
+		t.Fatal(err)
+	}
+}
+
+func firstObject(t *testing.T, s object.Store) string {
+	t.Helper()
+	var key string
+	if err := s.List(ctx, "chunks/", func(i object.Info) bool { key = i.Key; return false }); err != nil || key == "" {
+		t.Fatalf("no object in the store (%v)", err)
+	}
+	return key
 }
 
 // TestCreateRaceOpensExisting: a create without O_EXCL of a name another

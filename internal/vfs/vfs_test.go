@@ -80,6 +80,13 @@ func newEnvOver(t *testing.T, opts Options, wrap func(kv.Store) kv.Store) *env {
 // FlushInterval set for the tests, and DeleteDelay unless given).
 func newClient(t *testing.T, mstore kv.Store, objs object.Store, host string, opts Options) (*meta.Meta, *chunk.Store, *VFS) {
 	t.Helper()
+	return newClientCache(t, mstore, objs, host, opts, cache.NewMemory(8<<20))
+}
+
+// newClientCache is newClient with the given memory tier (nil: none, so
+// every read goes to the object store).
+func newClientCache(t *testing.T, mstore kv.Store, objs object.Store, host string, opts Options, mc chunk.BlockCache) (*meta.Meta, *chunk.Store, *VFS) {
+	t.Helper()
 	m, err := meta.Open(ctx, mstore, meta.Options{CompactThreshold: 16})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +94,7 @@ func newClient(t *testing.T, mstore kv.Store, objs object.Store, host string, op
 	if _, err := m.NewSession(ctx, meta.SessionInfo{Host: host}); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := chunk.New(objs, cache.NewMemory(8<<20), chunk.Options{BlockSize: 64 << 10})
+	cs, err := chunk.New(objs, mc, chunk.Options{BlockSize: 64 << 10, Logger: opts.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
