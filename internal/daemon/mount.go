@@ -190,6 +190,7 @@ func Mount(ctx context.Context, o MountOptions) error {
 		return snapshotMountHint(o, err)
 	}
 	defer vol.Close()
+	o.Volume.ReadOnly = vol.ReadOnly // also for a replication destination
 	// Garbage may use what the block cache may hold but does not (gctune.go).
 	defer holdHeapFloor(min(heapFloor, vol.memCache.Max()))()
 	stopMetrics, err := serveMetrics(o.MetricsAddr, vol, o.Version, log)

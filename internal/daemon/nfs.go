@@ -159,6 +159,7 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 		return err
 	}
 	defer vol.Close()
+	o.Volume.ReadOnly = vol.ReadOnly // also for a replication destination
 	// Garbage may use what the block cache may hold but does not (gctune.go).
 	defer holdHeapFloor(min(heapFloor, vol.memCache.Max()))()
 	stopMetrics, err := serveMetrics(o.MetricsAddr, vol, o.Version, log)

@@ -387,6 +387,9 @@ type VolumeOptions struct {
 	// StoreWait bounds the wait for a shared volume's PostgreSQL and S3
 	// endpoint when they cannot be reached (default: 30 s, then EIO).
 	StoreWait StoreWait
+	// Replicator opens a replication destination for writing (its
+	// clients get it read-only) and before its first copy is finished.
+	Replicator bool
 }
 
 // Volume is an open volume: metadata client, data store and chunk layer.
@@ -401,6 +404,9 @@ type Volume struct {
 	Chunks   *chunk.Store
 	Settings meta.Settings
 	Log      *slog.Logger
+	// ReadOnly: opened read-only, as asked or because the volume is a
+	// replication destination.
+	ReadOnly bool
 
 	kvStats  *kvcounted.Store
 	occ      occStatter // nil unless the engine runs optimistic transactions
@@ -510,6 +516,20 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	// holds stay in memory (meta.Options.MemoryHolds), and opens and
 	// closes write nothing; creating files through FUSE took two updates
 	// per file before, one of them the release.
+	rs, isReplica, err := meta.LoadReplicaState(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	if isReplica && !rs.Promoted && !o.Replicator {
+		if rs.Snapshot == "" {
+			return nil, fmt.Errorf("volume %q is the destination of replication pair %s and still receives its first copy: it can be mounted once that finishes (cairn replicate status)", v.Settings.Name, rs.Pair)
+		}
+		if !o.ReadOnly {
+			o.ReadOnly = true
+			v.Notices = append(v.Notices, fmt.Sprintf("read-only: the destination of replication pair %s, at source snapshot %s (cairn replicate failover makes it writable)", rs.Pair, rs.Snapshot))
+		}
+	}
+	v.ReadOnly = o.ReadOnly
 	mo := meta.Options{Logger: o.Logger, ReadOnly: o.ReadOnly, HoldReleaseDelay: 20 * time.Millisecond, ListingTTL: o.ListingTTL,
 		NoLeases: o.NoDirLeases, MemoryHolds: !loc.Shared()}
 	v.Meta, err = meta.Open(ctx, store, mo)

@@ -70,6 +70,8 @@ package meta
 //	"q" dir u64 shard u8        one usage shard of that quota (quota.go):
 //	                            up u64, then bytes used, bytes granted,
 //	                            inodes used, inodes granted (i64 each)
+//	"r"                         replication state of a destination volume,
+//	                            JSON (ReplicaState, replica.go)
 //	"Z" shard u8                epoch fence: every transaction that writes a
 //	                            versioned record writes one shard (empty
 //	                            value); changing "E" or "F" writes them all,
@@ -125,6 +127,7 @@ const (
 	pDrop     = 'I'
 	pLoad     = 'M'
 	pQuota    = 'q'
+	pReplica  = 'r'
 
 	pAttr    = 'A'
 	pDentry  = 'D'
@@ -170,8 +173,14 @@ func blobKey(key string) []byte { return append([]byte{pBlob}, key...) }
 // resumes.
 func blobAfter(key string) []byte { return append(blobKey(key), 0) }
 
-func epochKey() []byte         { return []byte{pEpoch} }
-func loadKey() []byte          { return []byte{pLoad} }
+func epochKey() []byte   { return []byte{pEpoch} }
+func loadKey() []byte    { return []byte{pLoad} }
+func replicaKey() []byte { return []byte{pReplica} }
+
+// versionedPrefixes are the prefixes of the versioned records (the
+// namespace a replica holds), in key order.
+var versionedPrefixes = []byte{pAttr, pDentry, pChunk, pSymlink, pXattr}
+
 func frozenKey() []byte        { return []byte{pFrozen} }
 func counterKey(k byte) []byte { return []byte{pCounter, k} }
 func sessionKey(sid uint64) []byte {
@@ -507,7 +516,7 @@ func keyIno(key []byte) (ino base.Ino, ok bool) {
 
 // KeyInfo is a decoded key, for fsck, dumps and debugging.
 type KeyInfo struct {
-	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "drop", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence", "shared", "lease", "recall", "quota"
+	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "drop", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence", "shared", "lease", "recall", "quota", "replica"
 	Ino     base.Ino
 	Parent  base.Ino // dentry
 	Name    string   // dentry or xattr name
@@ -533,11 +542,11 @@ func DecodeKey(key []byte) (KeyInfo, error) {
 	rest := key[1:]
 	fixed := func(n int) bool { return len(rest) == n }
 	switch key[0] {
-	case pSettings, pEpoch, pFrozen, pLoad:
+	case pSettings, pEpoch, pFrozen, pLoad, pReplica:
 		if !fixed(0) {
 			return bad("trailing bytes")
 		}
-		return KeyInfo{Kind: map[byte]string{pSettings: "settings", pEpoch: "epoch", pFrozen: "frozen", pLoad: "load"}[key[0]]}, nil
+		return KeyInfo{Kind: map[byte]string{pSettings: "settings", pEpoch: "epoch", pFrozen: "frozen", pLoad: "load", pReplica: "replica"}[key[0]]}, nil
 	case pCounter:
 		switch {
 		case fixed(1):

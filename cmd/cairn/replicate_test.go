@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// statTree describes every file under root by everything replication
+// must keep: inode number, link count, type and mode, owner, length,
+// mtime to the nanosecond, xattrs, symlink target and content. The
+// snapshot and trash directories at the root are left out.
+func statTree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == ".snapshots" || rel == ".trash" {
+			return filepath.SkipDir
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return err
+		}
+		desc := fmt.Sprintf("ino=%d nlink=%d mode=%o uid=%d gid=%d size=%d mtime=%d.%09d", st.Ino, st.Nlink, st.Mode, st.Uid, st.Gid, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
+		if rel == "." {
+			desc = fmt.Sprintf("mode=%o uid=%d gid=%d", st.Mode, st.Uid, st.Gid) // the root's times follow .snapshots
+		}
+		buf := make([]byte, 4096)
+		if n, err := unix.Llistxattr(p, buf); err == nil && n > 0 {
+			names := strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00")
+			sort.Strings(names)
+			for _, name := range names {
+				v := make([]byte, 4096)
+				m, _ := unix.Lgetxattr(p, name, v)
+				desc += fmt.Sprintf(" xattr:%s=%q", name, v[:max(m, 0)])
+			}
+		}
+		switch {
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			desc += fmt.Sprintf(" sha=%x", sha256.Sum256(b))
+		case d.Type()&fs.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			desc += " link=" + l
+		}
+		out[rel] = desc
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameStatTrees(t *testing.T, what string, want, got map[string]string) {
+	t.Helper()
+	var diffs []string
+	for k, v := range want {
+		if got[k] != v {
+			diffs = append(diffs, fmt.Sprintf("%s:\n  source      %s\n  destination %s", k, v, got[k]))
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: only on the destination: %s", k, v))
+		}
+	}
+	if len(diffs) > 0 {
+		sort.Strings(diffs)
+		t.Fatalf("%s: %d differences:\n%s", what, len(diffs), strings.Join(diffs[:min(len(diffs), 20)], "\n"))
+	}
+}
+
+// replicaEdgeTree adds what replication must keep exactly beyond
+// writeTree's files: hard links, a sparse file, xattrs, ownership,
+// times, and a directory holding only directories.
+func replicaEdgeTree(t *testing.T, root string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Link(filepath.Join(root, "mid.bin"), filepath.Join(root, "dir", "mid.link")))
+	f, err := os.Create(filepath.Join(root, "sparse.bin"))
+	must(err)
+	_, err = f.WriteAt([]byte("start"), 0)
+	must(err)
+	_, err = f.WriteAt([]byte("far end"), 70<<20) // a hole over a whole chunk
+	must(err)
+	must(f.Close())
+	must(syscall.Setxattr(filepath.Join(root, "small.txt"), "user.color", []byte("blue"), 0))
+	must(syscall.Setxattr(filepath.Join(root, "dir"), "user.tag", []byte("d"), 0))
+	must(os.Lchown(filepath.Join(root, "one"), 1234, 5678))
+	must(os.MkdirAll(filepath.Join(root, "only", "dirs", "here"), 0o750))
+	must(os.Mkdir(filepath.Join(root, "only", "more"), 0o700))
+	old := time.Date(2001, 2, 3, 4, 5, 6, 7000, time.UTC)
+	must(os.Chtimes(filepath.Join(root, "trunc.bin"), old, old))
+}
+
+// replicaEdgeChanges makes the changes a diff must carry exactly: a
+// same-size rewrite whose mtime is put back, a hole punched, a link
+// removed, an xattr changed and one removed, a rename across
+// directories, a directory tree of directories removed.
+func replicaEdgeChanges(t *testing.T, root string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := filepath.Join(root, "mid.bin")
+	var st syscall.Stat_t
+	must(syscall.Stat(p, &st))
+	b, err := os.ReadFile(p)
+	must(err)
+	for i := range b {
+		b[i] ^= 0xff
+	}
+	must(os.WriteFile(p, b, 0o644))
+	mt := time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
+	must(os.Chtimes(p, mt, mt))
+	f, err := os.OpenFile(filepath.Join(root, "big.bin"), os.O_RDWR, 0)
+	must(err)
+	must(syscall.Fallocate(int(f.Fd()), 0x01|0x02, 1<<20, 2<<20)) // KEEP_SIZE|PUNCH_HOLE
+	must(f.Close())
+	must(os.Remove(filepath.Join(root, "dir", "mid.link")))
+	must(syscall.Setxattr(filepath.Join(root, "small.txt"), "user.color", []byte("green"), 0))
+	must(syscall.Removexattr(filepath.Join(root, "dir"), "user.tag"))
+	must(os.Rename(filepath.Join(root, "dir", "sub"), filepath.Join(root, "only", "sub")))
+	must(os.RemoveAll(filepath.Join(root, "only", "dirs")))
+}
+
+// TestE2EReplicate: an embedded volume replicated to another, cycle by
+// cycle. After each cycle the destination (mounted, read-only) holds the
+// source's tree exactly, inode numbers and times included; the second
+// cycle carries only the changes. A failover makes the destination
+// writable; a reverse sends its new files back and undoes the old
+// source's writes that never replicated. fsck is clean on both sides
+// throughout.
+func TestE2EReplicate(t *testing.T) {
+	src, dst := newE2EVolume(t), newE2EVolume(t)
+	src.mount(t)
+	writeTree(t, src.mnt)
+	replicaEdgeTree(t, src.mnt)
+	want := statTree(t, src.mnt)
+	src.unmount(t)
+
+	out := cairn(t, "replicate", "start", "--once", src.meta, dst.meta)
+	if !strings.Contains(out, "replicated snapshot replica.") {
+		t.Fatalf("first cycle: %s", out)
+	}
+	dst.mount(t)
+	sameStatTrees(t, "after the first copy", want, statTree(t, dst.mnt))
+	if err := os.WriteFile(filepath.Join(dst.mnt, "x"), nil, 0o644); !isErrno(err, syscall.EROFS) {
+		t.Fatalf("write on the destination: %v, want EROFS", err)
+	}
+	dst.unmount(t)
+
+	src.mount(t)
+	changeTree(t, src.mnt)
+	replicaEdgeChanges(t, src.mnt)
+	want = statTree(t, src.mnt)
+	src.unmount(t)
+	out = cairn(t, "replicate", "start", "--once", src.meta, dst.meta)
+	var records, inodes int
+	line := out[strings.Index(out, "replicated snapshot"):]
+	if _, err := fmt.Sscanf(line[strings.Index(line, ": ")+2:], "%d records (%d inodes)", &records, &inodes); err != nil || records == 0 || records > 60 {
+		t.Fatalf("second cycle: %q: want a few dozen records at most (the changes)", out)
+	}
+	dst.mount(t)
+	sameStatTrees(t, "after an incremental cycle", want, statTree(t, dst.mnt))
+	dst.unmount(t)
+	status := cairn(t, "replicate", "status", dst.meta)
+	if !strings.Contains(status, "2 cycles") || !strings.Contains(status, "destination (read-only)") {
+		t.Fatalf("status:\n%s", status)
+	}
+	for _, v := range []*e2eVolume{src, dst} {
+		if out := cairn(t, "fsck", v.meta); !strings.Contains(out, " 0 metadata problems, 0 missing objects") {
+			t.Fatalf("fsck %s:\n%s", v.meta, out)
+		}
+	}
+
+	// A new pair cannot take a volume that has files, nor this pair's
+	// destination from another source.
+	other := newE2EVolume(t)
+	if out, err := cairnErr(t, "replicate", "start", "--once", other.meta, dst.meta); err == nil || !strings.Contains(out, "belongs to replication pair") {
+		t.Fatalf("another source onto the destination: %v\n%s", err, out)
+	}
+	if out, err := cairnErr(t, "replicate", "start", "--once", other.meta, src.meta); err == nil || !strings.Contains(out, "not empty") {
+		t.Fatalf("a destination with files: %v\n%s", err, out)
+	}
+
+	// The source writes something that never replicates; the destination
+	// fails over and is written.
+	src.mount(t)
+	if err := os.WriteFile(filepath.Join(src.mnt, "lost.txt"), []byte("never replicated"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(src.mnt, "new.txt")); err != nil {
+		t.Fatal(err)
+	}
+	src.unmount(t)
+	if out := cairn(t, "replicate", "failover", dst.meta); !strings.Contains(out, "is writable") {
+		t.Fatalf("failover: %s", out)
+	}
+	dst.mount(t)
+	if err := os.WriteFile(filepath.Join(dst.mnt, "after-failover.txt"), bytes.Repeat([]byte("f"), 100000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dst.mnt, "big.bin"), filepath.Join(dst.mnt, "only", "big.bin")); err != nil {
+		t.Fatal(err)
+	}
+	want = statTree(t, dst.mnt)
+	dst.unmount(t)
+
+	out = cairn(t, "replicate", "reverse", "--once", dst.meta, src.meta)
+	if !strings.Contains(out, "reversed") || !strings.Contains(out, "replicated snapshot") {
+		t.Fatalf("reverse: %s", out)
+	}
+	src.mount(t)
+	sameStatTrees(t, "the old source after the reverse", want, statTree(t, src.mnt))
+	src.unmount(t)
+	for _, v := range []*e2eVolume{src, dst} {
+		if out := cairn(t, "fsck", v.meta); !strings.Contains(out, " 0 metadata problems, 0 missing objects") {
+			t.Fatalf("fsck %s:\n%s", v.meta, out)
+		}
+	}
+}
+
+func isErrno(err error, e syscall.Errno) bool {
+	var en syscall.Errno
+	for err != nil {
+		if x, ok := err.(syscall.Errno); ok {
+			en = x
+			break
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			break
+		}
+		err = u.Unwrap()
+	}
+	return en == e
+}
