@@ -58,6 +58,8 @@ func newMountCommand() *cobra.Command {
 		maxReadAhead                          string
 		nfsExport                             nfsExportFlags
 		backups                               backupFlags
+		replicateTo, replicateBW              string
+		replicateBound                        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "mount [-d] [--log FILE] [options] META-URL MOUNTPOINT",
@@ -80,6 +82,11 @@ Metadata backups: every --backup-interval (default 1h on an embedded
 volume, none on a shared one) the mount dumps the volume's metadata into
 its data store under cairn/backups/, keeping the newest --backup-keep (24);
 on a shared volume one mount takes each interval's. See cairn backup.
+
+With --replicate-to DST-META-URL the mount also replicates the volume to that
+destination, as cairn replicate start does (the only way for an embedded
+volume, whose store the mount holds): every cycle snapshots what was
+committed (closed or fsynced), within --replicate-max-out-of-sync.
 
 With --nfs-listen ADDR the process also serves the volume over NFSv3, as
 cairn gateway nfs does (see its help for the --nfs-* export options).
@@ -195,6 +202,19 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			if err := backups.schedule(cmd.Flags(), loc.Shared(), readOnly || snapshot != "").Validate(); err != nil {
 				return err
 			}
+			var replicate *daemon.ReplicateOptions
+			if replicateTo != "" {
+				if readOnly || snapshot != "" {
+					return fmt.Errorf("--replicate-to: a read-only or snapshot mount cannot take the snapshots of a cycle")
+				}
+				var limit uint64
+				if replicateBW != "" {
+					if limit, err = parseSize(replicateBW); err != nil || limit == 0 {
+						return fmt.Errorf("--replicate-bwlimit %q: want a positive size per second (e.g. 50M)", replicateBW)
+					}
+				}
+				replicate = &daemon.ReplicateOptions{Dest: replicateTo, MaxOutOfSync: replicateBound, BWLimit: int64(limit)}
+			}
 			if background {
 				// The options are valid (checked above): start the mount
 				// process, which checks them again.
@@ -263,6 +283,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			mo.Heartbeat, mo.SessionTimeout = heartbeat, sessionTimeout
 			mo.Backup = backups.schedule(cmd.Flags(), loc.Shared(), readOnly || snapshot != "")
 			mo.Fuse.ExtraOptions = extra
+			mo.Replicate = replicate
 			err = daemon.Mount(cmd.Context(), mo)
 			if err != nil {
 				log.Error("mount", "err", err)
@@ -299,6 +320,9 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 	f.StringVar(&nfsListen, "nfs-listen", "", "also serve the volume over NFSv3 (and MOUNTv3) on this TCP address, from this process (see cairn gateway nfs)")
 	nfsExport.register(f)
 	backups.register(f)
+	f.StringVar(&replicateTo, "replicate-to", "", "also replicate the volume to this destination volume (META-URL), as cairn replicate start does")
+	f.DurationVar(&replicateBound, "replicate-max-out-of-sync", 5*time.Minute, "with --replicate-to: keep the destination at most this much older")
+	f.StringVar(&replicateBW, "replicate-bwlimit", "", "with --replicate-to: bytes per second of object copying (e.g. 50M)")
 	return cmd
 }
 

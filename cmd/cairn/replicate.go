@@ -38,6 +38,7 @@ changed since their last common snapshot.`,
 }
 
 type replicateFlags struct {
+	batch   int
 	bound   time.Duration
 	bwlimit string
 	once    bool
@@ -48,6 +49,7 @@ type replicateFlags struct {
 func (f *replicateFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.bound, "max-out-of-sync", 5*time.Minute, "keep the destination at most this much older than the source")
 	fs.StringVar(&f.bwlimit, "bwlimit", "", "bytes per second of object copying (e.g. 50M); default: no limit")
+	fs.IntVar(&f.batch, "batch", 4096, "records per transaction of the first copy (it resumes after the last one committed)")
 	fs.BoolVar(&f.once, "once", false, "run one cycle (the first copy, or the changes since the last one) and exit")
 	metricsFlag(fs, &f.metrics)
 	f.logs.register(fs, "stderr", "log every step of the cycles")
@@ -70,7 +72,7 @@ func (f *replicateFlags) run(cmd *cobra.Command, src, dst string) error {
 	defer closeLog()
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	r, err := daemon.OpenReplicator(ctx, daemon.ReplicateOptions{Source: src, Dest: dst, MaxOutOfSync: f.bound, BWLimit: int64(limit), Logger: log}, nil)
+	r, err := daemon.OpenReplicator(ctx, daemon.ReplicateOptions{Source: src, Dest: dst, MaxOutOfSync: f.bound, BWLimit: int64(limit), Batch: f.batch, Logger: log}, nil)
 	if err != nil {
 		return err
 	}

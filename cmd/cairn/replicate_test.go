@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cairnfs/cairn/internal/daemon"
 )
 
 // statTree describes every file under root by everything replication
@@ -261,4 +265,151 @@ func isErrno(err error, e syscall.Errno) bool {
 		err = u.Unwrap()
 	}
 	return en == e
+}
+
+// replicaStatus reads cairn replicate status --json of a destination.
+func replicaStatus(t *testing.T, dstMeta string) daemon.ReplicaStatus {
+	t.Helper()
+	var s daemon.ReplicaStatus
+	out := cairn(t, "replicate", "status", "--json", dstMeta)
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &s); err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	return s
+}
+
+// TestE2EReplicateUnderWriter: a mounted embedded volume replicates
+// itself (--replicate-to) while a writer creates, rewrites, renames and
+// removes files without pause. Cycles follow each other within the bound;
+// once the writer stops, the next cycle brings the destination to the
+// source's tree exactly, and both pass fsck.
+func TestE2EReplicateUnderWriter(t *testing.T) {
+	src, dst := newE2EVolume(t), newE2EVolume(t)
+	cairn(t, "mount", "-d", "-o", "allow_other", "--log", src.dir+"/mount.log", "--replicate-to", dst.meta, "--replicate-max-out-of-sync", "2s", src.meta, src.mnt)
+	t.Cleanup(func() { src.unmount(t) })
+	if err := os.MkdirAll(filepath.Join(src.mnt, "w", "old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stop := time.Now().Add(8 * time.Second)
+	buf := make([]byte, 256<<10)
+	for i := 0; time.Now().Before(stop); i++ {
+		p := filepath.Join(src.mnt, "w", fmt.Sprintf("f%05d", i))
+		n := 1 + (i*7919)%len(buf)
+		for j := range buf[:n] {
+			buf[j] = byte(i + j)
+		}
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i%5 == 4:
+			if err := os.Rename(filepath.Join(src.mnt, "w", fmt.Sprintf("f%05d", i-2)), filepath.Join(src.mnt, "w", "old", fmt.Sprintf("r%05d", i))); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+		case i%7 == 6:
+			if err := os.Remove(filepath.Join(src.mnt, "w", fmt.Sprintf("f%05d", i-1))); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s := replicaStatus(t, dst.meta)
+	if s.Running == nil || s.State.Cycles < 4 {
+		t.Fatalf("after 8 s with a 2 s bound: %d cycles, running %+v", s.State.Cycles, s.Running)
+	}
+	t.Logf("after 8 s of writes: %d cycles, %d past the 2 s bound, last cycle %+v", s.State.Cycles, s.Running.Missed, s.State.LastCycle)
+	last := time.Now()
+	deadline := last.Add(20 * time.Second)
+	for replicaStatus(t, dst.meta).State.Taken.Before(last) {
+		if time.Now().After(deadline) {
+			t.Fatal("no cycle after the writer stopped within 20 s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	want := statTree(t, src.mnt)
+	src.unmount(t)
+	dst.mount(t)
+	sameStatTrees(t, "after the writer stopped", want, statTree(t, dst.mnt))
+	dst.unmount(t)
+	for _, v := range []*e2eVolume{src, dst} {
+		if out := cairn(t, "fsck", v.meta); !strings.Contains(out, " 0 metadata problems, 0 missing objects") {
+			t.Fatalf("fsck %s:\n%s", v.meta, out)
+		}
+	}
+}
+
+// TestE2EReplicateKill9: the replicator is killed (SIGKILL) in the middle
+// of a first copy slowed by --bwlimit; the pair resumes after the last
+// batch that committed, without sending again the objects that arrived,
+// and converges. The destination cannot be mounted before the first copy
+// ends.
+func TestE2EReplicateKill9(t *testing.T) {
+	src, dst := newE2EVolume(t), newE2EVolume(t)
+	src.mount(t)
+	for d := 0; d < 20; d++ {
+		dir := filepath.Join(src.mnt, fmt.Sprintf("d%02d", d))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 100; i++ {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", i)), bytes.Repeat([]byte{byte(d), byte(i)}, 3000+i), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := statTree(t, src.mnt)
+	src.unmount(t)
+	c := exec.Command(cairnBinary(t), "replicate", "start", "--batch", "500", "--bwlimit", "2M", src.meta, dst.meta)
+	c.Stdout, c.Stderr = os.Stderr, os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		js, err := os.ReadFile(daemon.ReplicaStatusPath(dst.meta))
+		var rr daemon.RunningReplica
+		if err == nil && json.Unmarshal(js, &rr) == nil && rr.Done >= 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.Process.Kill()
+			c.Wait()
+			t.Fatal("the first copy did not get going")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.Process.Kill()
+	c.Wait()
+	if out, err := cairnErr(t, "mount", "-d", dst.meta, dst.mnt); err == nil || !strings.Contains(out, "first copy") {
+		dst.unmount(t)
+		t.Fatalf("mounting a destination in its first copy: %v\n%s", err, out)
+	}
+	out := cairn(t, "replicate", "start", "--once", src.meta, dst.meta)
+	var records, inodes, objects int
+	line := out[strings.Index(out, "replicated snapshot"):]
+	if _, err := fmt.Sscanf(line[strings.Index(line, ": ")+2:], "%d records (%d inodes), %d objects", &records, &inodes, &objects); err != nil {
+		t.Fatalf("resumed copy: %v: %q", err, out)
+	}
+	// Every file is one object (inline blocks included): 2,000 in all.
+	if objects >= 2000 || objects == 0 {
+		t.Fatalf("the resumed copy sent %d objects: want only those that had not arrived (fewer than 2000)", objects)
+	}
+	dst.mount(t)
+	sameStatTrees(t, "after a resumed first copy", want, statTree(t, dst.mnt))
+	dst.unmount(t)
+	if out := cairn(t, "fsck", dst.meta); !strings.Contains(out, " 0 metadata problems, 0 missing objects") {
+		t.Fatalf("fsck:\n%s", out)
+	}
 }

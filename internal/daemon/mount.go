@@ -63,6 +63,9 @@ type MountOptions struct {
 	// Backup schedules the automatic metadata backups this mount takes
 	// (none on a read-only or snapshot mount, which says so in a notice).
 	Backup BackupSchedule
+	// Replicate, if set, replicates the volume to Replicate.Dest from this
+	// process (its Source is ignored): cairn mount --replicate-to.
+	Replicate *ReplicateOptions
 	// FixedTimeouts keeps Fuse.AttrTimeout and EntryTimeout for every
 	// inode. Without it a mount of an embedded volume without NFSListen,
 	// where every change goes through its kernel, lets the kernel keep
@@ -299,6 +302,16 @@ func Mount(ctx context.Context, o MountOptions) error {
 	if o.Snapshot == "" && !o.Volume.ReadOnly {
 		defer vol.startTrashPurge(log)()
 	}
+	stopReplica := func() {}
+	if o.Replicate != nil {
+		if o.Snapshot != "" || o.Volume.ReadOnly {
+			return fmt.Errorf("--replicate-to: a read-only or snapshot mount cannot take the snapshots of a cycle")
+		}
+		ro := *o.Replicate
+		ro.Source, ro.Logger = o.Volume.MetaURL, log
+		stopReplica = sync.OnceFunc(startReplication(ro, vol, log))
+		defer stopReplica()
+	}
 	log.Info("mounted", "volume", vol.Settings.Name, "meta", vol.Loc.Display(), "mountpoint", mp, "snapshot", o.Snapshot)
 	if o.Ready != nil {
 		o.Ready(vol.Notices)
@@ -317,8 +330,10 @@ func Mount(ctx context.Context, o MountOptions) error {
 	}()
 	stopping := func() {
 		// A backup in progress is abandoned (nothing of it is kept):
-		// the unmount does not wait for it.
+		// the unmount does not wait for it. So is a replication cycle
+		// (applied whole or not at all).
 		stopBackups()
+		stopReplica()
 		if o.Stopping != nil {
 			o.Stopping()
 		}

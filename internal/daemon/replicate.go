@@ -636,3 +636,39 @@ func (l *rateLimit) wait(ctx context.Context, n int) error {
 		return ctx.Err()
 	}
 }
+
+// startReplication runs the replicator of a mount (--replicate-to) in the
+// background: it opens the destination (again every 30 s while that
+// fails: a destination that is down does not keep the volume from being
+// mounted) and runs cycles until the returned function is called.
+func startReplication(o ReplicateOptions, src *Volume, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			r, err := OpenReplicator(ctx, o, src)
+			if err == nil {
+				log.Info("replicating", "to", r.dst.Loc.Display(), "max_out_of_sync", o.MaxOutOfSync)
+				fileDone := make(chan struct{})
+				go func() { defer close(fileDone); r.WriteStatusFile(ctx) }()
+				if err := r.Run(ctx); err != nil {
+					log.Error("replication stopped", "err", err)
+				}
+				<-fileDone
+				r.Close()
+				return
+			}
+			log.Error("replication: cannot open the pair; trying again in 30 s", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(30 * time.Second):
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
