@@ -55,7 +55,10 @@ func TestSharedReplicate(t *testing.T) {
 		_ = rep.Process.Signal(syscall.SIGTERM)
 		<-repDone
 	})
-	repLog := func() string { b, _ := os.ReadFile(filepath.Join(v.dir, "replicate.log")); return lastLines(string(b), 30) }
+	repLog := func() string {
+		b, _ := os.ReadFile(filepath.Join(v.dir, "replicate.log"))
+		return lastLines(string(b), 30)
+	}
 
 	write := func(until time.Time, from int) int {
 		i := from
