@@ -180,22 +180,33 @@ func TestE2EReplicate(t *testing.T) {
 	}
 	dst.unmount(t)
 
+	// A user's snapshot between two cycles is replicated as a snapshot.
 	src.mount(t)
 	changeTree(t, src.mnt)
+	cairn(t, "snapshot", "create", src.meta, "s1")
+	wantS1 := treeSums(t, filepath.Join(src.mnt, ".snapshots", "s1"))
 	replicaEdgeChanges(t, src.mnt)
 	want = statTree(t, src.mnt)
 	src.unmount(t)
 	out = cairn(t, "replicate", "start", "--once", src.meta, dst.meta)
 	var records, inodes int
 	line := out[strings.Index(out, "replicated snapshot"):]
-	if _, err := fmt.Sscanf(line[strings.Index(line, ": ")+2:], "%d records (%d inodes)", &records, &inodes); err != nil || records == 0 || records > 60 {
+	if _, err := fmt.Sscanf(line[strings.Index(line, ": ")+2:], "%d records (%d inodes)", &records, &inodes); err != nil || records == 0 || records > 120 {
 		t.Fatalf("second cycle: %q: want a few dozen records at most (the changes)", out)
 	}
 	dst.mount(t)
 	sameStatTrees(t, "after an incremental cycle", want, statTree(t, dst.mnt))
+	sameTrees(t, wantS1, treeSums(t, filepath.Join(dst.mnt, ".snapshots", "s1")))
 	dst.unmount(t)
+	// Deleted on the source, it goes from the destination at the next
+	// cycle.
+	cairn(t, "snapshot", "delete", src.meta, "s1")
+	cairn(t, "replicate", "start", "--once", src.meta, dst.meta)
+	if out := cairn(t, "snapshot", "list", dst.meta); strings.Contains(out, "s1") {
+		t.Fatalf("snapshot s1 deleted on the source is still on the destination:\n%s", out)
+	}
 	status := cairn(t, "replicate", "status", dst.meta)
-	if !strings.Contains(status, "2 cycles") || !strings.Contains(status, "destination (read-only)") {
+	if !strings.Contains(status, "3 cycles") || !strings.Contains(status, "destination (read-only)") {
 		t.Fatalf("status:\n%s", status)
 	}
 	for _, v := range []*e2eVolume{src, dst} {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -355,48 +356,78 @@ func (r *Replicator) incremental(ctx context.Context, st meta.ReplicaState) (met
 	if err != nil {
 		return st, fmt.Errorf("source snapshot: %w", err)
 	}
-	keys, err := r.src.Meta.ReplicaChanged(ctx, prev, &snap)
+	// The user's snapshots taken since the last cycle are replicated as
+	// snapshots of the destination: the cycle goes through each in turn
+	// (one transaction each), then to its own. The state names the
+	// replicated snapshot only at the end: a cycle interrupted after a
+	// step starts again from the last one, and what the steps applied is
+	// among the destination's changes since its anchor, put back.
+	steps, err := r.userSnapshots(ctx, prev, snap)
 	if err != nil {
 		return st, err
 	}
-	// Whatever changed on the destination since its anchor (nothing,
-	// unless it was written, as an old source is before a reverse) is
-	// put back to the source's state too.
-	dkeys, err := r.dst.Meta.ReplicaChanged(ctx, anchor, nil)
-	if err != nil {
-		return st, err
-	}
-	keys = unionKeys(keys, dkeys)
-	r.phase.Store("copy")
-	r.done.Store(0)
-	r.total.Store(int64(len(keys)))
-	var recs []meta.ReplicaRecord
-	for i := 0; i < len(keys); i += 8192 {
-		part, err := r.src.Meta.ReplicaValues(ctx, snap, keys[i:min(i+8192, len(keys))])
-		if err != nil {
-			return st, err
-		}
-		recs = append(recs, part...)
-	}
+	steps = append(steps, snap)
 	var info meta.CycleInfo
-	a := meta.ReplicaApply{Records: recs, ExpectSnapshot: prev.Name}
-	if err := r.prepare(ctx, &a, &info); err != nil {
-		return st, err
-	}
-	if err := r.finalParts(ctx, &a); err != nil {
-		return st, err
-	}
-	info.Duration, info.Finished = time.Since(start), time.Now()
 	nst := st
 	nst.Snapshot, nst.Epoch, nst.Taken = snap.Name, snap.Epoch, snap.Created
 	nst.Cycles++
-	nst.LastCycle = info
-	a.State = nst
-	r.phase.Store("apply")
-	if err := r.dst.Meta.ApplyReplica(ctx, a); err != nil {
-		return st, err
+	var gone []string
+	from := prev
+	for n, step := range steps {
+		keys, err := r.src.Meta.ReplicaChanged(ctx, from, &step)
+		if err != nil {
+			return st, err
+		}
+		if n == 0 {
+			// Whatever changed on the destination since its anchor
+			// (nothing, unless it was written, as an old source is
+			// before a reverse, or a step of an interrupted cycle
+			// applied) is put back to the source's state too.
+			dkeys, err := r.dst.Meta.ReplicaChanged(ctx, anchor, nil)
+			if err != nil {
+				return st, err
+			}
+			keys = unionKeys(keys, dkeys)
+		}
+		r.phase.Store("copy")
+		r.done.Store(0)
+		r.total.Store(int64(len(keys)))
+		var recs []meta.ReplicaRecord
+		for i := 0; i < len(keys); i += 8192 {
+			part, err := r.src.Meta.ReplicaValues(ctx, step, keys[i:min(i+8192, len(keys))])
+			if err != nil {
+				return st, err
+			}
+			recs = append(recs, part...)
+		}
+		a := meta.ReplicaApply{Records: recs, ExpectSnapshot: prev.Name, State: st}
+		if err := r.prepare(ctx, &a, &info); err != nil {
+			return st, err
+		}
+		last := n == len(steps)-1
+		if last {
+			if err := r.finalParts(ctx, &a); err != nil {
+				return st, err
+			}
+			info.Duration, info.Finished = time.Since(start), time.Now()
+			if gone, err = r.mirror(ctx, &nst, steps[:n]); err != nil {
+				return st, err
+			}
+			nst.LastCycle = info
+			a.State = nst
+		}
+		r.phase.Store("apply")
+		if err := r.dst.Meta.ApplyReplica(ctx, a); err != nil {
+			return st, err
+		}
+		r.done.Store(int64(len(keys)))
+		if !last {
+			if err := r.userSnapshotOnDest(ctx, step); err != nil {
+				return st, err
+			}
+		}
+		from = step
 	}
-	r.done.Store(int64(len(keys)))
 	// The new anchor, then the old snapshots go (an interruption here is
 	// finished by the next cycle: anchor, dropStale).
 	if _, err := r.anchor(ctx, snap.Name); err != nil {
@@ -408,8 +439,79 @@ func (r *Replicator) incremental(ctx context.Context, st meta.ReplicaState) (met
 	if err := r.dropStale(ctx, r.src.Meta, nst, snap.Name); err != nil {
 		return nst, err
 	}
+	for _, name := range gone {
+		if err := r.dst.Meta.DeleteSnapshot(ctx, name, nil); err != nil && !errors.Is(err, base.ErrNotFound) {
+			return nst, fmt.Errorf("deleting snapshot %s on the destination (gone from the source): %w", name, err)
+		}
+	}
 	r.log.Info("replication: cycle done", "pair", st.Pair, "snapshot", snap.Name, "records", info.Records, "files", info.Files, "objects", info.Objects, "bytes", info.Bytes, "took", info.Duration.Round(time.Millisecond))
 	return nst, nil
+}
+
+// userSnapshots returns the source's snapshots taken by users after prev
+// and before snap, oldest first.
+func (r *Replicator) userSnapshots(ctx context.Context, prev, snap meta.Snapshot) ([]meta.Snapshot, error) {
+	all, err := r.src.Meta.Snapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []meta.Snapshot
+	for _, s := range all {
+		if !strings.HasPrefix(s.Name, meta.ReplicaSnapshotPrefix) && s.Epoch > prev.Epoch && s.Epoch < snap.Epoch {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Epoch < out[j].Epoch })
+	return out, nil
+}
+
+// userSnapshotOnDest takes, on the destination that now holds the state
+// of the source's snapshot s, the snapshot of the same name (unless a
+// cycle interrupted after taking it did already).
+func (r *Replicator) userSnapshotOnDest(ctx context.Context, s meta.Snapshot) error {
+	if _, err := r.dst.Meta.SnapshotByName(ctx, s.Name); err == nil {
+		return nil
+	} else if !errors.Is(err, base.ErrNotFound) {
+		return err
+	}
+	if _, err := r.dst.Meta.CreateSnapshot(ctx, s.Name); err != nil {
+		return fmt.Errorf("destination snapshot %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// mirror updates the names of the mirrored snapshots in st: those of
+// added (taken on the destination by this cycle) join; those the source
+// no longer has leave and are returned, for deletion on the destination
+// once the state that forgets them is committed. (An interruption in
+// between leaves such a snapshot on the destination, no longer
+// mirrored: 'cairn snapshot delete' removes it.)
+func (r *Replicator) mirror(ctx context.Context, st *meta.ReplicaState, added []meta.Snapshot) (gone []string, err error) {
+	have, err := r.src.Meta.Snapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, s := range have {
+		names[s.Name] = true
+	}
+	var keep []string
+	for _, name := range st.Mirrored {
+		if names[name] {
+			keep = append(keep, name)
+		} else {
+			gone = append(gone, name)
+		}
+	}
+	for _, s := range added {
+		if names[s.Name] && !slices.Contains(keep, s.Name) {
+			keep = append(keep, s.Name)
+		} else if !names[s.Name] {
+			gone = append(gone, s.Name)
+		}
+	}
+	st.Mirrored = keep
+	return gone, nil
 }
 
 // anchor returns the destination's snapshot name, taking it if missing:

@@ -52,6 +52,10 @@ type ReplicaState struct {
 	Copying      string    `json:"copying,omitempty"`
 	Resume       []byte    `json:"resume,omitempty"`
 	Cycles       uint64    `json:"cycles"`
+	// Mirrored names the destination's snapshots that replicate the
+	// source's (users' snapshots taken after the first copy); deleted on
+	// the destination when the source deletes them.
+	Mirrored []string `json:"mirrored,omitempty"`
 	LastCycle    CycleInfo `json:"last_cycle"`
 	Promoted     bool      `json:"promoted,omitempty"`      // failover done: writable
 	PromotedAt   time.Time `json:"promoted_at,omitzero"`    // when
