@@ -49,13 +49,13 @@ type ReplicaState struct {
 	// Copying names the source snapshot of the first copy while it is
 	// written in batches (the destination is no volume to mount yet); the
 	// next batch starts after logical key Resume.
-	Copying      string    `json:"copying,omitempty"`
-	Resume       []byte    `json:"resume,omitempty"`
-	Cycles       uint64    `json:"cycles"`
+	Copying string `json:"copying,omitempty"`
+	Resume  []byte `json:"resume,omitempty"`
+	Cycles  uint64 `json:"cycles"`
 	// Mirrored names the destination's snapshots that replicate the
 	// source's (users' snapshots taken after the first copy); deleted on
 	// the destination when the source deletes them.
-	Mirrored []string `json:"mirrored,omitempty"`
+	Mirrored     []string  `json:"mirrored,omitempty"`
 	LastCycle    CycleInfo `json:"last_cycle"`
 	Promoted     bool      `json:"promoted,omitempty"`      // failover done: writable
 	PromotedAt   time.Time `json:"promoted_at,omitzero"`    // when
