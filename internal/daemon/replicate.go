@@ -299,7 +299,35 @@ func (r *Replicator) prepare(ctx context.Context, a *meta.ReplicaApply, info *me
 	if a.Owners, err = r.src.Meta.ReplicaOwners(ctx, ids); err != nil {
 		return err
 	}
-	n, bytes, err := r.copySlices(ctx, gained)
+	var objs, gainedInline []base.Slice
+	var blobKeys []string
+	for _, s := range gained {
+		if s.ID&base.InlineBit != 0 && r.src.Settings.FormatVersion >= 2 {
+			// An inline block travels in the records' transaction.
+			blobKeys = append(blobKeys, chunk.BlockKey(s.ID, 0, int(s.Size)))
+			gainedInline = append(gainedInline, s)
+		} else {
+			objs = append(objs, s)
+		}
+	}
+	if len(blobKeys) > 0 {
+		if a.Blobs, err = r.src.Meta.ReplicaBlobs(ctx, blobKeys); err != nil {
+			return err
+		}
+		format := chunk.BlockFormat2
+		if !r.src.Settings.BoundBlocks() {
+			format = chunk.BlockFormat1
+		}
+		for i, key := range blobKeys {
+			s := gainedInline[i]
+			if _, err := chunk.DecodeBlock(a.Blobs[key], chunk.BlockID{Slice: s.ID, Index: 0, Length: int(s.Size)}, format); err != nil {
+				return fmt.Errorf("source inline block %s fails its checks, not copied: %w", key, err)
+			}
+			info.Objects++
+			info.Bytes += int64(len(a.Blobs[key]))
+		}
+	}
+	n, bytes, err := r.copySlices(ctx, objs)
 	info.Objects += n
 	info.Bytes += bytes
 	if err != nil {

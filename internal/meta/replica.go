@@ -347,6 +347,9 @@ type ReplicaApply struct {
 	Owners                        map[uint64]uint32 // extra owners of the copied slices
 	// Quotas, if not nil, replace every quota record and shard.
 	Quotas []kv.Pair
+	// Blobs are the inline blocks (blob key → bytes) of the slices the
+	// records gain, written in the same transaction.
+	Blobs map[string][]byte
 	// First: the destination is a new volume whose first copy this is;
 	// no state is expected.
 	First bool
@@ -372,6 +375,9 @@ func (m *Meta) ApplyReplica(ctx context.Context, a ReplicaApply) error {
 			return fmt.Errorf("no replication state: %w", ErrReplicaMoved)
 		case ok && (cur.Pair != a.State.Pair || cur.Promoted || cur.Snapshot != a.ExpectSnapshot || cur.Copying != a.ExpectCopying):
 			return fmt.Errorf("at %q (copying %q), the cycle expected %q (%q): %w", cur.Snapshot, cur.Copying, a.ExpectSnapshot, a.ExpectCopying, ErrReplicaMoved)
+		}
+		for key, data := range a.Blobs {
+			t.Set(blobKey(key), data)
 		}
 		o := m.newOp(t)
 		for _, rec := range a.Records {
@@ -593,6 +599,27 @@ func (m *Meta) PromoteReplica(ctx context.Context, now time.Time) (ReplicaState,
 		}
 		t.Set(replicaKey(), js)
 		out = s
+		return nil
+	})
+	return out, err
+}
+
+// ReplicaBlobs reads the blobs (inline blocks) under keys in one view;
+// a missing one is an error wrapping base.ErrNotFound.
+func (m *Meta) ReplicaBlobs(ctx context.Context, keys []string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(keys))
+	err := m.view(ctx, func(r kv.Reader) error {
+		clear(out)
+		for _, k := range keys {
+			v, err := r.Get(blobKey(k))
+			if err != nil {
+				return err
+			}
+			if v == nil {
+				return fmt.Errorf("blob %s: %w", k, base.ErrNotFound)
+			}
+			out[k] = v
+		}
 		return nil
 	})
 	return out, err
