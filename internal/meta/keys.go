@@ -181,6 +181,8 @@ func replicaKey() []byte { return []byte{pReplica} }
 // namespace a replica holds), in key order.
 var versionedPrefixes = []byte{pAttr, pDentry, pChunk, pSymlink, pXattr}
 
+func isDentryKey(logical []byte) bool { return len(logical) > 0 && logical[0] == pDentry }
+
 func frozenKey() []byte        { return []byte{pFrozen} }
 func counterKey(k byte) []byte { return []byte{pCounter, k} }
 func sessionKey(sid uint64) []byte {

@@ -169,7 +169,7 @@ func (m *Meta) ReplicaValues(ctx context.Context, snap Snapshot, keys [][]byte) 
 			if err != nil {
 				return err
 			}
-			if ok && k[0] != pDentry {
+			if ok && !isDentryKey(k) {
 				if ok, err = linkedAt(r, k, snap.Epoch, live); err != nil {
 					return err
 				}
@@ -216,33 +216,41 @@ func (m *Meta) ReplicaScan(ctx context.Context, snap Snapshot, after []byte, max
 			if after != nil && after[0] == p {
 				start = after
 			}
-			var ierr error
+			// The scan's callback must not read (it runs inside the
+			// store's iterator): the links are checked after it.
+			var batch []ReplicaRecord
 			err := vscan(r, prefixOnly(p), start, snap.Epoch, func(logical, payload []byte) bool {
 				if after != nil && bytes.Equal(logical, after) {
 					return true
 				}
-				if len(recs) == max {
-					next = recs[len(recs)-1].Key
+				if len(recs)+len(batch) == max {
+					if len(batch) > 0 {
+						next = bytes.Clone(batch[len(batch)-1].Key)
+					} else {
+						next = bytes.Clone(recs[len(recs)-1].Key)
+					}
 					return false
 				}
-				if logical[0] != pDentry {
-					ok, err := linkedAt(r, logical, snap.Epoch, live)
-					if err != nil {
-						ierr = err
-						return false
-					}
-					if !ok {
-						return true
-					}
-				}
-				recs = append(recs, ReplicaRecord{Key: bytes.Clone(logical), Value: bytes.Clone(payload)})
+				batch = append(batch, ReplicaRecord{Key: bytes.Clone(logical), Value: bytes.Clone(payload)})
 				return true
 			})
-			if err == nil {
-				err = ierr
-			}
-			if err != nil || next != nil {
+			if err != nil {
 				return err
+			}
+			for _, rec := range batch {
+				if !isDentryKey(rec.Key) {
+					ok, err := linkedAt(r, rec.Key, snap.Epoch, live)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						continue
+					}
+				}
+				recs = append(recs, rec)
+			}
+			if next != nil {
+				return nil
 			}
 		}
 		return nil
