@@ -214,6 +214,9 @@ func TestE2EReplicate(t *testing.T) {
 			t.Fatalf("fsck %s:\n%s", v.meta, out)
 		}
 	}
+	if out, err := cairnErr(t, "gc", "--delete", dst.meta); err == nil || !strings.Contains(out, "after a failover") {
+		t.Fatalf("gc --delete on a destination: %v\n%s", err, out)
+	}
 
 	// A new pair cannot take a volume that has files, nor this pair's
 	// destination from another source.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +16,10 @@ import (
 
 // TestSharedReplicate: a shared volume (PostgreSQL and S3) replicated to
 // an embedded volume by a replicator process while a mount writes without
-// pause, with a quota on the tree and the trash on. PostgreSQL stops for
-// 3 s in the middle: the pair pauses and goes on by itself. After the
-// writer stops, a cycle brings the destination to the source's tree
-// exactly. Then the destination fails over, is written, and a reverse
+// pause, with a quota on the tree and the trash on. The replicator is
+// killed twice at random points and restarted; PostgreSQL stops for 3 s:
+// the pair pauses and goes on by itself. After the writer stops, a cycle
+// brings the destination to the source's tree exactly. Then the destination fails over, is written, and a reverse
 // brings the shared volume to its state (the shared volume mounts
 // read-only from then on). fsck is clean on both sides.
 func TestSharedReplicate(t *testing.T) {
@@ -39,18 +40,25 @@ func TestSharedReplicate(t *testing.T) {
 	if out, err := v.cairn(t, "quota", "set", v.meta, "/q", "--bytes", "1G"); err != nil {
 		t.Fatalf("quota set: %v\n%s", err, out)
 	}
-	rep := exec.Command(cairnBinary(t), "replicate", "start", "--max-out-of-sync", "2s", v.meta, dst.meta)
-	rep.Env = v.env
-	logf, err := os.Create(filepath.Join(v.dir, "replicate.log"))
+	logf, err := os.OpenFile(filepath.Join(v.dir, "replicate.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep.Stdout, rep.Stderr = logf, logf
-	if err := rep.Start(); err != nil {
-		t.Fatal(err)
+	defer logf.Close()
+	var rep *exec.Cmd
+	var repDone chan error
+	startRep := func() {
+		c := exec.Command(cairnBinary(t), "replicate", "start", "--max-out-of-sync", "2s", v.meta, dst.meta)
+		c.Env = v.env
+		c.Stdout, c.Stderr = logf, logf
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.Wait() }()
+		rep, repDone = c, done
 	}
-	repDone := make(chan error, 1)
-	go func() { repDone <- rep.Wait(); logf.Close() }()
+	startRep()
 	t.Cleanup(func() {
 		_ = rep.Process.Signal(syscall.SIGTERM)
 		<-repDone
@@ -88,7 +96,16 @@ func TestSharedReplicate(t *testing.T) {
 		}
 		return i
 	}
-	i := write(time.Now().Add(3*time.Second), 0)
+	// The replicator is killed (SIGKILL) twice at random points and
+	// started again.
+	i := 0
+	for k := 0; k < 2; k++ {
+		i = write(time.Now().Add(time.Duration(500+mrand.IntN(2000))*time.Millisecond), i)
+		_ = rep.Process.Kill()
+		<-repDone
+		startRep()
+	}
+	i = write(time.Now().Add(2*time.Second), i)
 	if err := pg.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -150,4 +167,80 @@ func TestSharedReplicate(t *testing.T) {
 			t.Fatalf("fsck %s: %v\n%s", m, err, out)
 		}
 	}
+}
+
+// TestSharedReplicateEverySnapshot: cycles run one after another while a
+// mount of the shared source writes; after each, the destination (an
+// embedded volume, mounted between cycles) equals the source's snapshot
+// of that cycle, seen under the writer's .snapshots, byte for byte and by
+// metadata (inode numbers, links, modes, owners, sizes, mtimes, xattrs).
+func TestSharedReplicateEverySnapshot(t *testing.T) {
+	v := newSharedVolume(t)
+	dst := newE2EVolume(t)
+	a := v.mount(t, "a")
+	stop := make(chan struct{})
+	wrote := make(chan error, 1)
+	go func() {
+		defer close(wrote)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := a.path(fmt.Sprintf("f%04d", i%50))
+			if err := os.WriteFile(p, randomBytes(1+i*7919%200000), 0o644); err != nil {
+				wrote <- err
+				return
+			}
+			if i%7 == 0 {
+				if err := os.Rename(p, a.path(fmt.Sprintf("r%04d", i))); err != nil {
+					wrote <- err
+					return
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+	}()
+	for n := 1; n <= 3; n++ {
+		time.Sleep(700 * time.Millisecond)
+		if out, err := v.cairn(t, "replicate", "start", "--once", v.meta, dst.meta); err != nil {
+			t.Fatalf("cycle %d: %v\n%s", n, err, out)
+		}
+		name := replicaStatus(t, dst.meta).State.Snapshot
+		want := statTree(t, filepath.Join(a.mnt, ".snapshots", name))
+		dst.mount(t)
+		got := statTree(t, dst.mnt)
+		dst.unmount(t)
+		sameStatTrees(t, fmt.Sprintf("cycle %d (%s)", n, name), maskInodes(want), maskInodes(got))
+		if len(want) < 10 {
+			t.Fatalf("cycle %d: only %d entries", n, len(want))
+		}
+	}
+	close(stop)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// maskInodes keeps the low 48 bits of the inode numbers in statTree's
+// descriptions: a snapshot's files show under .snapshots with its slot
+// in the high bits.
+func maskInodes(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		var ino uint64
+		if _, err := fmt.Sscanf(v, "ino=%d ", &ino); err == nil {
+			v = fmt.Sprintf("ino=%d", ino&(1<<48-1)) + v[strings.Index(v, " "):]
+		}
+		out[k] = v
+	}
+	return out
 }

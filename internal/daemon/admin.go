@@ -852,6 +852,11 @@ func pathNote(p string) string {
 // then a summary, then what it deleted. del deletes the orphans and, when
 // no client is mounted, the slices queued for deletion.
 func GC(ctx context.Context, v *Volume, del bool, w io.Writer) error {
+	if del && v.ReadOnly {
+		// On a replication destination, objects a running cycle has
+		// copied are not referenced until it commits.
+		return fmt.Errorf("gc --delete on a volume open read-only (a replication destination, or --read-only) is refused: on a destination run it after a failover")
+	}
 	r, err := gc.Collect(ctx, v.Meta, v.Objects, v.Chunks, gc.Options{Delete: del, DataURL: v.Settings.DataURL})
 	printGC(w, r, del)
 	return err
