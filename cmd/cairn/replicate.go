@@ -95,8 +95,8 @@ func (f *replicateFlags) run(cmd *cobra.Command, src, dst string) error {
 			return err
 		}
 		c := st.LastCycle
-		_, err = fmt.Fprintf(out, "replicated snapshot %s of %q: %d records (%d inodes), %d objects, %d bytes, in %s\n",
-			st.Snapshot, st.SourceName, c.Records, c.Files, c.Objects, c.Bytes, c.Duration.Round(time.Millisecond))
+		_, err = fmt.Fprintf(out, "replicated snapshot %s of %q: %d records (%d inodes), %d objects, %d bytes, in %s (%d objects made by the stores: no bytes sent)\n",
+			st.Snapshot, st.SourceName, c.Records, c.Files, c.Objects, c.Bytes, c.Duration.Round(time.Millisecond), c.Linked)
 		return err
 	}
 	fmt.Fprintf(out, "replicating %s to %s, at most %s out of sync; status: cairn replicate status %s\n", r.Source().Loc.Display(), r.Dest().Loc.Display(), f.bound, r.Dest().Loc.Display())

@@ -59,6 +59,7 @@ type Replicator struct {
 	done, total          atomic.Int64
 	cycles, missed       atomic.Int64
 	bytesTotal, objTotal atomic.Int64
+	linked               atomic.Int64 // objects made by the stores themselves (CopyFrom)
 	last                 atomic.Value // meta.ReplicaState after the last cycle
 }
 
@@ -327,7 +328,9 @@ func (r *Replicator) prepare(ctx context.Context, a *meta.ReplicaApply, info *me
 			info.Bytes += int64(len(a.Blobs[key]))
 		}
 	}
+	linked := r.linked.Load()
 	n, bytes, err := r.copySlices(ctx, objs)
+	info.Linked += int(r.linked.Load() - linked)
 	info.Objects += n
 	info.Bytes += bytes
 	if err != nil {
@@ -646,7 +649,7 @@ func (r *Replicator) copySlices(ctx context.Context, ss []base.Slice) (objects i
 			if err != nil && first == nil {
 				first = err
 			}
-			if n > 0 {
+			if err == nil && n >= 0 {
 				objects++
 				bytes += n
 			}
@@ -659,12 +662,25 @@ func (r *Replicator) copySlices(ctx context.Context, ss []base.Slice) (objects i
 }
 
 // copyObject copies one block object unless the destination has it
-// (resumed cycles resend nothing), returning the bytes copied.
+// (resumed cycles resend nothing: -1), returning the bytes sent (0 when
+// the stores made it themselves).
 func (r *Replicator) copyObject(ctx context.Context, key string, id chunk.BlockID, format chunk.BlockFormat) (int64, error) {
 	if _, err := r.dst.Objects.Head(ctx, key); err == nil {
-		return 0, nil
+		return -1, nil // arrived before (a resumed cycle)
 	} else if !errors.Is(err, object.ErrNotFound) {
 		return 0, fmt.Errorf("destination object %s: %w", key, err)
+	}
+	if cp, ok := object.Base(r.dst.objStats).(object.Copier); ok {
+		// The same file system, or the same S3 endpoint: no bytes
+		// travel through this process (a hard link, a server-side copy).
+		done, err := cp.CopyFrom(ctx, object.Base(r.src.objStats), key)
+		if done {
+			if err != nil {
+				return 0, fmt.Errorf("destination object %s from the source's store: %w", key, err)
+			}
+			r.linked.Add(1)
+			return 0, nil
+		}
 	}
 	data, err := object.ReadAll(ctx, r.src.Objects, key)
 	if err != nil {

@@ -161,7 +161,7 @@ func PrintReplicaStatus(w io.Writer, s ReplicaStatus, asJSON bool) error {
 	if st.Snapshot != "" {
 		fmt.Fprintf(w, "replicated   %s, taken %s (%s ago), %d cycles\n", st.Snapshot, st.Taken.Format(time.RFC3339), s.Lag.Round(time.Second), st.Cycles)
 		c := st.LastCycle
-		fmt.Fprintf(w, "last cycle   %d records (%d inodes), %d objects, %s, in %s\n", c.Records, c.Files, c.Objects, base.IBytes(uint64(c.Bytes)), c.Duration.Round(time.Millisecond))
+		fmt.Fprintf(w, "last cycle   %d records (%d inodes), %d objects (%d made by the stores), %s sent, in %s\n", c.Records, c.Files, c.Objects, c.Linked, base.IBytes(uint64(c.Bytes)), c.Duration.Round(time.Millisecond))
 	}
 	if r := s.Running; r != nil {
 		fmt.Fprintf(w, "replicator   pid %d, bound %s, %d cycles run, %d missed the bound; %s", r.PID, r.Bound, r.Cycles, r.Missed, r.Phase)
@@ -333,6 +333,7 @@ func (r *Replicator) ServeReplicaMetrics(addr string) (*MetricsServer, error) {
 	counter("cairn_replica_bound_missed_total", "Cycles that finished with the destination older than the bound.", func() float64 { return float64(r.missed.Load()) })
 	counter("cairn_replica_objects_total", "Block objects copied.", func() float64 { return float64(r.objTotal.Load()) })
 	counter("cairn_replica_bytes_total", "Bytes of block objects copied.", func() float64 { return float64(r.bytesTotal.Load()) })
+	counter("cairn_replica_objects_linked_total", "Block objects the stores made themselves (hard link, server-side copy).", func() float64 { return float64(r.linked.Load()) })
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {

@@ -64,10 +64,14 @@ type ReplicaState struct {
 
 // CycleInfo describes one finished cycle.
 type CycleInfo struct {
-	Records  int           `json:"records"`
-	Files    int           `json:"files"` // attribute records written or removed
-	Objects  int           `json:"objects"`
-	Bytes    int64         `json:"bytes"` // object bytes copied
+	Records int   `json:"records"`
+	Files   int   `json:"files"` // attribute records written or removed
+	Objects int   `json:"objects"`
+	Bytes   int64 `json:"bytes"` // object bytes copied
+	// Linked: of Objects, those the stores made themselves (a hard link
+	// on one file system, a server-side copy on one S3 endpoint), whose
+	// bytes did not travel.
+	Linked   int           `json:"linked,omitempty"`
 	Duration time.Duration `json:"duration"`
 	Finished time.Time     `json:"finished"`
 }

@@ -318,3 +318,26 @@ func ValidKey(key string) error {
 	}
 	return nil
 }
+
+// Copier is implemented by stores that can make an object of another
+// store's object without its bytes passing through the caller: a hard
+// link between two local stores on one file system, a server-side copy
+// between two buckets of one S3 endpoint. CopyFrom returns ok false, and
+// does nothing, when src is not such a store (the caller copies); else it
+// makes key from src's key as Put would (visible at once, durable after a
+// Sync on a Syncer), or fails (ErrNotFound: src has no such object).
+type Copier interface {
+	CopyFrom(ctx context.Context, src Store, key string) (ok bool, err error)
+}
+
+// Base returns the store under s's wrappers (those with an Unwrap method
+// returning a Store), for a Copier to recognise its own kind.
+func Base(s Store) Store {
+	for {
+		u, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			return s
+		}
+		s = u.Unwrap()
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/object/counted"
 	"github.com/cairnfs/cairn/internal/object/local"
 	"github.com/cairnfs/cairn/internal/object/objtest"
 )
@@ -318,4 +319,45 @@ func TestSyncOnlyPutObjects(t *testing.T) {
 	fail = nil
 	check("e", ".")
 	check()
+}
+
+// TestCopyFrom: an object of another local store on the same file system
+// becomes a hard link (same bytes; removing the source's name leaves it);
+// a missing one is ErrNotFound; a wrapped store is seen through; a store
+// on another file system is not copied.
+func TestCopyFrom(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	src, dst := open(t, filepath.Join(dir, "a")), open(t, filepath.Join(dir, "b"))
+	data := bytes.Repeat([]byte("block"), 1000)
+	if err := src.Put(ctx, "chunks/1/2", data); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := dst.CopyFrom(ctx, counted.New(src), "chunks/1/2")
+	if !ok || err != nil {
+		t.Fatalf("CopyFrom: %v %v", ok, err)
+	}
+	if err := src.Delete(ctx, "chunks/1/2"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := object.ReadAll(ctx, dst, "chunks/1/2")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("linked object after the source's delete: %d bytes, %v", len(got), err)
+	}
+	if err := dst.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := dst.CopyFrom(ctx, src, "chunks/none"); !ok || !errors.Is(err, object.ErrNotFound) {
+		t.Fatalf("CopyFrom of a missing object: %v %v, want ErrNotFound", ok, err)
+	}
+	if other, err := os.MkdirTemp("/dev/shm", "cairn-copy"); err == nil {
+		defer os.RemoveAll(other)
+		far := open(t, other)
+		if err := far.Put(ctx, "chunks/1/3", data); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := dst.CopyFrom(ctx, far, "chunks/1/3"); ok {
+			t.Fatal("CopyFrom across file systems claimed to link")
+		}
+	}
 }

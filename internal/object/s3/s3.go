@@ -510,3 +510,27 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(object.Info) bo
 		}
 	}
 }
+
+// CopyFrom implements object.Copier: an object of another bucket (or
+// prefix) of the same endpoint, reached with the same key pair, is copied
+// by the server (CopyObject); its bytes do not pass through this process.
+func (s *Store) CopyFrom(ctx context.Context, src object.Store, key string) (bool, error) {
+	o, ok := object.Base(src).(*Store)
+	if !ok || o.endpoint != s.endpoint || o.accessKey != s.accessKey {
+		return false, nil
+	}
+	if err := object.ValidKey(key); err != nil {
+		return true, err
+	}
+	err := s.do(ctx, "copy", key, func(ctx context.Context) error {
+		_, err := s.client.CopyObject(ctx,
+			minio.CopyDestOptions{Bucket: s.loc.Bucket, Object: s.prefix + key},
+			minio.CopySrcOptions{Bucket: o.loc.Bucket, Object: o.prefix + key})
+		return err
+	})
+	var er minio.ErrorResponse
+	if errors.As(err, &er) && er.Code == "NoSuchKey" {
+		return true, fmt.Errorf("copy %q from bucket %s: %w", key, o.loc.Bucket, object.ErrNotFound)
+	}
+	return true, err
+}

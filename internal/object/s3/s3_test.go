@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/object/mem"
 	"github.com/cairnfs/cairn/internal/object/objtest"
 	"github.com/cairnfs/cairn/internal/object/s3"
 	"github.com/cairnfs/cairn/internal/testenv/s3test"
@@ -197,5 +198,32 @@ func TestGivenCRC32C(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, "bad", 0, -1); !errors.Is(err, object.ErrNotFound) {
 		t.Fatalf("get of the refused object: %v, want ErrNotFound", err)
+	}
+}
+
+// TestCopyFrom: an object of another store of the same endpoint and key
+// pair (here another prefix of the bucket) is copied by the server; a
+// missing one is ErrNotFound; a store of another kind is not copied.
+func TestCopyFrom(t *testing.T) {
+	b := s3test.NewBucket(t)
+	pre := strings.Replace(b.URL, "?", "/a?", 1)
+	src, dst := open(t, b, pre, s3.Options{}), open(t, b, strings.Replace(b.URL, "?", "/b?", 1), s3.Options{})
+	data := bytes.Repeat([]byte("block"), 100000)
+	if err := src.Put(t.Context(), "k/1", data); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := dst.CopyFrom(t.Context(), src, "k/1")
+	if !ok || err != nil {
+		t.Fatalf("CopyFrom: %v %v", ok, err)
+	}
+	got, err := object.ReadAll(t.Context(), dst, "k/1")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("copied object: %d bytes, %v", len(got), err)
+	}
+	if ok, err := dst.CopyFrom(t.Context(), src, "k/none"); !ok || !errors.Is(err, object.ErrNotFound) {
+		t.Fatalf("CopyFrom of a missing object: %v %v, want ErrNotFound", ok, err)
+	}
+	if ok, _ := dst.CopyFrom(t.Context(), mem.New(), "k/1"); ok {
+		t.Fatal("CopyFrom of another kind of store claimed to copy")
 	}
 }
