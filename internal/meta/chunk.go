@@ -182,11 +182,11 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 		appends := slices.ContainsFunc(ws, func(w SliceWrite) bool { return w.Append })
 		var placed []placedSlice
 		for _, w := range ws {
+			if done[sliceRef{w.Slice.ID, w.Slice.Off}] {
+				continue // a retried write whose earlier commit took effect
+			}
 			ps := []placedSlice{{w.Index, w.Slice}}
 			if w.Append {
-				if done[sliceRef{w.Slice.ID, w.Slice.Off}] {
-					continue
-				}
 				ps = placeAt(a.Length, w.Slice)
 			}
 			for _, p := range ps {
@@ -255,13 +255,15 @@ func placeAt(at uint64, s base.Slice) []placedSlice {
 	return []placedSlice{{index, s}}
 }
 
-// appendsDone returns the Append slices of a retried batch that file ino
-// already references: their earlier commit took effect. It reads every
-// chunk record of the file, but only for a retry.
+// appendsDone returns the slices of a retried batch that file ino already
+// references: their earlier commit took effect (its outcome was unknown),
+// and placing them again would put an append twice, or a write back over
+// what was written after it. It reads every chunk record of the file, but
+// only for a retry.
 func (o *op) appendsDone(ino base.Ino, ws []SliceWrite) (map[sliceRef]bool, error) {
 	want := map[sliceRef]bool{}
 	for _, w := range ws {
-		if w.Append && w.Retry {
+		if w.Retry {
 			want[sliceRef{w.Slice.ID, w.Slice.Off}] = true
 		}
 	}

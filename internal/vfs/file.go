@@ -2,12 +2,14 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/meta"
 )
 
@@ -40,6 +42,10 @@ type file struct {
 	timesSet atomic.Int64
 	compact  map[uint32]bool
 }
+
+// unknownRetries bounds how many times a commit whose outcome was unknown
+// is sent again at once (CommitSlices).
+const unknownRetries = 3
 
 // committer adapts a file to chunk.Committer.
 type committer struct{ f *file }
@@ -79,6 +85,17 @@ func (c committer) CommitSlices(ctx context.Context, commits []chunk.Commit) err
 		}
 	}
 	due, err := f.v.m.WriteSlices(ctx, f.ino, ws, mtime)
+	for try := 0; errors.Is(err, kv.ErrUnknownOutcome) && try < unknownRetries; try++ {
+		// The connection broke after the commit was sent (a database
+		// restart): it may have taken effect. Sent again as a retry, the
+		// slices it placed are not placed twice (meta: appendsDone), so
+		// an fsync waits out the restart instead of failing.
+		f.v.log.Warn("commit outcome unknown; committing again as a retry", "ino", f.ino, "err", err)
+		for i := range ws {
+			ws[i].Retry = true
+		}
+		due, err = f.v.m.WriteSlices(ctx, f.ino, ws, mtime)
+	}
 	if err != nil {
 		return err
 	}

@@ -244,8 +244,9 @@ func (s *lostChunkCommit) Update(ctx context.Context, fn func(kv.Txn) error) err
 }
 
 // TestAppendUnknownOutcomeNotRepeated: an append whose commit took effect
-// but reported an unknown outcome is committed again by the next flush,
-// and the retry does not append the bytes a second time.
+// but reported an unknown outcome is committed again at once, as a retry:
+// the fsync succeeds, and the retry does not append the bytes a second
+// time.
 func TestAppendUnknownOutcomeNotRepeated(t *testing.T) {
 	store := &lostChunkCommit{}
 	e := newEnvOver(t, Options{AppendAtEOF: true}, func(s kv.Store) kv.Store { store.Store = s; return store })
@@ -256,10 +257,13 @@ func TestAppendUnknownOutcomeNotRepeated(t *testing.T) {
 	}
 	e.write(t, fh, 0, []byte("second\n"))
 	store.armed.Store(true)
-	if en := e.v.Fsync(ctx, fh); en == 0 {
-		t.Fatal("fsync whose commit was lost succeeded")
+	if en := e.v.Fsync(ctx, fh); en != 0 {
+		t.Fatalf("fsync whose commit's outcome was lost: %v, want it retried", en)
 	}
-	e.release(t, fh) // flushes again: the retry
+	if store.armed.Load() {
+		t.Fatal("the lost commit was not exercised")
+	}
+	e.release(t, fh)
 	ino, _, en := e.v.Lookup(ctx, root, base.RootIno, "log")
 	if en != 0 {
 		t.Fatal(en)
@@ -267,4 +271,26 @@ func TestAppendUnknownOutcomeNotRepeated(t *testing.T) {
 	if got := e.readAll(t, ino); string(got) != "first\nsecond\n" {
 		t.Fatalf("file holds %q, want each line once", got)
 	}
+}
+
+// TestWriteUnknownOutcomeNotRepeated: a write whose commit took effect but
+// reported an unknown outcome is retried at once without placing its
+// slice again (placed again, it would land over later writes).
+func TestWriteUnknownOutcomeNotRepeated(t *testing.T) {
+	store := &lostChunkCommit{}
+	e := newEnvOver(t, Options{}, func(s kv.Store) kv.Store { store.Store = s; return store })
+	ino, fh := e.create(t, "f")
+	e.write(t, fh, 0, bytes.Repeat([]byte("a"), 1000))
+	store.armed.Store(true)
+	if en := e.v.Fsync(ctx, fh); en != 0 {
+		t.Fatalf("fsync whose commit's outcome was lost: %v, want it retried", en)
+	}
+	if store.armed.Load() {
+		t.Fatal("the lost commit was not exercised")
+	}
+	ss, err := e.m.ReadChunk(ctx, ino, 0)
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("chunk holds %d slices (%v), want the write's once", len(ss), err)
+	}
+	e.release(t, fh)
 }
