@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -175,7 +176,7 @@ func TestE2EReplicate(t *testing.T) {
 	}
 	dst.mount(t)
 	sameStatTrees(t, "after the first copy", want, statTree(t, dst.mnt))
-	if err := os.WriteFile(filepath.Join(dst.mnt, "x"), nil, 0o644); !isErrno(err, syscall.EROFS) {
+	if err := os.WriteFile(filepath.Join(dst.mnt, "x"), nil, 0o644); !errors.Is(err, syscall.EROFS) {
 		t.Fatalf("write on the destination: %v, want EROFS", err)
 	}
 	dst.unmount(t)
@@ -209,11 +210,7 @@ func TestE2EReplicate(t *testing.T) {
 	if !strings.Contains(status, "3 cycles") || !strings.Contains(status, "destination (read-only)") {
 		t.Fatalf("status:\n%s", status)
 	}
-	for _, v := range []*e2eVolume{src, dst} {
-		if out := cairn(t, "fsck", v.meta); !strings.Contains(out, " 0 metadata problems, 0 missing objects") {
-			t.Fatalf("fsck %s:\n%s", v.meta, out)
-		}
-	}
+	fsckClean(t, nil, src.meta, dst.meta)
 	if out, err := cairnErr(t, "gc", "--delete", dst.meta); err == nil || !strings.Contains(out, "after a failover") {
 		t.Fatalf("gc --delete on a destination: %v\n%s", err, out)
 	}
@@ -258,27 +255,7 @@ func TestE2EReplicate(t *testing.T) {
 	src.mount(t)
 	sameStatTrees(t, "the old source after the reverse", want, statTree(t, src.mnt))
 	src.unmount(t)
-	for _, v := range []*e2eVolume{src, dst} {
-		if out := cairn(t, "fsck", v.meta); !strings.Contains(out, " 0 metadata problems, 0 missing objects") {
-			t.Fatalf("fsck %s:\n%s", v.meta, out)
-		}
-	}
-}
-
-func isErrno(err error, e syscall.Errno) bool {
-	var en syscall.Errno
-	for err != nil {
-		if x, ok := err.(syscall.Errno); ok {
-			en = x
-			break
-		}
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			break
-		}
-		err = u.Unwrap()
-	}
-	return en == e
+	fsckClean(t, nil, src.meta, dst.meta)
 }
 
 // replicaStatus reads cairn replicate status --json of a destination.
@@ -357,11 +334,7 @@ func TestE2EReplicateUnderWriter(t *testing.T) {
 	dst.mount(t)
 	sameStatTrees(t, "after the writer stopped", want, statTree(t, dst.mnt))
 	dst.unmount(t)
-	for _, v := range []*e2eVolume{src, dst} {
-		if out := cairn(t, "fsck", v.meta); !strings.Contains(out, " 0 metadata problems, 0 missing objects") {
-			t.Fatalf("fsck %s:\n%s", v.meta, out)
-		}
-	}
+	fsckClean(t, nil, src.meta, dst.meta)
 }
 
 // TestE2EReplicateKill9: the replicator is killed (SIGKILL) in the middle
@@ -432,9 +405,7 @@ func TestE2EReplicateKill9(t *testing.T) {
 	dst.mount(t)
 	sameStatTrees(t, "after a resumed first copy", want, statTree(t, dst.mnt))
 	dst.unmount(t)
-	if out := cairn(t, "fsck", dst.meta); !strings.Contains(out, " 0 metadata problems, 0 missing objects") {
-		t.Fatalf("fsck:\n%s", out)
-	}
+	fsckClean(t, nil, dst.meta)
 }
 
 // newE2EVolumeData is newE2EVolume with its data store at dataURL.
@@ -447,4 +418,128 @@ func newE2EVolumeData(t *testing.T, dataURL string) *e2eVolume {
 	}
 	cairn(t, "format", "--data", dataURL, v.meta, "e2e")
 	return v
+}
+
+// fsckClean runs cairn fsck (with env, if not nil) on each volume and
+// fails unless it finds nothing wrong.
+func fsckClean(t *testing.T, env []string, metas ...string) {
+	t.Helper()
+	for _, m := range metas {
+		c := exec.Command(cairnBinary(t), "fsck", m)
+		c.Env = env
+		out, err := c.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), " 0 metadata problems, 0 missing objects") {
+			t.Fatalf("fsck %s: %v\n%s", m, err, out)
+		}
+	}
+}
+
+// TestE2EReplicateCases: each change a diff must carry exactly, in a
+// test of its own: made on the source through its mount, replicated by
+// one incremental cycle, compared on the destination's mount (inode
+// numbers, links, modes, owners, sizes, nanosecond mtimes, xattrs,
+// symlink targets, content).
+func TestE2EReplicateCases(t *testing.T) {
+	src, dst := newE2EVolume(t), newE2EVolume(t)
+	cairn(t, "replicate", "start", "--once", src.meta, dst.meta)
+	must := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(t *testing.T, p string, n int, b byte) {
+		t.Helper()
+		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		must(t, os.WriteFile(p, bytes.Repeat([]byte{b}, n), 0o644))
+	}
+	cases := []struct {
+		name   string
+		change func(t *testing.T, root string)
+	}{
+		{"hard links", func(t *testing.T, r string) {
+			write(t, filepath.Join(r, "hl", "a"), 70000, 1)
+			must(t, os.MkdirAll(filepath.Join(r, "hl2"), 0o755))
+			must(t, os.Link(filepath.Join(r, "hl", "a"), filepath.Join(r, "hl2", "b")))
+			must(t, os.Link(filepath.Join(r, "hl", "a"), filepath.Join(r, "hl", "c")))
+		}},
+		{"hard link removed", func(t *testing.T, r string) {
+			must(t, os.Remove(filepath.Join(r, "hl", "c")))
+		}},
+		{"renames across directories", func(t *testing.T, r string) {
+			write(t, filepath.Join(r, "rn", "x", "f"), 5000, 2)
+			must(t, os.MkdirAll(filepath.Join(r, "rn", "y"), 0o755))
+			must(t, os.Rename(filepath.Join(r, "rn", "x", "f"), filepath.Join(r, "rn", "y", "g")))
+			must(t, os.Rename(filepath.Join(r, "rn", "x"), filepath.Join(r, "hl2", "x-moved")))
+		}},
+		{"sparse holes", func(t *testing.T, r string) {
+			f, err := os.Create(filepath.Join(r, "sparse"))
+			must(t, err)
+			_, err = f.WriteAt([]byte("head"), 0)
+			must(t, err)
+			_, err = f.WriteAt([]byte("tail"), 130<<20) // two chunks of hole
+			must(t, err)
+			must(t, f.Close())
+		}},
+		{"hole punched", func(t *testing.T, r string) {
+			write(t, filepath.Join(r, "punch"), 3<<20, 3)
+			f, err := os.OpenFile(filepath.Join(r, "punch"), os.O_RDWR, 0)
+			must(t, err)
+			must(t, syscall.Fallocate(int(f.Fd()), 0x01|0x02, 1<<20, 1<<20))
+			must(t, f.Close())
+		}},
+		{"truncate", func(t *testing.T, r string) {
+			write(t, filepath.Join(r, "tr1"), 300000, 4)
+			write(t, filepath.Join(r, "tr2"), 1000, 5)
+			must(t, os.Truncate(filepath.Join(r, "tr1"), 12345))
+			must(t, os.Truncate(filepath.Join(r, "tr2"), 9<<20))
+		}},
+		{"same-size rewrite with its mtime put back", func(t *testing.T, r string) {
+			p := filepath.Join(r, "tr1")
+			var st syscall.Stat_t
+			must(t, syscall.Stat(p, &st))
+			write(t, p, 12345, 6)
+			mt := time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
+			must(t, os.Chtimes(p, mt, mt))
+		}},
+		{"xattrs", func(t *testing.T, r string) {
+			p := filepath.Join(r, "hl", "a")
+			must(t, syscall.Setxattr(p, "user.one", []byte("1"), 0))
+			must(t, syscall.Setxattr(p, "user.two", []byte("2"), 0))
+			must(t, syscall.Setxattr(filepath.Join(r, "hl"), "user.dir", []byte("d"), 0))
+		}},
+		{"xattrs changed and removed", func(t *testing.T, r string) {
+			p := filepath.Join(r, "hl", "a")
+			must(t, syscall.Setxattr(p, "user.one", []byte("uno"), 0))
+			must(t, syscall.Removexattr(p, "user.two"))
+		}},
+		{"a directory holding only directories", func(t *testing.T, r string) {
+			must(t, os.MkdirAll(filepath.Join(r, "dd", "a", "b", "c"), 0o711))
+			must(t, os.MkdirAll(filepath.Join(r, "dd", "e"), 0o700))
+		}},
+		{"symlinks, owners, modes", func(t *testing.T, r string) {
+			must(t, os.Symlink("../hl/a", filepath.Join(r, "dd", "link")))
+			must(t, os.Lchown(filepath.Join(r, "dd", "link"), 42, 43))
+			must(t, os.Chmod(filepath.Join(r, "hl2", "b"), 0o640))
+			must(t, os.Chown(filepath.Join(r, "dd", "e"), 7, 8))
+		}},
+		{"trees removed", func(t *testing.T, r string) {
+			must(t, os.RemoveAll(filepath.Join(r, "dd", "a")))
+			must(t, os.RemoveAll(filepath.Join(r, "rn")))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			src.mount(t)
+			c.change(t, src.mnt)
+			want := statTree(t, src.mnt)
+			src.unmount(t)
+			cairn(t, "replicate", "start", "--once", src.meta, dst.meta)
+			dst.mount(t)
+			got := statTree(t, dst.mnt)
+			dst.unmount(t)
+			sameStatTrees(t, c.name, want, got)
+		})
+	}
+	fsckClean(t, nil, src.meta, dst.meta)
 }

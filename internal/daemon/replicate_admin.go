@@ -340,12 +340,5 @@ func (r *Replicator) ServeReplicaMetrics(addr string) (*MetricsServer, error) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(r.Running())
 	})
-	m := &MetricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan struct{})}
-	go func() {
-		defer close(m.done)
-		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			r.log.Warn("metrics listener", "err", err)
-		}
-	}()
-	return m, nil
+	return serveHTTP(ln, mux, r.log), nil
 }

@@ -324,6 +324,11 @@ func ServeMetrics(addr string, v *Volume, version string, log *slog.Logger) (*Me
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(v.Stats())
 	})
+	return serveHTTP(ln, mux, log), nil
+}
+
+// serveHTTP serves mux on ln until the returned server is closed.
+func serveHTTP(ln net.Listener, mux *http.ServeMux, log *slog.Logger) *MetricsServer {
 	m := &MetricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
@@ -331,7 +336,7 @@ func ServeMetrics(addr string, v *Volume, version string, log *slog.Logger) (*Me
 			log.Warn("metrics listener", "err", err)
 		}
 	}()
-	return m, nil
+	return m
 }
 
 // serveMetrics serves the volume's counters on addr, if it is set, and

@@ -426,12 +426,7 @@ func (m *Meta) ApplyReplica(ctx context.Context, a ReplicaApply) error {
 				t.Set(counterKey(kind), u64(nil, n))
 			}
 		}
-		js, err := json.Marshal(a.State)
-		if err != nil {
-			return err
-		}
-		t.Set(replicaKey(), js)
-		return nil
+		return setReplicaState(t, a.State)
 	})
 }
 
@@ -509,24 +504,34 @@ func (o *op) applyRecord(rec ReplicaRecord) error {
 // SetReplicaState writes the destination's state unconditionally (a new
 // pair's first record, failover, stop).
 func (m *Meta) SetReplicaState(ctx context.Context, change func(s *ReplicaState, ok bool) error) (ReplicaState, error) {
+	return m.changeReplicaState(ctx, func(_ *wtx, s *ReplicaState, ok bool) error { return change(s, ok) })
+}
+
+// changeReplicaState runs change on the state in a transaction that
+// writes it back (with whatever else change writes).
+func (m *Meta) changeReplicaState(ctx context.Context, change func(t *wtx, s *ReplicaState, ok bool) error) (ReplicaState, error) {
 	var out ReplicaState
 	err := m.update(ctx, func(t *wtx) error {
 		s, ok, err := replicaStateIn(t)
 		if err != nil {
 			return err
 		}
-		if err := change(&s, ok); err != nil {
+		if err := change(t, &s, ok); err != nil {
 			return err
 		}
-		js, err := json.Marshal(s)
-		if err != nil {
-			return err
-		}
-		t.Set(replicaKey(), js)
 		out = s
-		return nil
+		return setReplicaState(t, s)
 	})
 	return out, err
+}
+
+func setReplicaState(t kv.Txn, s ReplicaState) error {
+	js, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	t.Set(replicaKey(), js)
+	return nil
 }
 
 // ClearReplicaState removes the destination's state: the volume is no
@@ -583,12 +588,7 @@ const (
 // last replicated snapshot: cycles apply whole): the state is marked
 // promoted, and the id counters jump by replicaIDGap.
 func (m *Meta) PromoteReplica(ctx context.Context, now time.Time) (ReplicaState, error) {
-	var out ReplicaState
-	err := m.update(ctx, func(t *wtx) error {
-		s, ok, err := replicaStateIn(t)
-		if err != nil {
-			return err
-		}
+	return m.changeReplicaState(ctx, func(t *wtx, s *ReplicaState, ok bool) error {
 		switch {
 		case !ok:
 			return fmt.Errorf("the volume is no replication destination: %w", base.ErrInvalid)
@@ -605,15 +605,8 @@ func (m *Meta) PromoteReplica(ctx context.Context, now time.Time) (ReplicaState,
 			t.Set(counterKey(kind), u64(nil, n+gap))
 		}
 		s.Promoted, s.PromotedAt = true, now
-		js, err := json.Marshal(s)
-		if err != nil {
-			return err
-		}
-		t.Set(replicaKey(), js)
-		out = s
 		return nil
 	})
-	return out, err
 }
 
 // ReplicaBlobs reads the blobs (inline blocks) under keys in one view;
