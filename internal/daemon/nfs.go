@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -118,11 +119,15 @@ func startNFS(v *vfs.VFS, vol *Volume, addr, pmapAddr string, register bool, o n
 		}
 		log.Info("answering the portmapper's calls", "addr", pmapAddr)
 	} else if !register {
-	} else if unregister, err := nfs.RegisterPortmap("127.0.0.1:111", port); err != nil {
+	} else if unregister, skipped, err := nfs.RegisterPortmap("127.0.0.1:111", port); err != nil {
 		log.Info("not registered with a portmapper: clients must be given the port", "err", err)
 	} else {
 		g.unregister = unregister
 		log.Info("registered NFS and MOUNT with the portmapper on 127.0.0.1:111", "port", port)
+		if len(skipped) > 0 {
+			log.Warn("the host's own lock manager holds these programs at the portmapper: NFS clients' locks go there, not to Cairn; they must mount with nolock",
+				"programs", strings.Join(skipped, ", "))
+		}
 	}
 	go func() { g.done <- srv.Serve(l) }()
 	log.Info("serving NFSv3", "addr", g.addr, "volume", vol.Settings.Name, "export", o.Export.String())
