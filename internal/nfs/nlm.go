@@ -13,13 +13,24 @@ package nfs
 // FUSE adapter clears that bit), so two processes of one client are two
 // owners and a process's locks over NFS and over FUSE never merge.
 //
+// A client host that rebooted holds nothing: it says so with NSM NOTIFY
+// (nsm.go) or FREE_ALL, or it is seen in the NSM state number its LOCKs
+// carry: a host whose LOCK comes with another state than its earlier
+// LOCKs has rebooted (or had its statd restarted, which tells its
+// servers the same), and its earlier locks are released first. This
+// covers the clients whose NOTIFY cannot reach the gateway (it serves NSM
+// over UDP, which Linux's sm-notify uses, only as the portmapper).
+//
 // A blocking LOCK that conflicts waits in the gateway for up to
 // Options.LockWait and is GRANTED if the lock comes in time. Otherwise it
 // is answered BLOCKED and a waiter goes on waiting in the background; the
 // client, which gets no GRANTED callback from this gateway (it sends
 // none), asks again with the same LOCK (a Linux client does every 30 s),
 // and that call finds the lock taken for it and is GRANTED, or waits
-// again. CANCEL stops a waiter and releases what it got; a waiter whose
+// again. Calls waiting at once are at most half of Options.MaxInFlight
+// (further ones are answered BLOCKED at once, their waiters started), so
+// that blocked lockers do not keep a connection's UNLOCKs from being
+// read. CANCEL stops a waiter and releases what it got; a waiter whose
 // client has not asked for it within waiterIdle is cancelled the same way,
 // so a client that went away without CANCEL does not keep a lock it
 // never learned it had.
@@ -39,6 +50,7 @@ import (
 	"encoding/binary"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,6 +81,9 @@ var nlmProcs = []procedure{
 type lockManager struct {
 	v    *vfs.VFS
 	wait time.Duration
+	// inCall counts LOCK calls waiting for their waiter, at most maxInCall.
+	inCall    atomic.Int32
+	maxInCall int32
 
 	ctx    context.Context // ends at Close: waiters stop
 	cancel context.CancelFunc
@@ -76,6 +91,7 @@ type lockManager struct {
 
 	mu       sync.Mutex
 	hosts    map[string]*nlmHost  // by lower-case caller name
+	states   map[string]int32     // each host's NSM state, as its LOCKs last said
 	owners   map[uint64]*nlmOwner // owners holding locks
 	waiters  map[waitKey]*lockWaiter
 	state    int32                             // NSM state number: odd while up
@@ -119,14 +135,16 @@ type lockWaiter struct {
 	cancel bool          // CANCEL, expiry or FREE_ALL: release what it gets
 }
 
-func newLockManager(v *vfs.VFS, wait time.Duration) *lockManager {
+func newLockManager(v *vfs.VFS, wait time.Duration, maxInFlight int) *lockManager {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &lockManager{
 		v: v, wait: wait, ctx: ctx, cancel: cancel,
-		hosts:    map[string]*nlmHost{},
-		owners:   map[uint64]*nlmOwner{},
-		waiters:  map[waitKey]*lockWaiter{},
-		monitors: map[string]map[proto.NSMMyID]bool{},
+		maxInCall: int32(max(1, maxInFlight/2)),
+		hosts:     map[string]*nlmHost{},
+		states:    map[string]int32{},
+		owners:    map[uint64]*nlmOwner{},
+		waiters:   map[waitKey]*lockWaiter{},
+		monitors:  map[string]map[proto.NSMMyID]bool{},
 		// Odd, and larger at every start (in seconds) without anything
 		// kept on disk: clients see the gateway restarted.
 		state: int32(time.Now().Unix()&0x7FFFFFFE | 1),
@@ -264,6 +282,9 @@ func nlmLock(s *Server, ctx context.Context, req *request, args *proto.Reader, w
 		nlmRes(w, a.Cookie, proto.NLM4Failed)
 		return true
 	}
+	if a.State != 0 {
+		s.locks.noteState(ctx, a.Lock.CallerName, a.State)
+	}
 	if a.Exclusive && s.opts.Export.ReadOnly {
 		// A write lock needs a file open for writing, which a read-only
 		// export does not give.
@@ -338,7 +359,7 @@ func nlmFreeAll(s *Server, ctx context.Context, req *request, args *proto.Reader
 		return false
 	}
 	if req.allowed {
-		s.locks.freeHost(ctx, a.Name)
+		s.locks.freeHost(ctx, a.Name, a.State)
 	}
 	return true
 }
@@ -374,6 +395,11 @@ func (lm *lockManager) lock(ctx context.Context, nl *proto.NLM4Lock, ino base.In
 	wt.asked = time.Now()
 	lm.mu.Unlock()
 
+	if lm.inCall.Add(1) > lm.maxInCall {
+		lm.inCall.Add(-1)
+		return proto.NLM4Blocked
+	}
+	defer lm.inCall.Add(-1)
 	timer := time.NewTimer(lm.wait)
 	defer timer.Stop()
 	select {
@@ -518,26 +544,61 @@ func (lm *lockManager) dropHeldLocked(host string, ino base.Ino, owner uint64) {
 }
 
 // freeHost releases every lock of a client host and stops its waiters
-// (FREE_ALL, NSM NOTIFY: the client rebooted and holds nothing now). A
-// waiter that got its lock has noted it among the host's holders.
-func (lm *lockManager) freeHost(ctx context.Context, name string) {
+// (FREE_ALL, NSM NOTIFY: the client rebooted and holds nothing now); a
+// state other than 0 is the host's new NSM state, which its next LOCKs
+// carry.
+func (lm *lockManager) freeHost(ctx context.Context, name string, state int32) {
 	host := hostKey(name)
 	lm.mu.Lock()
+	held := lm.takeHostLocked(host)
+	if state != 0 {
+		lm.states[host] = state
+	}
+	lm.mu.Unlock()
+	lm.releaseAll(ctx, held)
+}
+
+// noteState records the NSM state number a LOCK of host name carries; a
+// change from the one its earlier LOCKs carried means the host rebooted,
+// and the locks it held before are released.
+func (lm *lockManager) noteState(ctx context.Context, name string, state int32) {
+	host := hostKey(name)
+	lm.mu.Lock()
+	old, seen := lm.states[host]
+	lm.states[host] = state
+	var held []heldLock
+	if seen && old != state {
+		held = lm.takeHostLocked(host)
+	}
+	lm.mu.Unlock()
+	lm.releaseAll(ctx, held)
+}
+
+// takeHostLocked stops host's waiters and forgets its locks, which it
+// returns for releaseAll. A waiter that got its lock has noted it among
+// the host's.
+func (lm *lockManager) takeHostLocked(host string) []heldLock {
 	for key, wt := range lm.waiters {
 		if wt.host == host {
 			lm.cancelLocked(key, wt)
 		}
 	}
-	var held []heldLock
-	if h := lm.hosts[host]; h != nil {
-		for k := range h.held {
-			held = append(held, k)
-		}
-		for _, k := range held {
-			lm.dropHeldLocked(host, k.ino, k.owner)
-		}
+	h := lm.hosts[host]
+	if h == nil {
+		return nil
 	}
-	lm.mu.Unlock()
+	held := make([]heldLock, 0, len(h.held))
+	for k := range h.held {
+		held = append(held, k)
+	}
+	for _, k := range held {
+		lm.dropHeldLocked(host, k.ino, k.owner)
+	}
+	return held
+}
+
+// releaseAll releases every lock of the (inode, owner) pairs.
+func (lm *lockManager) releaseAll(ctx context.Context, held []heldLock) {
 	for _, k := range held {
 		_ = lm.v.SetInodeLock(ctx, k.ino, k.owner, base.Lock{Type: base.Unlock, End: base.LockEOF}, false)
 	}
@@ -576,6 +637,6 @@ func (lm *lockManager) close(ctx context.Context) {
 	}
 	lm.mu.Unlock()
 	for _, host := range names {
-		lm.freeHost(ctx, host)
+		lm.freeHost(ctx, host, 0)
 	}
 }

@@ -52,11 +52,17 @@ func (n *nlmT) newCookie() []byte {
 	return []byte{'c', byte(n.cookie.Add(1))}
 }
 
-// lock calls LOCK and returns its status.
+// lock calls LOCK (from a client whose NSM state is 3) and returns its
+// status.
 func (n *nlmT) lock(o testOwner, fh []byte, exclusive, block bool, off, length uint64) uint32 {
 	n.t.Helper()
+	return n.lockState(o, fh, exclusive, block, off, length, 3)
+}
+
+func (n *nlmT) lockState(o testOwner, fh []byte, exclusive, block bool, off, length uint64, state int32) uint32 {
+	n.t.Helper()
 	st, err := n.c.NLMLock(proto.NLMProcLock, proto.NLM4LockArgs{Cookie: n.newCookie(), Block: block, Exclusive: exclusive,
-		Lock: o.lock(fh, off, length), State: 3})
+		Lock: o.lock(fh, off, length), State: state})
 	if err != nil {
 		n.t.Fatalf("LOCK: %v", err)
 	}
@@ -458,4 +464,111 @@ func TestNLMGarbageArgs(t *testing.T) {
 		}
 	}
 	want(t, "LOCK after the garbage", n.lock(ownerA, fh, true, false, 0, 1), proto.NLM4Granted)
+}
+
+// TestNLMWaitCap: blocking LOCKs wait in their calls at most half of
+// MaxInFlight at once; another one is answered BLOCKED at once, and its
+// waiter still gets the lock for its retry.
+func TestNLMWaitCap(t *testing.T) {
+	e, n, root := newNLM(t, Options{MaxInFlight: 2, LockWait: 5 * time.Second})
+	fh := n.create(root, "f")
+	want(t, "A locks", n.lock(ownerA, fh, true, false, 0, 0), proto.NLM4Granted)
+	first := make(chan uint32, 1)
+	go func() {
+		st, err := n.c.NLMLock(proto.NLMProcLock, proto.NLM4LockArgs{Cookie: []byte("b"), Block: true, Lock: ownerB.lock(fh, 0, 1)})
+		if err != nil {
+			st = 1000
+		}
+		first <- st
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.srv.locks.inCall.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	c2, _ := e.client(t)
+	n2 := &nlmT{t: t, c: c2}
+	start := time.Now()
+	want(t, "C's blocking LOCK beyond the cap", n2.lock(ownerC, fh, false, true, 0, 1), proto.NLM4Blocked)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the LOCK beyond the cap was answered after %v", d)
+	}
+	want(t, "A unlocks", n.unlock(ownerA, fh, 0, 0), proto.NLM4Granted)
+	if st := <-first; st != proto.NLM4Granted {
+		t.Errorf("B's blocking LOCK within the cap: %d, want GRANTED", st)
+	}
+	want(t, "B unlocks", n.unlock(ownerB, fh, 0, 0), proto.NLM4Granted)
+	n2.waitHeldBy(ownerA, fh, ownerC.svid)
+	want(t, "C's retry", n2.lock(ownerC, fh, false, true, 0, 1), proto.NLM4Granted)
+}
+
+// TestNSMNotifyUDP: a gateway that is the portmapper gives its datagram
+// port for NSM over UDP and serves NOTIFY there (a Linux client's
+// sm-notify sends it over UDP only): the rebooted host's locks go.
+func TestNSMNotifyUDP(t *testing.T) {
+	e, n, root := newNLM(t, Options{PortmapPort: 2049})
+	fh := n.create(root, "f")
+	if got := getPort(t, n.c, proto.ProgNSM, proto.NSMVersion, IPProtoUDP); got != 111 {
+		t.Errorf("GETPORT of NSM over UDP = %d, want 111 (the portmapper's)", got)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = e.srv.ServePortmapUDP(pc) }()
+	uc, err := net.Dial("udp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+
+	want(t, "B locks", n.lock(ownerB, fh, true, false, 0, 0), proto.NLM4Granted)
+	var args proto.Writer
+	(&proto.NSMStatChge{MonName: "hostb", State: 11}).Encode(&args)
+	if _, err := uc.Write(callRecord(99, proto.RPCVersion, proto.ProgNSM, proto.NSMVersion, proto.NSMProcNotify, proto.AuthSys, args.B)[4:]); err != nil {
+		t.Fatal(err)
+	}
+	_ = uc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 512)
+	nr, err := uc.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := proto.NewReader(buf[:nr])
+	var got []uint32
+	for r.Len() > 0 {
+		got = append(got, r.Uint32())
+	}
+	// xid, REPLY, MSG_ACCEPTED, verifier (flavor, length), SUCCESS; no results
+	if len(got) != 6 || got[0] != 99 || got[5] != proto.Success {
+		t.Fatalf("NOTIFY over UDP: reply %v", got)
+	}
+	want(t, "C locks after B's NOTIFY over UDP", n.lock(ownerC, fh, true, false, 0, 0), proto.NLM4Granted)
+}
+
+// TestNLMRebootByState: a host whose LOCK carries another NSM state than
+// its earlier ones rebooted: what it held before is released, what it
+// takes now is held. FREE_ALL's state is the host's new one.
+func TestNLMRebootByState(t *testing.T) {
+	_, n, root := newNLM(t, Options{LockWait: 100 * time.Millisecond})
+	f1, f2 := n.create(root, "f1"), n.create(root, "f2")
+	want(t, "B locks f1 (state 3)", n.lockState(ownerB, f1, true, false, 0, 0, 3), proto.NLM4Granted)
+	want(t, "B locks f2 (state 3)", n.lockState(ownerB, f2, true, false, 0, 0, 3), proto.NLM4Granted)
+	want(t, "C locks f1 under B", n.lock(ownerC, f1, true, false, 0, 0), proto.NLM4Denied)
+	want(t, "B, rebooted, locks f2 (state 5)", n.lockState(ownerB, f2, true, false, 0, 10, 5), proto.NLM4Granted)
+	want(t, "C locks f1 after B's reboot", n.lock(ownerC, f1, true, false, 0, 0), proto.NLM4Granted)
+	want(t, "C locks f2 under B's new lock", n.lock(ownerC, f2, true, false, 0, 1), proto.NLM4Denied)
+	want(t, "C locks f2 beyond it: B's old lock is gone", n.lock(ownerC, f2, true, false, 10, 0), proto.NLM4Granted)
+	want(t, "B locks again (state 5, no reboot)", n.lockState(ownerB, f1, false, true, 0, 1, 5), proto.NLM4Blocked)
+
+	// NM_LOCK carries state 0: no news.
+	st, err := n.c.NLMLock(proto.NLMProcNMLock, proto.NLM4LockArgs{Cookie: []byte("nm"), Exclusive: true, Lock: ownerB.lock(f2, 20, 1)})
+	if err != nil || st != proto.NLM4Denied {
+		t.Fatalf("NM_LOCK of B: %d %v", st, err)
+	}
+	want(t, "B still holds f2", n.lock(ownerC, f2, true, false, 0, 1), proto.NLM4Denied)
+	if err := n.c.NLMFreeAll("hostb", 7); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "B locks f2 after FREE_ALL (its new state 7)", n.lockState(ownerB, f2, true, false, 0, 10, 7), proto.NLM4Granted)
+	want(t, "the lock is held", n.lock(ownerC, f2, true, false, 0, 1), proto.NLM4Denied)
 }

@@ -8,7 +8,10 @@ package nfs
 // lock manager of its own that a monitored host's reboot would concern.
 // It sends no NOTIFY either when it starts (clients learn nothing of a
 // gateway restart; see nlm.go on reclaims). The state number is odd while
-// the gateway runs and larger at every start (newLockManager).
+// the gateway runs and larger at every start (newLockManager). NSM is
+// served over TCP on the gateway's port and, when the gateway is the
+// portmapper, over UDP on its datagram socket (ServePortmapUDP), where
+// Linux's sm-notify sends NOTIFY.
 //
 // A client outside the export's allowed networks can ask for the state
 // (STAT) and nothing else: MON answers stat_fail, the others change
@@ -144,7 +147,7 @@ func nsmNotify(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	}
 	if req.allowed {
 		s.log.Info("nfs: a client host rebooted: releasing its locks", "host", a.MonName, "state", a.State, "remote", req.remote)
-		s.locks.freeHost(ctx, a.MonName)
+		s.locks.freeHost(ctx, a.MonName, a.State)
 	}
 	return true
 }

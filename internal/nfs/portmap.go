@@ -6,7 +6,7 @@ package nfs
 // MOUNT and NFS. With Options.PortmapPort set the server answers PMAP calls
 // on every listener it serves, and on the datagram sockets given to
 // ServePortmapUDP: GETPORT of NFS 3, MOUNT 3, NLM 4 and NSM 1 over TCP
-// gives that port,
+// gives that port, of NSM 1 over UDP port 111 (ServePortmapUDP serves it),
 // and programs registered by processes of this host (SET and UNSET, from
 // the loopback only; another gateway's NFS replaces this one's) are kept
 // and given out too, as rpcbind does.
@@ -55,6 +55,9 @@ func newPortmap(port uint16) *portmap {
 	}
 	p.ports[pmapMapping{ProgPortmap, PortmapVers, IPProtoTCP}] = 111
 	p.ports[pmapMapping{ProgPortmap, PortmapVers, IPProtoUDP}] = 111
+	// NSM over UDP on the portmapper's datagram socket: Linux clients'
+	// sm-notify sends NOTIFY over UDP only.
+	p.ports[pmapMapping{proto.ProgNSM, proto.NSMVersion, IPProtoUDP}] = 111
 	return p
 }
 
@@ -139,8 +142,10 @@ func loopback(remote string) bool {
 }
 
 // ServePortmapUDP answers the PMAP calls that come as datagrams on pc
-// (clients ask the portmapper over UDP as often as over TCP), until the
-// server closes or pc fails. Other programs are not served over UDP.
+// (clients ask the portmapper over UDP as often as over TCP), and NSM
+// calls (a rebooted Linux client's sm-notify sends NOTIFY over UDP only),
+// until the server closes or pc fails. Other programs are not served over
+// UDP.
 func (s *Server) ServePortmapUDP(pc net.PacketConn) error {
 	if s.pmap == nil {
 		return fmt.Errorf("nfs: ServePortmapUDP without Options.PortmapPort")
@@ -168,10 +173,16 @@ func (s *Server) ServePortmapUDP(pc net.PacketConn) error {
 			continue
 		}
 		var reply []byte
-		if call.Prog == ProgPortmap {
+		switch call.Prog {
+		case ProgPortmap:
 			reply = s.handlePortmap(addr.String(), call)
-		} else {
+		case proto.ProgNSM:
+			reply = s.handleCall(addr.String(), s.opts.Export.allows(addr), call)
+		default:
 			reply = proto.NewReply(call.Xid, proto.ProgUnavail).B
+		}
+		if reply == nil {
+			continue
 		}
 		// A datagram carries no record mark (the reply buffers keep
 		// room for one at their start).

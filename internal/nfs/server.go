@@ -172,7 +172,7 @@ func New(v *vfs.VFS, opts Options) (*Server, error) {
 	}
 	s.files = newFileCache(v, opts.FileIdle, opts.MaxOpenFiles, s.log)
 	s.dirs = newDirCache(v, opts.FileIdle, s.log)
-	s.locks = newLockManager(v, opts.LockWait)
+	s.locks = newLockManager(v, opts.LockWait, opts.MaxInFlight)
 	s.wg.Add(1)
 	go s.janitor()
 	return s, nil
