@@ -572,3 +572,24 @@ func TestNLMRebootByState(t *testing.T) {
 	want(t, "B locks f2 after FREE_ALL (its new state 7)", n.lockState(ownerB, f2, true, false, 0, 10, 7), proto.NLM4Granted)
 	want(t, "the lock is held", n.lock(ownerC, f2, true, false, 0, 1), proto.NLM4Denied)
 }
+
+// TestNLMSnapshots: in a snapshot a shared lock is granted without being
+// recorded (nothing there can be written) and an exclusive one is ROFS;
+// the live file's locks are apart.
+func TestNLMSnapshots(t *testing.T) {
+	f := newSnapshotFixture(t)
+	n := &nlmT{t: t, c: f.c}
+	live, _, err := f.c.Lookup(f.root, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "exclusive LOCK of a snapshot file", n.lock(ownerA, f.file, true, false, 0, 0), proto.NLM4ROFS)
+	want(t, "exclusive LOCK of /.snapshots", n.lock(ownerA, f.snaps, true, false, 0, 0), proto.NLM4ROFS)
+	want(t, "shared LOCK of a snapshot file", n.lock(ownerA, f.file, false, false, 0, 0), proto.NLM4Granted)
+	st, _ := n.test(ownerB, f.file, true, 0, 1)
+	want(t, "TEST exclusive over it: nothing recorded", st, proto.NLM4Granted)
+	want(t, "UNLOCK of a snapshot file", n.unlock(ownerA, f.file, 0, 0), proto.NLM4Granted)
+	want(t, "B locks the live file", n.lock(ownerB, live, true, false, 0, 0), proto.NLM4Granted)
+	want(t, "shared LOCK of the snapshot file beside it", n.lock(ownerA, f.file, false, false, 0, 0), proto.NLM4Granted)
+	want(t, "B unlocks", n.unlock(ownerB, live, 0, 0), proto.NLM4Granted)
+}
