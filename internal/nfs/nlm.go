@@ -36,8 +36,8 @@ package nfs
 // never learned it had.
 //
 // Not built: GRANTED callbacks, the asynchronous _MSG and _RES procedures
-// (6 to 15, answered PROC_UNAVAIL: Linux clients do not use them over
-// TCP), a grace period with reclaims after a gateway restart (a restarted
+// (6 to 15, answered PROC_UNAVAIL: Linux clients do not send them), a
+// grace period with reclaims after a gateway restart (a restarted
 // gateway has none of its clients' locks, and says so to no one), DOS share
 // reservations (SHARE and UNSHARE are granted and nothing is recorded:
 // no Unix client relies on them), deadlock detection (meta has none), and

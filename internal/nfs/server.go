@@ -63,8 +63,8 @@ type Options struct {
 	PortmapPort uint16
 	// LockWait bounds how long a blocking NLM LOCK waits in the gateway
 	// for a conflicting lock to go before it is answered BLOCKED (nlm.go;
-	// default 10 s: Linux clients' NLM calls time out after 10 s and are
-	// sent again, which joins the same wait).
+	// default 8 s: a Linux client's NLM call times out after 10 s and is
+	// sent again, and the answer should come before that).
 	LockWait time.Duration
 }
 
@@ -94,7 +94,7 @@ func (o *Options) setDefaults() {
 		o.MaxOpenFiles = 1024
 	}
 	if o.LockWait == 0 {
-		o.LockWait = 10 * time.Second
+		o.LockWait = 8 * time.Second
 	}
 	o.Export.setDefaults()
 }
