@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,11 +20,13 @@ import (
 // a lock taken through FUSE makes NLM TEST report its holder and a
 // non-blocking NLM LOCK DENIED, and a blocking NLM LOCK is GRANTED when
 // the FUSE lock goes. The test process is one POSIX lock owner on the
-// mount, and the NLM client another (its owner is the NFS client's).
+// mount, and the NLM client another (its owner is the NFS client's). The
+// NLM calls are counted in the process's metrics.
 func TestE2ENLMBesideFUSE(t *testing.T) {
 	v := newE2EVolume(t)
 	port := freePort(t)
-	cairn(t, "mount", "-d", "-o", "allow_other", "--log", v.dir+"/mount.log", "--nfs-listen", "127.0.0.1:"+port, v.meta, v.mnt)
+	metrics := "127.0.0.1:" + freePort(t)
+	cairn(t, "mount", "-d", "-o", "allow_other", "--log", v.dir+"/mount.log", "--metrics", metrics, "--nfs-listen", "127.0.0.1:"+port, v.meta, v.mnt)
 	t.Cleanup(func() { v.unmount(t) })
 
 	path := filepath.Join(v.mnt, "locked")
@@ -156,6 +159,16 @@ func TestE2ENLMBesideFUSE(t *testing.T) {
 		t.Fatalf("NLM LOCK after the FUSE file was closed: %d", st)
 	}
 	unlock()
+	_, text := scrape(t, metrics)
+	for _, want := range []string{
+		`cairn_nfs_calls_total{proc="test",prog="nlm"} 1`,
+		`cairn_nfs_calls_total{proc="lock",prog="nlm"}`,
+		`cairn_nfs_calls_total{proc="unlock",prog="nlm"}`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 	c.Close()
 	v.unmount(t)
 	cairn(t, "fsck", v.meta)
