@@ -63,6 +63,10 @@ import (
 // asking for the lock again (Linux clients ask every 30 s).
 const waiterIdle = 2 * time.Minute
 
+// maxWaiters bounds the background waiters (each a goroutine waiting in
+// meta); a blocking LOCK beyond it is answered DENIED_NOLOCKS.
+const maxWaiters = 4096
+
 var nlmProcs = []procedure{
 	proto.NLMProcNull:    nlmNull,
 	proto.NLMProcTest:    nlmTest,
@@ -80,10 +84,11 @@ var nlmProcs = []procedure{
 // and the NSM monitor list. The locks themselves are in meta.
 type lockManager struct {
 	v    *vfs.VFS
-	wait time.Duration
+	wait time.Duration // guarded by mu (tests change it)
 	// inCall counts LOCK calls waiting for their waiter, at most maxInCall.
-	inCall    atomic.Int32
-	maxInCall int32
+	inCall     atomic.Int32
+	maxInCall  int32
+	maxWaiters int // guarded by mu (tests change it)
 
 	ctx    context.Context // ends at Close: waiters stop
 	cancel context.CancelFunc
@@ -139,12 +144,12 @@ func newLockManager(v *vfs.VFS, wait time.Duration, maxInFlight int) *lockManage
 	ctx, cancel := context.WithCancel(context.Background())
 	return &lockManager{
 		v: v, wait: wait, ctx: ctx, cancel: cancel,
-		maxInCall: int32(max(1, maxInFlight/2)),
-		hosts:     map[string]*nlmHost{},
-		states:    map[string]int32{},
-		owners:    map[uint64]*nlmOwner{},
-		waiters:   map[waitKey]*lockWaiter{},
-		monitors:  map[string]map[proto.NSMMyID]bool{},
+		maxInCall: int32(max(1, maxInFlight/2)), maxWaiters: maxWaiters,
+		hosts:    map[string]*nlmHost{},
+		states:   map[string]int32{},
+		owners:   map[uint64]*nlmOwner{},
+		waiters:  map[waitKey]*lockWaiter{},
+		monitors: map[string]map[proto.NSMMyID]bool{},
 		// Odd, and larger at every start (in seconds) without anything
 		// kept on disk: clients see the gateway restarted.
 		state: int32(time.Now().Unix()&0x7FFFFFFE | 1),
@@ -389,10 +394,15 @@ func (lm *lockManager) lock(ctx context.Context, nl *proto.NLM4Lock, ino base.In
 	}
 	lm.mu.Lock()
 	wt := lm.waiters[key]
+	if wt == nil && len(lm.waiters) >= lm.maxWaiters {
+		lm.mu.Unlock()
+		return proto.NLM4DeniedNoLocks
+	}
 	if wt == nil {
 		wt = lm.startWaiterLocked(key, host, nl, l)
 	}
 	wt.asked = time.Now()
+	wait := lm.wait
 	lm.mu.Unlock()
 
 	if lm.inCall.Add(1) > lm.maxInCall {
@@ -400,7 +410,7 @@ func (lm *lockManager) lock(ctx context.Context, nl *proto.NLM4Lock, ino base.In
 		return proto.NLM4Blocked
 	}
 	defer lm.inCall.Add(-1)
-	timer := time.NewTimer(lm.wait)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-wt.done:

@@ -105,6 +105,13 @@ func (n *nlmT) create(root []byte, name string) []byte {
 	return fh
 }
 
+// waiting returns the number of background waiters.
+func (lm *lockManager) waiting() int {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	return len(lm.waiters)
+}
+
 func want(t *testing.T, what string, got, want uint32) {
 	t.Helper()
 	if got != want {
@@ -251,7 +258,9 @@ func TestNLMBlocking(t *testing.T) {
 	want(t, "B unlocks", n.unlock(ownerB, fh, 0, 0), proto.NLM4Granted)
 
 	// A short wait: BLOCKED, then GRANTED when asked again.
+	e.srv.locks.mu.Lock()
 	e.srv.locks.wait = 200 * time.Millisecond
+	e.srv.locks.mu.Unlock()
 	want(t, "A locks", n.lock(ownerA, fh, true, false, 0, 0), proto.NLM4Granted)
 	want(t, "B's blocking LOCK while A holds", n.lock(ownerB, fh, true, true, 0, 10), proto.NLM4Blocked)
 	want(t, "B asks again while A holds", n.lock(ownerB, fh, true, true, 0, 10), proto.NLM4Blocked)
@@ -259,8 +268,8 @@ func TestNLMBlocking(t *testing.T) {
 	n.waitHeldBy(ownerC, fh, ownerB.svid) // B's waiter has it, unclaimed
 	want(t, "A cannot take it back", n.lock(ownerA, fh, true, false, 0, 1), proto.NLM4Denied)
 	want(t, "B's retry", n.lock(ownerB, fh, true, true, 0, 10), proto.NLM4Granted)
-	if len(e.srv.locks.waiters) != 0 {
-		t.Errorf("%d waiters left after the claim", len(e.srv.locks.waiters))
+	if n := e.srv.locks.waiting(); n != 0 {
+		t.Errorf("%d waiters left after the claim", n)
 	}
 	want(t, "B unlocks", n.unlock(ownerB, fh, 0, 0), proto.NLM4Granted)
 
@@ -312,7 +321,7 @@ func TestNLMFreeAllNotify(t *testing.T) {
 	if st != proto.NLM4Denied || h.Svid != ownerB.svid {
 		t.Errorf("B's lock after A's FREE_ALL: TEST %d %+v", st, h)
 	}
-	if len(e.srv.locks.waiters) != 0 {
+	if e.srv.locks.waiting() != 0 {
 		t.Errorf("A's waiter left after FREE_ALL")
 	}
 
@@ -499,6 +508,14 @@ func TestNLMWaitCap(t *testing.T) {
 	want(t, "B unlocks", n.unlock(ownerB, fh, 0, 0), proto.NLM4Granted)
 	n2.waitHeldBy(ownerA, fh, ownerC.svid)
 	want(t, "C's retry", n2.lock(ownerC, fh, false, true, 0, 1), proto.NLM4Granted)
+
+	// Background waiters are bounded too.
+	e.srv.locks.mu.Lock()
+	e.srv.locks.maxWaiters, e.srv.locks.wait = 1, 100*time.Millisecond
+	e.srv.locks.mu.Unlock()
+	want(t, "A's blocking LOCK", n.lock(ownerA, fh, true, true, 0, 1), proto.NLM4Blocked)
+	want(t, "B's blocking LOCK beyond the waiters' bound", n.lock(ownerB, fh, true, true, 0, 1), proto.NLM4DeniedNoLocks)
+	want(t, "A asks again", n.lock(ownerA, fh, true, true, 0, 1), proto.NLM4Blocked)
 }
 
 // TestNSMNotifyUDP: a gateway that is the portmapper gives its datagram
