@@ -30,7 +30,8 @@ package nfs
 // again. Calls waiting at once are at most half of Options.MaxInFlight
 // (further ones are answered BLOCKED at once, their waiters started), so
 // that blocked lockers do not keep a connection's UNLOCKs from being
-// read. CANCEL stops a waiter and releases what it got; a waiter whose
+// read; background waiters are at most maxWaiters (beyond, a blocking
+// LOCK is DENIED_NOLOCKS). CANCEL stops a waiter and releases what it got; a waiter whose
 // client has not asked for it within waiterIdle is cancelled the same way,
 // so a client that went away without CANCEL does not keep a lock it
 // never learned it had.
