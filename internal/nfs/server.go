@@ -52,8 +52,8 @@ type Options struct {
 	// squashing).
 	Export Export
 	// OnCall, if set, is called after every call of an NFS, MOUNT, NLM
-	// or NSM procedure the server has (refused ones included) with how long
-	// serving it took, for counters; it must be quick and safe for
+	// or NSM procedure the server has (refused ones included) with how
+	// long serving it took, for counters; it must be quick and safe for
 	// concurrent use.
 	OnCall func(prog, proc uint32, d time.Duration)
 	// PortmapPort, if set, makes the server a portmapper too (portmap.go):
@@ -119,8 +119,8 @@ func (o Options) Validate() error {
 	return o.Export.Validate()
 }
 
-// Server serves NFSv3, MOUNTv3, NLMv4 and NSMv1 over one vfs. Safe for concurrent use;
-// Serve may be called for several listeners.
+// Server serves NFSv3, MOUNTv3, NLMv4 and NSMv1 over one vfs. Safe for
+// concurrent use; Serve may be called for several listeners.
 type Server struct {
 	v     *vfs.VFS
 	opts  Options
