@@ -69,13 +69,21 @@ It takes automatic metadata backups as cairn mount does (--backup-interval,
 Memory is bounded as for cairn mount (--cache-mem, --buffer-size, and
 garbage collection not before 64 MiB of heap unless GOGC is set).
 
-Clients find MOUNT and NFS through the portmapper: the gateway registers
-with the host's (rpcbind on 127.0.0.1:111) if one runs, or, with --portmap
-HOST:111, answers its calls itself (TCP and UDP). Locks are not served yet
-(no NLM), so Linux clients mount with nolock:
-  mount -t nfs -o vers=3,nolock HOST:/ /mnt
-Without a portmapper, give the port for both programs:
-  mount -t nfs -o vers=3,proto=tcp,port=PORT,mountport=PORT,nolock HOST:/ /mnt`,
+Clients find MOUNT, NFS and the lock manager (NLM 4, NSM 1) through the
+portmapper: the gateway registers with the host's (rpcbind on
+127.0.0.1:111) if one runs, or, with --portmap HOST:111, answers its calls
+itself (TCP and UDP). NFS clients' fcntl locks are then the volume's
+locks, the ones FUSE clients take (the client runs rpc.statd, as for any
+NFSv3 server):
+  mount -t nfs -o vers=3 HOST:/ /mnt
+Locks reach the gateway only through a portmapper that gives its port for
+NLM: if the host's own lockd or rpc.statd holds NLM or NSM there (the log
+says so), or without a portmapper, mount with nolock. Without a
+portmapper, give the port for both programs:
+  mount -t nfs -o vers=3,proto=tcp,port=PORT,mountport=PORT,nolock HOST:/ /mnt
+Locks held over NFS do not survive a gateway restart (no grace period or
+reclaim), and a blocked lock is granted when the client asks again (Linux
+clients ask every 30 s; the gateway sends no GRANTED callback).`,
 		Example: `  cairn gateway nfs --listen 0.0.0.0:2049 'postgres://cairn@db1/vol1'
   cairn gateway nfs --listen 0.0.0.0:2049 --nfs-allow 10.1.0.0/16,192.168.7.12 --nfs-squash root 'postgres://cairn@db1/vol1'
   cairn gateway nfs --listen 0.0.0.0:2049 --nfs-export-ro --nfs-squash all --nfs-anon-uid 1500 --nfs-anon-gid 1500 'postgres://cairn@db1/vol1'

@@ -89,7 +89,8 @@ volume, whose store the mount holds): every cycle snapshots what was
 committed (closed or fsynced), within --replicate-max-out-of-sync.
 
 With --nfs-listen ADDR the process also serves the volume over NFSv3, as
-cairn gateway nfs does (see its help for the --nfs-* export options).
+cairn gateway nfs does (see its help for the --nfs-* export options and
+NFS clients' locks, which are the same locks this mount's processes take).
 
 A --cache-dir on the file system of a file:// data store is not used (the
 log says so): the cache would copy every block it fills to the device the
@@ -317,7 +318,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiling endpoints (net/http/pprof) on this address, e.g. 127.0.0.1:6060")
 	f.DurationVar(&negTimeout, "negative-timeout", 0, "how long the kernel caches failed lookups")
 	f.StringVar(&snapshot, "snapshot", "", "mount this snapshot of the volume, read-only, instead of the live volume")
-	f.StringVar(&nfsListen, "nfs-listen", "", "also serve the volume over NFSv3 (and MOUNTv3) on this TCP address, from this process (see cairn gateway nfs)")
+	f.StringVar(&nfsListen, "nfs-listen", "", "also serve the volume over NFSv3 (and MOUNTv3, NLMv4, NSMv1) on this TCP address, from this process (see cairn gateway nfs)")
 	nfsExport.register(f)
 	backups.register(f)
 	f.StringVar(&replicateTo, "replicate-to", "", "also replicate the volume to this destination volume (META-URL), as cairn replicate start does")

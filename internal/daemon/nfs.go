@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -118,11 +119,15 @@ func startNFS(v *vfs.VFS, vol *Volume, addr, pmapAddr string, register bool, o n
 		}
 		log.Info("answering the portmapper's calls", "addr", pmapAddr)
 	} else if !register {
-	} else if unregister, err := nfs.RegisterPortmap("127.0.0.1:111", port); err != nil {
+	} else if unregister, skipped, err := nfs.RegisterPortmap("127.0.0.1:111", port); err != nil {
 		log.Info("not registered with a portmapper: clients must be given the port", "err", err)
 	} else {
 		g.unregister = unregister
 		log.Info("registered NFS and MOUNT with the portmapper on 127.0.0.1:111", "port", port)
+		if len(skipped) > 0 {
+			log.Warn("the host's own lock manager holds these programs at the portmapper: NFS clients' locks go there, not to Cairn; they must mount with nolock",
+				"programs", strings.Join(skipped, ", "))
+		}
 	}
 	go func() { g.done <- srv.Serve(l) }()
 	log.Info("serving NFSv3", "addr", g.addr, "volume", vol.Settings.Name, "export", o.Export.String())
@@ -219,7 +224,8 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 	return nil
 }
 
-// NFS and MOUNT procedure names, by number, for counters.
+// NFS, MOUNT, NLM and NSM procedure names, by number, for counters (the
+// numbers a program does not serve have none).
 var (
 	nfsProcNames = [...]string{
 		proto.NFSProcNull: "null", proto.NFSProcGetAttr: "getattr", proto.NFSProcSetAttr: "setattr",
@@ -235,6 +241,16 @@ var (
 		proto.MountProcNull: "null", proto.MountProcMnt: "mnt", proto.MountProcDump: "dump",
 		proto.MountProcUmnt: "umnt", proto.MountProcUmntAll: "umntall", proto.MountProcExport: "export",
 	}
+	nlmProcNames = [...]string{
+		proto.NLMProcNull: "null", proto.NLMProcTest: "test", proto.NLMProcLock: "lock",
+		proto.NLMProcCancel: "cancel", proto.NLMProcUnlock: "unlock", proto.NLMProcShare: "share",
+		proto.NLMProcUnshare: "unshare", proto.NLMProcNMLock: "nm_lock", proto.NLMProcFreeAll: "free_all",
+	}
+	nsmProcNames = [...]string{
+		proto.NSMProcNull: "null", proto.NSMProcStat: "stat", proto.NSMProcMon: "mon",
+		proto.NSMProcUnmon: "unmon", proto.NSMProcUnmonAll: "unmon_all", proto.NSMProcSimuCrash: "simu_crash",
+		proto.NSMProcNotify: "notify",
+	}
 )
 
 // nfsCounters count an NFS gateway's calls per procedure (nfs.Options
@@ -243,6 +259,8 @@ type nfsCounters struct {
 	on    atomic.Bool // a gateway serves the volume
 	nfs   [len(nfsProcNames)]metrics.Histogram
 	mount [len(mountProcNames)]metrics.Histogram
+	nlm   [len(nlmProcNames)]metrics.Histogram
+	nsm   [len(nsmProcNames)]metrics.Histogram
 }
 
 func (c *nfsCounters) observe(prog, proc uint32, d time.Duration) {
@@ -251,10 +269,15 @@ func (c *nfsCounters) observe(prog, proc uint32, d time.Duration) {
 		c.nfs[proc].Observe(d)
 	case prog == proto.ProgMount && proc < uint32(len(c.mount)):
 		c.mount[proc].Observe(d)
+	case prog == proto.ProgNLM && proc < uint32(len(c.nlm)):
+		c.nlm[proc].Observe(d)
+	case prog == proto.ProgNSM && proc < uint32(len(c.nsm)):
+		c.nsm[proc].Observe(d)
 	}
 }
 
-// NFSProcStats are the calls of one procedure: Prog is "nfs" or "mount",
+// NFSProcStats are the calls of one procedure: Prog is "nfs", "mount",
+// "nlm" or "nsm",
 // Proc the procedure's name ("write", "mnt"); Latency.Count is the number
 // of calls.
 type NFSProcStats struct {
@@ -277,6 +300,8 @@ func (c *nfsCounters) stats() []NFSProcStats {
 	}
 	add("nfs", nfsProcNames[:], c.nfs[:])
 	add("mount", mountProcNames[:], c.mount[:])
+	add("nlm", nlmProcNames[:], c.nlm[:])
+	add("nsm", nsmProcNames[:], c.nsm[:])
 	return out
 }
 

@@ -586,7 +586,7 @@ func (fs *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status
 	e := fs.v.Flush(ctx, in.Fh)
 	// With POSIX locks handled here, the kernel leaves releasing the
 	// closing process's locks to the flush.
-	if le := fs.v.ReleasePosixLocks(context.Background(), in.Fh, in.LockOwner); e == 0 {
+	if le := fs.v.ReleasePosixLocks(context.Background(), in.Fh, kernelOwner(in.LockOwner)); e == 0 {
 		e = le
 	}
 	return st(e)
@@ -602,7 +602,7 @@ func (fs *rawFS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status
 func (fs *rawFS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 	defer fs.done(OpRelease, time.Now())
 	if in.ReleaseFlags&gofuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
-		if e := fs.v.ReleaseFlock(context.Background(), in.Fh, in.LockOwner); e != 0 {
+		if e := fs.v.ReleaseFlock(context.Background(), in.Fh, kernelOwner(in.LockOwner)); e != 0 {
 			fs.opts.Logger.Warn("releasing flock at close", "ino", in.NodeId, "errno", e)
 		}
 	}
@@ -679,6 +679,11 @@ func (fs *rawFS) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.
 	return gofuse.OK
 }
 
+// kernelOwner is the lock owner of the kernel's owner id o: o without
+// vfs.RemoteOwner, the bit that marks the NFS gateway's NLM owners, so
+// that a kernel owner is never an NLM one.
+func kernelOwner(o uint64) uint64 { return o &^ vfs.RemoteOwner }
+
 // lockFromKernel converts a FUSE lock to a meta lock request.
 func lockFromKernel(lk *gofuse.FileLock) (base.Lock, bool) {
 	l := base.Lock{Start: lk.Start, End: min(lk.End, base.LockEOF), Pid: lk.Pid}
@@ -701,7 +706,7 @@ func (fs *rawFS) GetLk(cancel <-chan struct{}, in *gofuse.LkIn, out *gofuse.LkOu
 	if !ok {
 		return gofuse.EINVAL
 	}
-	got, e := fs.v.GetLock(context.Background(), in.Fh, in.Owner, l)
+	got, e := fs.v.GetLock(context.Background(), in.Fh, kernelOwner(in.Owner), l)
 	if e != 0 {
 		return st(e)
 	}
@@ -745,5 +750,5 @@ func (fs *rawFS) setLk(cancel <-chan struct{}, in *gofuse.LkIn, wait bool) gofus
 			}
 		}()
 	}
-	return st(fs.v.SetLock(ctx, in.Fh, in.Owner, l, in.LkFlags&gofuse.FUSE_LK_FLOCK != 0, wait))
+	return st(fs.v.SetLock(ctx, in.Fh, kernelOwner(in.Owner), l, in.LkFlags&gofuse.FUSE_LK_FLOCK != 0, wait))
 }

@@ -1,6 +1,7 @@
-// Package nfs is Cairn's NFS gateway: NFSv3 and MOUNTv3 (RFC 1813) over
-// ONC RPC on TCP (RFC 5531), both programs on one port, translating every
-// procedure into calls of package vfs. It owns the RPC connections, the
+// Package nfs is Cairn's NFS gateway: NFSv3 and MOUNTv3 (RFC 1813), and
+// the lock manager NLMv4 with the status monitor NSMv1 (nlm.go, nsm.go),
+// over ONC RPC on TCP (RFC 5531), all programs on one port, translating
+// every procedure into calls of package vfs. It owns the RPC connections, the
 // file handle format (handle.go), the conversion of vfs errors into NFS
 // statuses (errors.go), and two small caches that make a stateless
 // protocol efficient over vfs's open handles: open files for READ and

@@ -218,6 +218,8 @@ func (x *Export) refusal(allowed bool, prog, proc uint32) uint32 {
 	switch {
 	case proc == 0:
 		return proto.NFS3OK // NULL: a ping
+	case prog == proto.ProgNLM || prog == proto.ProgNSM:
+		return proto.NFS3OK // they answer in their own terms (nlm.go, nsm.go)
 	case prog == proto.ProgMount:
 		if !allowed && proc == proto.MountProcMnt {
 			return proto.MntErrAccess

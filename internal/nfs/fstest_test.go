@@ -28,7 +28,7 @@ var gatewaySkips = map[string]string{
 var gatewayPosixSkips = map[string]string{
 	"Fallocate":         "NFSv3 has no ALLOCATE (NFSv4.2 has): a Linux NFSv3 client answers EOPNOTSUPP",
 	"FallocateKeepSize": "NFSv3 has no ALLOCATE (NFSv4.2 has): a Linux NFSv3 client answers EOPNOTSUPP",
-	"FcntlFlockSetLk":   "NFSv3 locks need NLM, which the gateway does not serve: locks stay in the mount's kernel (as with -o nolock), so the case tests only the kernel",
+	"FcntlFlockSetLk":   "the bridge keeps locks in its own kernel (as with -o nolock), so the case would test that kernel, not the gateway's NLM (nlm_test.go and TestE2ENLMBesideFUSE test that)",
 	"OpenSymlinkRace":   "a file renamed over between the kernel's lookup and its open is gone at the server (NFSv3 keeps no open state; FUSE hides from the bridge the dentry the opener holds, by which a Linux client would hide the file instead), so open sometimes fails ESTALE after the kernel's one retry",
 }
 

@@ -5,7 +5,8 @@ package nfs
 // mount -t nfs host:/ asks the portmapper on port 111 for the ports of
 // MOUNT and NFS. With Options.PortmapPort set the server answers PMAP calls
 // on every listener it serves, and on the datagram sockets given to
-// ServePortmapUDP: GETPORT of NFS 3 and MOUNT 3 over TCP gives that port,
+// ServePortmapUDP: GETPORT of NFS 3, MOUNT 3, NLM 4 and NSM 1 over TCP
+// gives that port, of NSM 1 over UDP port 111 (ServePortmapUDP serves it),
 // and programs registered by processes of this host (SET and UNSET, from
 // the loopback only; another gateway's NFS replaces this one's) are kept
 // and given out too, as rpcbind does.
@@ -39,8 +40,8 @@ const (
 // pmapMapping is one entry of the portmapper's table.
 type pmapMapping struct{ prog, vers, prot uint32 }
 
-// portmap is the table of a server that answers PMAP calls: its own NFS
-// and MOUNT, and what local processes registered.
+// portmap is the table of a server that answers PMAP calls: its own NFS,
+// MOUNT, NLM and NSM, and what local processes registered.
 type portmap struct {
 	mu    sync.Mutex
 	ports map[pmapMapping]uint32
@@ -48,11 +49,15 @@ type portmap struct {
 
 func newPortmap(port uint16) *portmap {
 	p := &portmap{ports: map[pmapMapping]uint32{}}
-	for _, m := range []pmapMapping{{proto.ProgNFS, proto.NFSVersion, IPProtoTCP}, {proto.ProgMount, proto.MountVers3, IPProtoTCP}} {
+	for _, m := range []pmapMapping{{proto.ProgNFS, proto.NFSVersion, IPProtoTCP}, {proto.ProgMount, proto.MountVers3, IPProtoTCP},
+		{proto.ProgNLM, proto.NLMVersion, IPProtoTCP}, {proto.ProgNSM, proto.NSMVersion, IPProtoTCP}} {
 		p.ports[m] = uint32(port)
 	}
 	p.ports[pmapMapping{ProgPortmap, PortmapVers, IPProtoTCP}] = 111
 	p.ports[pmapMapping{ProgPortmap, PortmapVers, IPProtoUDP}] = 111
+	// NSM over UDP on the portmapper's datagram socket: Linux clients'
+	// sm-notify sends NOTIFY over UDP only.
+	p.ports[pmapMapping{proto.ProgNSM, proto.NSMVersion, IPProtoUDP}] = 111
 	return p
 }
 
@@ -137,8 +142,10 @@ func loopback(remote string) bool {
 }
 
 // ServePortmapUDP answers the PMAP calls that come as datagrams on pc
-// (clients ask the portmapper over UDP as often as over TCP), until the
-// server closes or pc fails. Other programs are not served over UDP.
+// (clients ask the portmapper over UDP as often as over TCP), and NSM
+// calls (a rebooted Linux client's sm-notify sends NOTIFY over UDP only),
+// until the server closes or pc fails. Other programs are not served over
+// UDP.
 func (s *Server) ServePortmapUDP(pc net.PacketConn) error {
 	if s.pmap == nil {
 		return fmt.Errorf("nfs: ServePortmapUDP without Options.PortmapPort")
@@ -166,10 +173,16 @@ func (s *Server) ServePortmapUDP(pc net.PacketConn) error {
 			continue
 		}
 		var reply []byte
-		if call.Prog == ProgPortmap {
+		switch call.Prog {
+		case ProgPortmap:
 			reply = s.handlePortmap(addr.String(), call)
-		} else {
+		case proto.ProgNSM:
+			reply = s.handleCall(addr.String(), s.opts.Export.allows(addr), call)
+		default:
 			reply = proto.NewReply(call.Xid, proto.ProgUnavail).B
+		}
+		if reply == nil {
+			continue
 		}
 		// A datagram carries no record mark (the reply buffers keep
 		// room for one at their start).
@@ -179,13 +192,17 @@ func (s *Server) ServePortmapUDP(pc net.PacketConn) error {
 
 // RegisterPortmap registers NFS 3 and MOUNT 3 over TCP at port with the
 // portmapper at addr (a host's rpcbind on 127.0.0.1:111), so that its
-// clients find them; the returned function takes them back. An error says
-// no portmapper answered there, or another server has them registered
-// (which is not replaced).
-func RegisterPortmap(addr string, port uint16) (unregister func(), err error) {
+// clients find them, and NLM 4 and NSM 1 too where they are free; the
+// returned function takes back what was registered. skipped lists the
+// lock programs another server holds (the host's own lockd or rpc.statd,
+// often): clients that find those send their locks there, not to this
+// gateway, and must mount with nolock. An error says no portmapper
+// answered there, or another server has NFS or MOUNT registered (which is
+// not replaced).
+func RegisterPortmap(addr string, port uint16) (unregister func(), skipped []string, err error) {
 	c, err := nfsclient.Dial(addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.Timeout = 2 * time.Second // a portmapper that does not answer
 	call := func(proc uint32, prog, vers uint32) (bool, error) {
@@ -202,7 +219,16 @@ func RegisterPortmap(addr string, port uint16) (unregister func(), err error) {
 		ok := r.Bool()
 		return ok, r.Err()
 	}
-	progs := [][2]uint32{{proto.ProgNFS, proto.NFSVersion}, {proto.ProgMount, proto.MountVers3}}
+	progs := []struct {
+		prog, vers uint32
+		name       string
+		optional   bool
+	}{
+		{proto.ProgNFS, proto.NFSVersion, "NFS 3", false},
+		{proto.ProgMount, proto.MountVers3, "MOUNT 3", false},
+		{proto.ProgNLM, proto.NLMVersion, "NLM 4", true},
+		{proto.ProgNSM, proto.NSMVersion, "NSM 1", true},
+	}
 	var done [][2]uint32
 	unregister = func() {
 		for _, p := range done {
@@ -211,18 +237,22 @@ func RegisterPortmap(addr string, port uint16) (unregister func(), err error) {
 		c.Close()
 	}
 	for _, p := range progs {
-		ok, err := call(pmapProcSet, p[0], p[1])
+		ok, err := call(pmapProcSet, p.prog, p.vers)
+		if err == nil && !ok && p.optional {
+			skipped = append(skipped, p.name)
+			continue
+		}
 		if err == nil && !ok {
 			// Another NFS server holds it, or an earlier process that did
 			// not take it back: not ours to replace.
 			err = fmt.Errorf("the portmapper at %s has program %d version %d registered already (rpcinfo -p shows by whom; rpcinfo -d %d %d removes it)",
-				addr, p[0], p[1], p[0], p[1])
+				addr, p.prog, p.vers, p.prog, p.vers)
 		}
 		if err != nil {
 			unregister()
-			return nil, err
+			return nil, nil, err
 		}
-		done = append(done, p)
+		done = append(done, [2]uint32{p.prog, p.vers})
 	}
-	return unregister, nil
+	return unregister, skipped, nil
 }

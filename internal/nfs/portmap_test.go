@@ -42,6 +42,9 @@ func TestPortmap(t *testing.T) {
 	}{
 		{proto.ProgNFS, proto.NFSVersion, IPProtoTCP, 2049},
 		{proto.ProgMount, proto.MountVers3, IPProtoTCP, 2049},
+		{proto.ProgNLM, proto.NLMVersion, IPProtoTCP, 2049},
+		{proto.ProgNSM, proto.NSMVersion, IPProtoTCP, 2049},
+		{proto.ProgNLM, 1, IPProtoTCP, 0},
 		{proto.ProgNFS, proto.NFSVersion, IPProtoUDP, 0},
 		{proto.ProgNFS, 4, IPProtoTCP, 0},
 		{ProgPortmap, PortmapVers, IPProtoUDP, 111},
@@ -88,7 +91,7 @@ func TestPortmap(t *testing.T) {
 
 	// Another gateway on this host does not replace this one's
 	// registration...
-	if _, err := RegisterPortmap(e.addr, 20490); err == nil || !strings.Contains(err.Error(), "registered already") {
+	if _, _, err := RegisterPortmap(e.addr, 20490); err == nil || !strings.Contains(err.Error(), "registered already") {
 		t.Errorf("RegisterPortmap over this gateway's programs: %v", err)
 	}
 	if got := getPort(t, c, proto.ProgNFS, proto.NFSVersion, IPProtoTCP); got != 2049 {
@@ -104,9 +107,16 @@ func TestPortmap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	unregister, err := RegisterPortmap(e.addr, 20490)
+	// The lock programs stay this gateway's: skipped, not an error.
+	unregister, skipped, err := RegisterPortmap(e.addr, 20490)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.Join(skipped, ",") != "NLM 4,NSM 1" {
+		t.Errorf("skipped %q, want NLM 4 and NSM 1", skipped)
+	}
+	if got := getPort(t, c, proto.ProgNLM, proto.NLMVersion, IPProtoTCP); got != 2049 {
+		t.Errorf("GETPORT of NLM after another gateway registered = %d, want 2049", got)
 	}
 	if got := getPort(t, c, proto.ProgNFS, proto.NFSVersion, IPProtoTCP); got != 20490 {
 		t.Errorf("GETPORT after another gateway registered = %d, want 20490", got)
@@ -115,7 +125,7 @@ func TestPortmap(t *testing.T) {
 	if got := getPort(t, c, proto.ProgMount, proto.MountVers3, IPProtoTCP); got != 0 {
 		t.Errorf("GETPORT after it took itself back = %d, want 0", got)
 	}
-	if _, err := RegisterPortmap("127.0.0.1:1", 2049); err == nil {
+	if _, _, err := RegisterPortmap("127.0.0.1:1", 2049); err == nil {
 		t.Error("RegisterPortmap with no portmapper there succeeded")
 	}
 }

@@ -51,15 +51,21 @@ type Options struct {
 	// networks, squashing (default: read-write, every client, no
 	// squashing).
 	Export Export
-	// OnCall, if set, is called after every call of an NFS or MOUNT
-	// procedure the server has (refused ones included) with how long
-	// serving it took, for counters; it must be quick and safe for
+	// OnCall, if set, is called after every call of an NFS, MOUNT, NLM
+	// or NSM procedure the server has (refused ones included) with how
+	// long serving it took, for counters; it must be quick and safe for
 	// concurrent use.
 	OnCall func(prog, proc uint32, d time.Duration)
 	// PortmapPort, if set, makes the server a portmapper too (portmap.go):
-	// it answers PMAP calls, giving this port for NFS 3 and MOUNT 3 over
-	// TCP (the port the clients are to use, that of the main listener).
+	// it answers PMAP calls, giving this port for NFS 3, MOUNT 3, NLM 4
+	// and NSM 1 over TCP (the port the clients are to use, that of the
+	// main listener).
 	PortmapPort uint16
+	// LockWait bounds how long a blocking NLM LOCK waits in the gateway
+	// for a conflicting lock to go before it is answered BLOCKED (nlm.go;
+	// default 8 s: a Linux client's NLM call times out after 10 s and is
+	// sent again, and the answer should come before that).
+	LockWait time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -87,6 +93,9 @@ func (o *Options) setDefaults() {
 	if o.MaxOpenFiles == 0 {
 		o.MaxOpenFiles = 1024
 	}
+	if o.LockWait == 0 {
+		o.LockWait = 8 * time.Second
+	}
 	o.Export.setDefaults()
 }
 
@@ -102,7 +111,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("nfs: MaxInFlight %d: want at least 1", o.MaxInFlight)
 	case o.MaxConns < 1:
 		return fmt.Errorf("nfs: MaxConns %d: want at least 1", o.MaxConns)
-	case o.IdleTimeout < 0 || o.WriteTimeout < 0 || o.FileIdle < 0:
+	case o.IdleTimeout < 0 || o.WriteTimeout < 0 || o.FileIdle < 0 || o.LockWait < 0:
 		return errors.New("nfs: timeouts must not be negative")
 	case o.MaxOpenFiles < 1:
 		return fmt.Errorf("nfs: MaxOpenFiles %d: want at least 1", o.MaxOpenFiles)
@@ -110,8 +119,8 @@ func (o Options) Validate() error {
 	return o.Export.Validate()
 }
 
-// Server serves NFSv3 and MOUNTv3 over one vfs. Safe for concurrent use;
-// Serve may be called for several listeners.
+// Server serves NFSv3, MOUNTv3, NLMv4 and NSMv1 over one vfs. Safe for
+// concurrent use; Serve may be called for several listeners.
 type Server struct {
 	v     *vfs.VFS
 	opts  Options
@@ -121,7 +130,8 @@ type Server struct {
 	files *fileCache
 	dirs  *dirCache
 	mnt   *mountTable
-	order writeOrder // WRITEs in flight, served in offset order per file
+	order writeOrder   // WRITEs in flight, served in offset order per file
+	locks *lockManager // NLM and NSM
 	// panics counts procedures that panicked (answered SYSTEM_ERR).
 	panics atomic.Int64
 
@@ -162,6 +172,7 @@ func New(v *vfs.VFS, opts Options) (*Server, error) {
 	}
 	s.files = newFileCache(v, opts.FileIdle, opts.MaxOpenFiles, s.log)
 	s.dirs = newDirCache(v, opts.FileIdle, s.log)
+	s.locks = newLockManager(v, opts.LockWait, opts.MaxInFlight)
 	s.wg.Add(1)
 	go s.janitor()
 	return s, nil
@@ -210,7 +221,8 @@ func (s *Server) Serve(l net.Listener) error {
 }
 
 // Close stops accepting, closes connections, waits for requests in
-// progress, and closes the cached open files (committing their writes).
+// progress, releases the locks NLM clients hold, and closes the cached
+// open files (committing their writes).
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -230,6 +242,7 @@ func (s *Server) Close(ctx context.Context) error {
 	close(s.stop)
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.locks.close(ctx)
 	s.dirs.closeAll()
 	return s.files.closeAll(ctx)
 }
@@ -245,6 +258,7 @@ func (s *Server) janitor() {
 		case <-t.C:
 			s.files.expire(context.Background(), time.Now())
 			s.dirs.expire(time.Now())
+			s.locks.expire(context.Background(), time.Now())
 		}
 	}
 }
@@ -363,9 +377,10 @@ func (s *Server) serveConn(c net.Conn) {
 
 // request is one decoded call being served.
 type request struct {
-	remote string
-	call   proto.Call
-	caller *base.Caller // after squashing
+	remote  string
+	allowed bool // the export serves the client (NLM and NSM check it)
+	call    proto.Call
+	caller  *base.Caller // after squashing
 }
 
 // handleRecord serves one record from a client at remote, which the
@@ -398,7 +413,7 @@ func (s *Server) handleCall(remote string, allowed bool, call proto.Call) (reply
 		w.Uint32(proto.RPCVersion)
 		return proto.AppendRecordMark(w.B)
 	}
-	req := &request{remote: remote, call: call}
+	req := &request{remote: remote, allowed: allowed, call: call}
 	switch call.Cred.Flavor {
 	case proto.AuthSys:
 		a, err := proto.ParseAuthSys(call.Cred.Body)
@@ -431,6 +446,18 @@ func (s *Server) handleCall(remote string, allowed bool, call proto.Call) (reply
 			return mismatch(call.Xid, proto.MountVers3)
 		}
 		procs = mountProcs
+	case proto.ProgNLM:
+		if call.Vers != proto.NLMVersion {
+			return mismatch(call.Xid, proto.NLMVersion)
+		}
+		// The asynchronous _MSG and _RES procedures (6 to 15) and
+		// GRANTED (a client's procedure) are not served: PROC_UNAVAIL.
+		procs = nlmProcs
+	case proto.ProgNSM:
+		if call.Vers != proto.NSMVersion {
+			return mismatch(call.Xid, proto.NSMVersion)
+		}
+		procs = nsmProcs
 	default:
 		return proto.AppendRecordMark(proto.NewReply(call.Xid, proto.ProgUnavail).B)
 	}

@@ -97,3 +97,70 @@ func (v *VFS) ReleasePosixLocks(ctx context.Context, fh, owner uint64) syscall.E
 	}
 	return 0
 }
+
+// RemoteOwner is the bit set in the lock owners of the NFS gateway's lock
+// manager (NLM), whose clients' locks are held without an open file. The
+// FUSE adapter clears it in the kernel's owner ids, so an NLM owner and a
+// kernel owner are never the same owner, and a process's locks taken over
+// NFS and over a FUSE mount of the same host never merge.
+const RemoteOwner = 1 << 63
+
+// GetInodeLock is GetLock for a front end that holds no open handle: ino
+// is a front-end inode number. A file of a snapshot has no recorded locks
+// (Unlock); an inode that does not exist is ENOENT, a snapshot that is
+// gone ESTALE.
+func (v *VFS) GetInodeLock(ctx context.Context, ino base.Ino, owner uint64, l base.Lock) (base.Lock, syscall.Errno) {
+	t, real, e := v.lockTarget(ctx, ino)
+	if e != 0 {
+		return base.Lock{}, e
+	}
+	if t.ro {
+		return base.Lock{Type: base.Unlock}, 0
+	}
+	got, err := v.m.GetPosixLock(ctx, real, owner, l)
+	if err != nil {
+		return base.Lock{}, v.errno("getlk", err)
+	}
+	return got, 0
+}
+
+// SetInodeLock is SetLock of a POSIX lock for a front end that holds no
+// open handle (the NFS gateway's lock manager): ino is a front-end inode
+// number, and the lock stays until owner releases it, whatever handles
+// open or close. In a snapshot, a read lock is granted without being
+// recorded (nothing there can be written, so nothing conflicts) and a
+// write lock is EROFS: it needs write access, which a snapshot never
+// grants. Waiting as for SetLock.
+func (v *VFS) SetInodeLock(ctx context.Context, ino base.Ino, owner uint64, l base.Lock, wait bool) syscall.Errno {
+	t, real, e := v.lockTarget(ctx, ino)
+	if e != 0 {
+		return e
+	}
+	if t.ro {
+		if l.Type == base.WriteLock {
+			return syscall.EROFS
+		}
+		return 0
+	}
+	if err := v.m.SetPosixLock(ctx, real, owner, l, wait); err != nil {
+		return v.errno("setlk", err)
+	}
+	return 0
+}
+
+// lockTarget resolves a front-end inode number for GetInodeLock and
+// SetInodeLock and checks that the inode exists, so that no lock is
+// recorded for an inode that is gone (a stale NFS handle).
+func (v *VFS) lockTarget(ctx context.Context, ino base.Ino) (*tree, base.Ino, syscall.Errno) {
+	t, real, e := v.resolve(ino)
+	if e != 0 {
+		return nil, 0, e
+	}
+	if t == v.snapsDir {
+		return t, real, 0 // /.snapshots: read-only, nothing recorded
+	}
+	if _, err := t.r.GetAttr(ctx, real); err != nil {
+		return nil, 0, v.errno("lock", err)
+	}
+	return t, real, 0
+}

@@ -26,8 +26,8 @@
 //     see the kernel's references to a name, only open FUSE handles: a
 //     file replaced between the kernel's lookup and its open is gone, and
 //     the open fails with ESTALE (the kernel looks the name up once more).
-//   - Locks stay in the kernel (as with mount -o nolock): NFSv3 locks
-//     need NLM, which the gateway does not serve.
+//   - Locks stay in the kernel (as with mount -o nolock): the bridge does
+//     not speak NLM, which the gateway serves (nfsclient's NLM calls do).
 //   - No extended attributes (NFSv3 has none), no fallocate, no O_TMPFILE,
 //     no rename flags (RENAME_NOREPLACE, RENAME_EXCHANGE): EINVAL.
 //   - Every call carries the client's credential (nfsclient's SetUser),

@@ -1,7 +1,8 @@
 // Package proto holds the wire formats the NFS gateway and its test client
 // share: an XDR encoder and a strict decoder (RFC 4506), ONC RPC record
 // marking and message headers (RFC 5531), and the program, procedure and
-// status numbers of NFSv3 and MOUNTv3 (RFC 1813). It knows nothing of
+// status numbers of NFSv3 and MOUNTv3 (RFC 1813), and the types of NLMv4
+// and NSMv1 (nlm.go). It knows nothing of
 // Cairn: no vfs, no meta, no policy.
 //
 // The decoder never trusts a count: every length is checked against its
