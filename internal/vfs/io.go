@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/chunk"
+	"github.com/cairnfs/cairn/internal/kv"
 )
 
 // accessMask converts open flags into an access mask (R=4, W=2).
@@ -101,6 +102,13 @@ func (v *VFS) Create(ctx context.Context, c *base.Caller, parent base.Ino, name 
 		return 0, base.Attr{}, 0, syscall.EEXIST
 	}
 	ino, a, err := v.m.Create(ctx, c, parent, name, mode, umask)
+	for try := 0; errors.Is(err, kv.ErrUnknownOutcome) && flags&syscall.O_EXCL == 0 && try < unknownRetries; try++ {
+		// The connection broke after the commit was sent (a database
+		// failover): the file may exist. Without O_EXCL, creating it
+		// again opens it if it does (below), as open(2) would.
+		v.log.Warn("create outcome unknown; creating again", "parent", parent, "name", name, "err", err)
+		ino, a, err = v.m.Create(ctx, c, parent, name, mode, umask)
+	}
 	if errors.Is(err, base.ErrExist) && flags&syscall.O_EXCL == 0 {
 		return v.openCreated(ctx, c, parent, name, flags)
 	}

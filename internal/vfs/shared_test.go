@@ -228,19 +228,51 @@ func TestCreateRaceOpensExisting(t *testing.T) {
 }
 
 // lostChunkCommit reports kv.ErrUnknownOutcome for the first committed
-// transaction that writes a chunk record once armed: the commit took
-// effect, the client does not know it.
+// transaction that writes a record of kind (default: a chunk record) once
+// armed: the commit took effect, the client does not know it.
 type lostChunkCommit struct {
 	kv.Store
 	armed atomic.Bool
+	kind  string
 }
 
 func (s *lostChunkCommit) Update(ctx context.Context, fn func(kv.Txn) error) error {
+	kind := s.kind
+	if kind == "" {
+		kind = "chunk"
+	}
 	kinds, err := watchedUpdate(ctx, s.Store, fn)
-	if err == nil && kinds["chunk"] && s.armed.CompareAndSwap(true, false) {
+	if err == nil && kinds[kind] && s.armed.CompareAndSwap(true, false) {
 		return fmt.Errorf("commit sent, connection lost: %w", kv.ErrUnknownOutcome)
 	}
 	return err
+}
+
+// TestCreateUnknownOutcome: a create whose commit took effect but reported
+// an unknown outcome is sent again; without O_EXCL it then opens the file
+// it made (open(2) with O_CREAT opens an existing file), so the caller
+// gets the file, not EIO. With O_EXCL it cannot tell whose file it is:
+// EIO.
+func TestCreateUnknownOutcome(t *testing.T) {
+	store := &lostChunkCommit{kind: "dentry"}
+	e := newEnvOver(t, Options{}, func(s kv.Store) kv.Store { store.Store = s; return store })
+	store.armed.Store(true)
+	ino, _, fh, en := e.v.Create(ctx, root, base.RootIno, "f", 0o644, 0, syscall.O_RDWR|syscall.O_CREAT)
+	if en != 0 {
+		t.Fatalf("create whose commit's outcome was lost: %v, want the file", en)
+	}
+	if store.armed.Load() {
+		t.Fatal("the lost commit was not exercised")
+	}
+	if got, _, en := e.v.Lookup(ctx, root, base.RootIno, "f"); en != 0 || got != ino {
+		t.Fatalf("lookup: %d %v, want %d", got, en, ino)
+	}
+	e.write(t, fh, 0, []byte("x"))
+	e.release(t, fh)
+	store.armed.Store(true)
+	if _, _, _, en := e.v.Create(ctx, root, base.RootIno, "g", 0o644, 0, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL); en != syscall.EIO {
+		t.Fatalf("O_EXCL create whose outcome was lost: %v, want EIO", en)
+	}
 }
 
 // TestAppendUnknownOutcomeNotRepeated: an append whose commit took effect
