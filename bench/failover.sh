@@ -12,11 +12,13 @@
 # longest operation, and the gap in completions), operations failed, and at
 # the end every fsynced file read back on a fresh mount, and fsck.
 #
-# The data store is a local directory (file://): this measures the
-# metadata server's failover alone.
+# The data store is a bucket served by two S3 gateways (versitygw) over one
+# directory, the volume's data URL naming both. KILLS says what dies in
+# each run: "postgres" (the primary, as above) or "s3" (the gateway the
+# clients use, with SIGKILL).
 #
-#   bench/failover.sh                  # ~2 minutes
-#   RUNS=3 TTL=10 bench/failover.sh
+#   bench/failover.sh                          # ~2 minutes
+#   RUNS=3 KILLS="postgres s3" bench/failover.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -28,6 +30,9 @@ need_root "PostgreSQL runs as the postgres user; FUSE allow_other"
 need_cmd patroni "Debian package patroni"
 need_cmd etcd "Debian package etcd-server"
 need_cmd python3
+VERSITYGW=${VERSITYGW:-$(command -v versitygw || echo "$(go env GOPATH)/bin/versitygw")}
+[[ -x $VERSITYGW ]] || die "no versitygw (scripts/install-test-deps.sh installs it)"
+KILLS=${KILLS:-postgres}
 CAIRN=${CAIRN:-$REPO/bin/cairn}
 [[ -x $CAIRN ]] || die "no cairn binary at $CAIRN (make build)"
 PGBIN=${PGBIN:-$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d | sort -V | tail -1)}
@@ -134,13 +139,15 @@ chmod 755 "$ROOT"
 {
 	echo "# Metadata server failover under load ($(date -u +%F), $(nproc) CPUs, $("$CAIRN" version 2>/dev/null | head -1))"
 	echo
-	echo "PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') primary + synchronous standby under Patroni $(patroni --version | awk '{print $2}') (etcd $(etcd --version | awk '/etcd Version/ {print $3}'), ttl $TTL s); the primary's Patroni and PostgreSQL killed with SIGKILL $KILL_AT s into $LOAD_SECS s of load on a FUSE mount (default --store-timeout 30 s)."
+	echo "PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') primary + synchronous standby under Patroni $(patroni --version | awk '{print $2}') (etcd $(etcd --version | awk '/etcd Version/ {print $3}'), ttl $TTL s); data in a bucket behind two versitygw gateways over one directory; what is named in the killed column gets SIGKILL $KILL_AT s into $LOAD_SECS s of load on a FUSE mount (default --store-timeout 30 s)."
 	echo
-	echo "| run | promoted after s | writer ops ok / failed | reader ops ok / failed | pause p50 / max s | longest gap in completions s | fsynced files | read back | fsck |"
-	echo "|---:|---:|---|---|---|---:|---:|---|---|"
+	echo "| run | killed | promoted after s | writer ops ok / failed | reader ops ok / failed | pause p50 / max s | longest gap in completions s | fsynced files | read back | fsck |"
+	echo "|---:|---|---:|---|---|---|---:|---:|---|---|"
 } >"$table"
 
+export AWS_ACCESS_KEY_ID=benchkey AWS_SECRET_ACCESS_KEY=benchsecret0123456789
 for run in $(seq "$RUNS"); do
+  for kill in $KILLS; do
 	rm -rf "${ROOT:?}"/*
 	log "run $run: etcd and two Patroni nodes"
 	etcd --name bench --data-dir "$ROOT/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
@@ -158,7 +165,16 @@ for run in $(seq "$RUNS"); do
 	[[ $(cluster) == *sync_standby* ]] || { tail -30 "$ROOT/patroni2.log" >&2; die "node2 did not become a synchronous standby"; }
 	PGPASSWORD=postgres "$PGBIN/psql" -h 127.0.0.1 -p 54331 -U postgres -qc "CREATE DATABASE cairn" postgres
 	meta="postgres://postgres:postgres@127.0.0.1:54331,127.0.0.1:54332/cairn?target_session_attrs=read-write"
-	"$CAIRN" format --data "file://$ROOT/data" "$meta" failover >/dev/null
+	mkdir -p "$ROOT/gwdata/cairn" "$ROOT/gwmeta"
+	for g in 1 2; do
+		"$VERSITYGW" --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" --port "127.0.0.1:1707$g" --quiet \
+			posix --sidecar "$ROOT/gwmeta" "$ROOT/gwdata" >"$ROOT/gw$g.log" 2>&1 &
+		pids+=($!)
+		eval "gw$g=$!"
+	done
+	sleep 1
+	data="s3://cairn?endpoint=http://127.0.0.1:17071,http://127.0.0.1:17072"
+	"$CAIRN" format --data "$data" "$meta" failover >/dev/null || { cat "$ROOT/gw1.log" "$ROOT/gw2.log" >&2; die "format failed"; }
 	mnt=$ROOT/mnt
 	mkdir -p "$mnt"
 	"$CAIRN" mount -d -o allow_other --log "$ROOT/mount.log" "$meta" "$mnt" >/dev/null
@@ -214,23 +230,31 @@ json.dump({"ops": ops, "synced": synced, "errors": errors}, sys.stdout)
 EOF
 	load=$!
 	sleep "$KILL_AT"
-	leader=$(cluster | tr ' ' '\n' | awk -F: '$2 == "leader" {print $1}')
-	n=${leader#node}
-	killed_at=$(date +%s.%N)
-	pp=$(eval echo "\$patroni$n")
-	kill -9 "$pp"
-	kill -9 "$(head -1 "$ROOT/pg$n/postmaster.pid")"
-	log "killed $leader (Patroni pid $pp and its PostgreSQL)"
-	promoted=""
-	for _ in $(seq 600); do
-		c=$(cluster)
-		if [[ $c == *":leader:running"* && $c != *"$leader:leader"* ]]; then
-			promoted=$(awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-			break
-		fi
-		sleep 0.1
-	done
-	log "promoted after ${promoted:-never} s: $(cluster)"
+	promoted="–"
+	if [[ $kill == s3 ]]; then
+		killed_what="S3 gateway 1"
+		kill -9 "$gw1"
+		log "killed S3 gateway 1 (pid $gw1)"
+	else
+		leader=$(cluster | tr ' ' '\n' | awk -F: '$2 == "leader" {print $1}')
+		n=${leader#node}
+		killed_what="PostgreSQL primary"
+		killed_at=$(date +%s.%N)
+		pp=$(eval echo "\$patroni$n")
+		kill -9 "$pp"
+		kill -9 "$(head -1 "$ROOT/pg$n/postmaster.pid")"
+		log "killed $leader (Patroni pid $pp and its PostgreSQL)"
+		promoted="never"
+		for _ in $(seq 600); do
+			c=$(cluster)
+			if [[ $c == *":leader:running"* && $c != *"$leader:leader"* ]]; then
+				promoted=$(awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+				break
+			fi
+			sleep 0.1
+		done
+		log "promoted after $promoted s: $(cluster)"
+	fi
 	wait "$load"
 	"$CAIRN" umount "$mnt" >/dev/null
 	# A fresh mount reads back every fsynced file.
@@ -254,7 +278,7 @@ for p, h in d["synced"].items():
             bad += 1
     except OSError:
         bad += 1
-print(w[0], w[1], r[0], r[1], "%.2f" % lat[len(lat) // 2], "%.1f" % lat[-1], "%.1f" % gap, len(d["synced"]),
+print(w[0], w[1], r[0], r[1], "%.2f" % lat[len(lat) // 2], "%.2f" % lat[-1], "%.2f" % gap, len(d["synced"]),
       "all" if bad == 0 else "%d missing or wrong" % bad)
 EOF
 )"
@@ -262,7 +286,7 @@ EOF
 	"$CAIRN" umount "$mnt" >/dev/null
 	fsck=$("$CAIRN" fsck "$meta" 2>&1 | tail -1)
 	[[ $fsck == *" 0 metadata problems, 0 missing objects"* ]] && fsck="clean" || fsck="PROBLEMS: $fsck"
-	echo "| $run | ${promoted:-never} | $wok / $wfail | $rok / $rfail | $p50 / $pmax | $gap | $nsynced | $back | $fsck |" >>"$table"
+	echo "| $run | $killed_what | $promoted | $wok / $wfail | $rok / $rfail | $p50 / $pmax | $gap | $nsynced | $back | $fsck |" >>"$table"
 	log "run $run: writer $wok/$wfail reader $rok/$rfail pause max $pmax s, gap $gap s; read back: $back; fsck $fsck"
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do
@@ -271,5 +295,6 @@ EOF
 	done
 	pids=()
 	mnt=""
+  done
 done
 cat "$table"

@@ -593,3 +593,54 @@ func TestCredentialsFromSharedFile(t *testing.T) {
 		t.Errorf("Open with no credentials anywhere: %v, want what it tried", err)
 	}
 }
+
+// TestTwoGateways: a store given two gateways to one bucket goes on
+// through the second when the first dies, at once (no outage wait), and
+// back through the first when the second dies after it came back.
+func TestTwoGateways(t *testing.T) {
+	srv := s3test.Shared(t)
+	b := srv.NewBucket(t)
+	twin := srv.Twin(t)
+	restart(t, srv)
+	url := strings.Replace(b.URL, srv.Endpoint, srv.Endpoint+","+twin.Endpoint, 1)
+	var log testenv.LogBuffer
+	s := open(t, b, url, s3.Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), OutageTimeout: time.Minute})
+	if got := s.Location().Endpoints(); len(got) != 2 {
+		t.Fatalf("endpoints %q, want two", got)
+	}
+	ctx := t.Context()
+	put := func(key string) {
+		t.Helper()
+		start := time.Now()
+		if err := s.Put(ctx, key, []byte(key)); err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+		got, err := object.ReadAll(ctx, s, key)
+		if err != nil || string(got) != key {
+			t.Fatalf("get %s: %q %v", key, got, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("put and get of %s took %v: it waited instead of moving to the other gateway", key, d)
+		}
+	}
+	put("a")
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	put("b")
+	if !strings.Contains(log.String(), "trying the next") {
+		t.Fatalf("no move to the second gateway logged:\n%s", log.String())
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := twin.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	put("c")
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := s.Head(ctx, k); err != nil {
+			t.Fatalf("head %s after both moves: %v", k, err)
+		}
+	}
+}

@@ -39,12 +39,21 @@ func (s *Store) retrier(op, key string) *retrier {
 // or the retries run out (see Options.OutageTimeout).
 func (s *Store) do(ctx context.Context, op, key string, fn func(context.Context) error) error {
 	r := s.retrier(op, key)
+	hops := 0 // endpoints tried at once since the last back-off
 	for {
+		at := s.cur.Load()
 		err := fn(ctx)
 		if err == nil {
 			r.progress()
 			return nil
 		}
+		if hops < len(s.endpoints)-1 && transient(err) && ctx.Err() == nil && (s.failOver(at) || s.cur.Load() != at) {
+			// Another gateway to the same store, at once; once each
+			// has failed in a row, the back-off as with one.
+			hops++
+			continue
+		}
+		hops = 0
 		if err = r.wait(ctx, err); err != nil {
 			return err
 		}
@@ -55,7 +64,7 @@ func (s *Store) do(ctx context.Context, op, key string, fn func(context.Context)
 // store that was down is up again.
 func (r *retrier) progress() {
 	if r.s.down.Load() && r.s.down.CompareAndSwap(true, false) {
-		r.s.log.Info("S3 endpoint answers again", "endpoint", r.s.endpoint, "op", r.op, "key", r.key)
+		r.s.log.Info("S3 endpoint answers again", "endpoint", r.s.ep(), "op", r.op, "key", r.key)
 	}
 	r.tries, r.delay = 0, minBackoff
 }
@@ -80,7 +89,7 @@ func (r *retrier) wait(ctx context.Context, err error) error {
 		if r.s.opts.WaitForever {
 			limit = "ever"
 		}
-		r.s.log.Warn("S3 endpoint failing; retrying", "endpoint", r.s.endpoint, "op", r.op, "key", r.key,
+		r.s.log.Warn("S3 endpoint failing; retrying", "endpoint", r.s.ep(), "op", r.op, "key", r.key,
 			"for", limit, "err", err)
 	}
 	r.delay = min(2*r.delay, maxBackoff)
@@ -191,23 +200,23 @@ func (s *Store) fail(op, key string, err error, tries int, elapsed time.Duration
 		switch {
 		case er.Code == "NoSuchBucket":
 			return fmt.Errorf("object/s3: %s: bucket %q does not exist at %s (format creates it): %w",
-				what, s.loc.Bucket, s.endpoint, err)
+				what, s.loc.Bucket, s.ep(), err)
 		case credentialCodes[er.Code] || er.StatusCode == http.StatusForbidden:
 			return fmt.Errorf("object/s3: %s: S3 endpoint %s refused the credentials (access key %s) from %s for bucket %q: %w",
-				what, s.endpoint, s.accessKey, s.credsFrom, s.loc.Bucket, err)
+				what, s.ep(), s.accessKey, s.credsFrom, s.loc.Bucket, err)
 		}
 	}
 	if !transient(err) || tries <= 1 {
 		if reachability(err) {
-			return fmt.Errorf("object/s3: %s: cannot reach S3 endpoint %s: %w", what, s.endpoint, unavailableError{err})
+			return fmt.Errorf("object/s3: %s: cannot reach S3 endpoint %s: %w", what, s.ep(), unavailableError{err})
 		}
 		return fmt.Errorf("object/s3: %s: %w", what, err)
 	}
 	gaveUp := fmt.Sprintf("gave up after %d tries in %v", tries, elapsed.Round(time.Millisecond))
 	if reachability(err) {
-		return fmt.Errorf("object/s3: %s: cannot reach S3 endpoint %s (%s): %w", what, s.endpoint, gaveUp, unavailableError{err})
+		return fmt.Errorf("object/s3: %s: cannot reach S3 endpoint %s (%s): %w", what, s.ep(), gaveUp, unavailableError{err})
 	}
-	return fmt.Errorf("object/s3: %s: S3 endpoint %s kept failing (%s): %w", what, s.endpoint, gaveUp, unavailableError{err})
+	return fmt.Errorf("object/s3: %s: S3 endpoint %s kept failing (%s): %w", what, s.ep(), gaveUp, unavailableError{err})
 }
 
 // unavailableError marks the final error of an operation that the

@@ -61,11 +61,12 @@ const awsEndpoint = "https://s3.amazonaws.com"
 // Store is an object store in an S3 bucket. It is safe for concurrent use.
 type Store struct {
 	loc       Location
-	prefix    string // loc.keyPrefix()
-	endpoint  string // where requests go, for messages
-	accessKey string // for messages; the secret is kept only by the client
-	credsFrom string // where the key pair came from, for messages
-	client    *minio.Client
+	prefix    string   // loc.keyPrefix()
+	endpoints []string // where requests go: one, or gateways to one store
+	accessKey string   // for messages; the secret is kept only by the client
+	credsFrom string   // where the key pair came from, for messages
+	clients   []*minio.Client
+	cur       atomic.Int32 // the endpoint (and client) requests go to
 	transport http.RoundTripper
 	opts      Options
 	log       *slog.Logger
@@ -93,13 +94,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("object/s3: S3 credentials from %s: %w", credsFrom, err)
 	}
-	endpoint := loc.Endpoint
-	if endpoint == "" {
-		endpoint = awsEndpoint
-	}
-	ep, err := url.Parse(endpoint)
-	if err != nil {
-		return nil, fmt.Errorf("object/s3: endpoint %q: %w", endpoint, err)
+	endpoints := loc.Endpoints()
+	if len(endpoints) == 0 {
+		endpoints = []string{awsEndpoint}
 	}
 	region := loc.Region
 	switch {
@@ -116,31 +113,37 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		lookup = minio.BucketLookupPath
 	}
 	transport := opts.transport()
-	client, err := minio.New(ep.Host, &minio.Options{
-		Creds:        creds,
-		Secure:       ep.Scheme == "https",
-		Transport:    transport,
-		Region:       region,
-		BucketLookup: lookup,
-		MaxRetries:   1, // the store retries, with its own policy
-		// Lets Put send a checksum of the payload (minio-go refuses
-		// checksum headers without it); multipart parts get CRC-32C
-		// headers too.
-		TrailingHeaders: true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("object/s3: %s: %w", loc, err)
-	}
 	s := &Store{
 		loc:       loc,
 		prefix:    loc.keyPrefix(),
-		endpoint:  endpoint,
+		endpoints: endpoints,
 		accessKey: v.AccessKeyID,
 		credsFrom: credsFrom,
-		client:    client,
 		transport: transport,
 		opts:      opts,
 		log:       opts.Logger,
+	}
+	for _, endpoint := range endpoints {
+		ep, err := url.Parse(endpoint)
+		if err != nil {
+			return nil, fmt.Errorf("object/s3: endpoint %q: %w", endpoint, err)
+		}
+		client, err := minio.New(ep.Host, &minio.Options{
+			Creds:        creds,
+			Secure:       ep.Scheme == "https",
+			Transport:    transport,
+			Region:       region,
+			BucketLookup: lookup,
+			MaxRetries:   1, // the store retries, with its own policy
+			// Lets Put send a checksum of the payload (minio-go refuses
+			// checksum headers without it); multipart parts get CRC-32C
+			// headers too.
+			TrailingHeaders: true,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("object/s3: %s: %w", loc, err)
+		}
+		s.clients = append(s.clients, client)
 	}
 	if err := s.checkBucket(ctx); err != nil {
 		s.Close()
@@ -149,13 +152,31 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// cl returns the client of the endpoint requests go to now.
+func (s *Store) cl() *minio.Client { return s.clients[s.cur.Load()] }
+
+// ep returns the endpoint requests go to now, for messages.
+func (s *Store) ep() string { return s.endpoints[s.cur.Load()] }
+
+// failOver moves requests from endpoint i, which just failed, to the next
+// one, unless another request moved them already; false with one
+// endpoint.
+func (s *Store) failOver(i int32) bool {
+	n := int32(len(s.endpoints))
+	if n < 2 || !s.cur.CompareAndSwap(i, (i+1)%n) {
+		return false
+	}
+	s.log.Warn("S3 endpoint failing; trying the next", "failing", s.endpoints[i], "next", s.endpoints[(i+1)%n])
+	return true
+}
+
 // checkBucket lists at most one object below the prefix: that needs a
 // reachable endpoint, accepted credentials, the bucket, and the permission
 // to list that the store needs anyway. A HEAD of the bucket would be
 // cheaper, but its answer has no body to say which of these failed.
 func (s *Store) checkBucket(ctx context.Context) error {
 	list := func(ctx context.Context) error {
-		for o := range s.client.ListObjectsIter(ctx, s.loc.Bucket, minio.ListObjectsOptions{
+		for o := range s.cl().ListObjectsIter(ctx, s.loc.Bucket, minio.ListObjectsOptions{
 			Prefix: s.prefix, Recursive: true, MaxKeys: 1, FetchOwner: new(false),
 		}) {
 			return o.Err
@@ -168,7 +189,7 @@ func (s *Store) checkBucket(ctx context.Context) error {
 		return err
 	}
 	err = s.do(ctx, "create bucket", "", func(ctx context.Context) error {
-		err := s.client.MakeBucket(ctx, s.loc.Bucket, minio.MakeBucketOptions{Region: s.loc.Region})
+		err := s.cl().MakeBucket(ctx, s.loc.Bucket, minio.MakeBucketOptions{Region: s.loc.Region})
 		if errors.As(err, &er) && (er.Code == "BucketAlreadyOwnedByYou" || er.Code == "BucketAlreadyExists") {
 			return nil // made by a concurrent Open, or by a retried request
 		}
@@ -177,7 +198,7 @@ func (s *Store) checkBucket(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.log.Info("created S3 bucket", "bucket", s.loc.Bucket, "endpoint", s.endpoint)
+	s.log.Info("created S3 bucket", "bucket", s.loc.Bucket, "endpoint", s.ep())
 	return s.do(ctx, "open", "", list)
 }
 
@@ -244,7 +265,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 		}
 	}
 	err := s.do(ctx, "put", key, func(ctx context.Context) error {
-		_, err := s.client.PutObject(ctx, s.loc.Bucket, s.prefix+key, bytes.NewReader(data), int64(len(data)), opts)
+		_, err := s.cl().PutObject(ctx, s.loc.Bucket, s.prefix+key, bytes.NewReader(data), int64(len(data)), opts)
 		return err
 	})
 	var er minio.ErrorResponse
@@ -270,7 +291,7 @@ func (s *Store) PutStream(ctx context.Context, key string, r io.Reader) error {
 	sr := &streamReader{r: r}
 	var failed error // after reading from r: not retried
 	err := s.do(ctx, "put", key, func(ctx context.Context) error {
-		_, err := s.client.PutObject(ctx, s.loc.Bucket, s.prefix+key, sr, -1, opts)
+		_, err := s.cl().PutObject(ctx, s.loc.Bucket, s.prefix+key, sr, -1, opts)
 		if err != nil && sr.n > 0 {
 			failed = err
 			return nil
@@ -351,7 +372,7 @@ func (s *Store) get(ctx context.Context, key, rng string, off, length int64) ([]
 	if rng != "" {
 		opts.Set("Range", rng)
 	}
-	body, info, hdr, err := minio.Core{Client: s.client}.GetObject(ctx, s.loc.Bucket, s.prefix+key, opts)
+	body, info, hdr, err := minio.Core{Client: s.cl()}.GetObject(ctx, s.loc.Bucket, s.prefix+key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +414,7 @@ func (s *Store) Head(ctx context.Context, key string) (object.Info, error) {
 	var info minio.ObjectInfo
 	err := s.do(ctx, "head", key, func(ctx context.Context) error {
 		var err error
-		info, err = s.client.StatObject(ctx, s.loc.Bucket, s.prefix+key, minio.StatObjectOptions{})
+		info, err = s.cl().StatObject(ctx, s.loc.Bucket, s.prefix+key, minio.StatObjectOptions{})
 		return err
 	})
 	var er minio.ErrorResponse
@@ -413,7 +434,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	return s.do(ctx, "delete", key, func(ctx context.Context) error {
-		err := s.client.RemoveObject(ctx, s.loc.Bucket, s.prefix+key, minio.RemoveObjectOptions{})
+		err := s.cl().RemoveObject(ctx, s.loc.Bucket, s.prefix+key, minio.RemoveObjectOptions{})
 		var er minio.ErrorResponse
 		if errors.As(err, &er) && er.Code == "NoSuchKey" {
 			return nil // some servers say so; the contract says it is fine
@@ -443,7 +464,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 			}
 			close(ch)
 			var first error
-			for e := range s.client.RemoveObjects(ctx, s.loc.Bucket, ch, minio.RemoveObjectsOptions{}) {
+			for e := range s.cl().RemoveObjects(ctx, s.loc.Bucket, ch, minio.RemoveObjectsOptions{}) {
 				var er minio.ErrorResponse
 				if errors.As(e.Err, &er) && er.Code == "NoSuchKey" {
 					continue
@@ -473,7 +494,7 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(object.Info) bo
 		stopped := false
 		progress := false
 		var err error
-		for o := range s.client.ListObjectsIter(ctx, s.loc.Bucket, minio.ListObjectsOptions{
+		for o := range s.cl().ListObjectsIter(ctx, s.loc.Bucket, minio.ListObjectsOptions{
 			Prefix: s.prefix + prefix, Recursive: true, StartAfter: last, FetchOwner: new(false),
 		}) {
 			if o.Err != nil {
@@ -516,14 +537,14 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(object.Info) bo
 // by the server (CopyObject); its bytes do not pass through this process.
 func (s *Store) CopyFrom(ctx context.Context, src object.Store, key string) (bool, error) {
 	o, ok := object.Base(src).(*Store)
-	if !ok || o.endpoint != s.endpoint || o.accessKey != s.accessKey {
+	if !ok || o.loc.Endpoint != s.loc.Endpoint || o.accessKey != s.accessKey {
 		return false, nil
 	}
 	if err := object.ValidKey(key); err != nil {
 		return true, err
 	}
 	err := s.do(ctx, "copy", key, func(ctx context.Context) error {
-		_, err := s.client.CopyObject(ctx,
+		_, err := s.cl().CopyObject(ctx,
 			minio.CopyDestOptions{Bucket: s.loc.Bucket, Object: s.prefix + key},
 			minio.CopySrcOptions{Bucket: o.loc.Bucket, Object: o.prefix + key})
 		return err

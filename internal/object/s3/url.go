@@ -29,7 +29,9 @@ type Location struct {
 	// the longest key the store can hold (S3's limit is on the whole
 	// name) by its length plus one.
 	Prefix string
-	// Endpoint is the scheme and host[:port] of the S3 service, "" for AWS.
+	// Endpoint is the scheme and host[:port] of the S3 service, "" for AWS;
+	// or several, comma-separated: gateways to one store, used in turn
+	// when one fails (Endpoints).
 	Endpoint string
 	// Region is the region given in the URL, "" if none.
 	Region string
@@ -84,25 +86,31 @@ func ParseURL(raw string) (Location, error) {
 		val := vals[0]
 		switch name {
 		case "endpoint":
-			ep, err := url.Parse(val)
-			switch {
-			case err != nil:
-				return bad("endpoint: %v", object.URLParseReason(err))
-			case ep.Scheme != "http" && ep.Scheme != "https":
-				return bad(`endpoint %q: want http://HOST[:PORT] or https://HOST[:PORT]`, val)
-			case ep.Host == "" || ep.Hostname() == "":
-				return bad("endpoint %q has no host", val)
-			case ep.User != nil:
-				return bad("credentials do not belong in the endpoint")
-			case ep.Path != "" && ep.Path != "/" || ep.RawQuery != "" || ep.Fragment != "":
-				return bad("endpoint %q: only scheme, host and port are allowed", val)
-			}
-			if p := ep.Port(); p != "" {
-				if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-					return bad("endpoint %q: bad port", val)
+			// Several endpoints, comma-separated, are gateways to one
+			// store: the client moves to the next when one fails.
+			var eps []string
+			for _, val := range strings.Split(val, ",") {
+				ep, err := url.Parse(val)
+				switch {
+				case err != nil:
+					return bad("endpoint: %v", object.URLParseReason(err))
+				case ep.Scheme != "http" && ep.Scheme != "https":
+					return bad(`endpoint %q: want http://HOST[:PORT] or https://HOST[:PORT]`, val)
+				case ep.Host == "" || ep.Hostname() == "":
+					return bad("endpoint %q has no host", val)
+				case ep.User != nil:
+					return bad("credentials do not belong in the endpoint")
+				case ep.Path != "" && ep.Path != "/" || ep.RawQuery != "" || ep.Fragment != "":
+					return bad("endpoint %q: only scheme, host and port are allowed", val)
 				}
+				if p := ep.Port(); p != "" {
+					if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+						return bad("endpoint %q: bad port", val)
+					}
+				}
+				eps = append(eps, ep.Scheme+"://"+ep.Host)
 			}
-			loc.Endpoint = ep.Scheme + "://" + ep.Host
+			loc.Endpoint = strings.Join(eps, ",")
 		case "region":
 			if val == "" || strings.ContainsFunc(val, func(r rune) bool {
 				return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
@@ -155,6 +163,14 @@ func (l Location) String() string {
 		param("path-style", strconv.FormatBool(l.PathStyle))
 	}
 	return b.String()
+}
+
+// Endpoints returns the endpoints of Endpoint, in order (none for AWS).
+func (l Location) Endpoints() []string {
+	if l.Endpoint == "" {
+		return nil
+	}
+	return strings.Split(l.Endpoint, ",")
 }
 
 // keyPrefix returns what is prepended to keys: "" or the prefix and "/".

@@ -34,6 +34,11 @@ func TestParseURL(t *testing.T) {
 			str:  "s3://bucket?endpoint=http://[::1]:9000&path-style=false",
 		},
 		{
+			url:  "s3://bucket?endpoint=http://a:1,https://b:2/",
+			want: s3.Location{Bucket: "bucket", Endpoint: "http://a:1,https://b:2", PathStyle: true},
+			str:  "s3://bucket?endpoint=http://a:1,https://b:2",
+		},
+		{
 			url:  "s3://bucket?endpoint=http://h:1&path-style=true",
 			want: s3.Location{Bucket: "bucket", Endpoint: "http://h:1", PathStyle: true},
 			str:  "s3://bucket?endpoint=http://h:1",
@@ -70,6 +75,8 @@ func TestParseURLErrors(t *testing.T) {
 		{"s3://", "bucket"},
 		{"s3:///prefix", "bucket"},
 		{"s3://ab", "bucket"},
+		{"s3://bucket?endpoint=http://a:1,ftp://b", "want http://HOST[:PORT]"},
+		{"s3://bucket?endpoint=http://a:1,", "want http://HOST[:PORT]"},
 		{"s3://Bucket", "bucket"},
 		{"s3://bu_cket", "bucket"},
 		{"s3://192.168.1.1", "bucket"},

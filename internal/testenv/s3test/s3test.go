@@ -419,3 +419,36 @@ func (s *Server) Log() string {
 	b, _ := os.ReadFile(s.logPath)
 	return string(b)
 }
+
+// Twin starts a second server over the same data and with the same keys as
+// s, on a port of its own: two S3 gateways over one store, as a cluster
+// runs them. It is stopped when tb ends.
+func (s *Server) Twin(tb testing.TB) *Server {
+	tb.Helper()
+	t := &Server{AccessKey: s.AccessKey, SecretKey: s.SecretKey, bin: s.bin, dir: s.dir,
+		dataDir: s.dataDir, metaDir: s.metaDir, logPath: s.logPath + ".twin"}
+	var err error
+	for range 10 {
+		var port int
+		if port, err = freePort(); err != nil {
+			break
+		}
+		t.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		t.Endpoint = "http://" + t.addr
+		if t.admin, err = minio.New(t.addr, &minio.Options{
+			Creds:      credentials.NewStaticV4(t.AccessKey, t.SecretKey, ""),
+			Region:     "us-east-1",
+			MaxRetries: 1,
+		}); err != nil {
+			break
+		}
+		if err = t.Start(); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	if err != nil {
+		tb.Fatalf("s3test: a twin server: %v", err)
+	}
+	tb.Cleanup(func() { _ = t.Stop() })
+	return t
+}
