@@ -69,44 +69,19 @@ func TestSharedReplicate(t *testing.T) {
 		return lastLines(string(b), 30)
 	}
 
-	write := func(until time.Time, from int) int {
-		i := from
-		for ; time.Now().Before(until); i++ {
-			name := fmt.Sprintf("q/f%04d", i)
-			f, err := os.Create(a.path(name))
-			if err == nil {
-				_, err = f.Write(randomBytes(1 + i*4099%300000))
-			}
-			if err == nil && i%4 == 0 {
-				err = f.Sync()
-			}
-			if f != nil {
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if i%5 == 4 {
-				if err := os.Remove(a.path(fmt.Sprintf("q/f%04d", i-3))); err != nil {
-					t.Fatal(err)
-				}
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		return i
-	}
+	// The writer runs in a process of its own (writer_test.go says why):
+	// files of 1 KB to about 100 KB, every fourth fsynced, every fifth
+	// writing removes the file three before it.
+	wr := startWriter(t, writerConfig{Dir: a.path("q"), Size: 1000, Step: 97, SyncEvery: 4, RemoveEvery: 5, RemoveBack: 3, Pause: 10 * time.Millisecond})
 	// The replicator is killed (SIGKILL) twice at random points and
 	// started again.
-	i := 0
 	for k := 0; k < 2; k++ {
-		i = write(time.Now().Add(time.Duration(500+mrand.IntN(2000))*time.Millisecond), i)
+		time.Sleep(time.Duration(500+mrand.IntN(2000)) * time.Millisecond)
 		_ = rep.Process.Kill()
 		<-repDone
 		startRep()
 	}
-	i = write(time.Now().Add(2*time.Second), i)
+	time.Sleep(2 * time.Second)
 	if err := pg.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +89,11 @@ func TestSharedReplicate(t *testing.T) {
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
 	}
-	write(time.Now().Add(4*time.Second), i)
+	time.Sleep(4 * time.Second)
+	wr.Stop()
+	if wr.Err != "" || wr.Files < 50 {
+		t.Fatalf("the writer: %d files, error %q", wr.Files, wr.Err)
+	}
 	last := time.Now()
 	deadline := last.Add(60 * time.Second)
 	for {

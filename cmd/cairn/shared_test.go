@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(outageWorkerEnv); cfg != "" {
 		os.Exit(outageWorker(cfg)) // the load of TestSharedOutages, in a process of its own
 	}
+	if cfg := os.Getenv(writerEnv); cfg != "" {
+		os.Exit(testWriter(cfg)) // writer_test.go
+	}
 	pgtest.Wrap(func() { s3test.Main(m) })
 	if binPath != "" {
 		// The binary the end-to-end tests built (cairnBinary).
