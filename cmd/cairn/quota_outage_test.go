@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 )
 
 // TestSharedQuotaOutage: PostgreSQL stops for 3 s while a client writes,
@@ -18,26 +16,7 @@ import (
 // back byte for byte, the quota's usage equals what its tree holds (quota
 // check) and fsck is clean.
 func TestSharedQuotaOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("stops the shared PostgreSQL server")
-	}
-	pg := pgtest.Shared(t)
-	t.Cleanup(func() { _ = pg.Start() })
-	v := newSharedVolume(t)
-	if out, err := v.cairn(t, "config", "--trash-days", "1", v.meta); err != nil {
-		t.Fatalf("config: %v\n%s", err, out)
-	}
-	// A loaded machine may take longer than the default 30 s store
-	// timeout to stop and start PostgreSQL: the test is that every call
-	// waits the outage out. The writer runs in a process of its own
-	// (writer_test.go says why).
-	a := v.mount(t, "a", "--store-timeout", "2m")
-	if err := os.Mkdir(a.path("q"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := v.cairn(t, "quota", "set", v.meta, "/q", "--bytes", "1G", "--inodes", "100000"); err != nil {
-		t.Fatalf("quota set: %v\n%s", err, out)
-	}
+	pg, v, a := outageQuotaVolume(t, "--bytes", "1G", "--inodes", "100000")
 	// The writer: 64 KiB files, each fsynced; every third, the file
 	// two before it removed (into the trash, leaving the quota).
 	wr := startWriter(t, writerConfig{Dir: a.path("q"), Size: 64 << 10, Step: 1, SyncEvery: 1, RemoveEvery: 3, RemoveBack: 2})

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 )
 
 // TestSharedReplicate: a shared volume (PostgreSQL and S3) replicated to
@@ -24,23 +22,8 @@ import (
 // brings the shared volume to its state (the shared volume mounts
 // read-only from then on). fsck is clean on both sides.
 func TestSharedReplicate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("stops the shared PostgreSQL server")
-	}
-	pg := pgtest.Shared(t)
-	t.Cleanup(func() { _ = pg.Start() })
-	v := newSharedVolume(t)
-	if out, err := v.cairn(t, "config", "--trash-days", "1", v.meta); err != nil {
-		t.Fatalf("config: %v\n%s", err, out)
-	}
+	pg, v, a := outageQuotaVolume(t, "--bytes", "1G")
 	dst := newE2EVolume(t)
-	a := v.mount(t, "a", "--store-timeout", "5m") // PostgreSQL's stop and start may take long: see TestSharedQuotaOutage
-	if err := os.Mkdir(a.path("q"), 0o777); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := v.cairn(t, "quota", "set", v.meta, "/q", "--bytes", "1G"); err != nil {
-		t.Fatalf("quota set: %v\n%s", err, out)
-	}
 	logf, err := os.OpenFile(filepath.Join(v.dir, "replicate.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 )
 
 // The tests that stop PostgreSQL while a mount writes run the writer in a
@@ -154,4 +156,31 @@ func startWriter(t *testing.T, c writerConfig) *writerRun {
 func (w *writerRun) Stop() {
 	_ = w.stdin.Close()
 	<-w.done
+}
+
+// outageQuotaVolume is the set-up of the tests that stop PostgreSQL under
+// a writer: the shared server (started again when t ends), a shared
+// volume with the trash on, mount "a" of it, and a quota (quotaFlags) on
+// its directory /q. The mount waits up to 2 minutes for a store: a loaded
+// machine may take longer than the default 30 s to stop and start
+// PostgreSQL, and these tests show that every call waits the outage out.
+func outageQuotaVolume(t *testing.T, quotaFlags ...string) (*pgtest.Server, *sharedVolume, *sharedMount) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("stops the shared PostgreSQL server")
+	}
+	pg := pgtest.Shared(t)
+	t.Cleanup(func() { _ = pg.Start() })
+	v := newSharedVolume(t)
+	if out, err := v.cairn(t, "config", "--trash-days", "1", v.meta); err != nil {
+		t.Fatalf("config: %v\n%s", err, out)
+	}
+	a := v.mount(t, "a", "--store-timeout", "2m")
+	if err := os.Mkdir(a.path("q"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := v.cairn(t, append([]string{"quota", "set", v.meta, "/q"}, quotaFlags...)...); err != nil {
+		t.Fatalf("quota set: %v\n%s", err, out)
+	}
+	return pg, v, a
 }

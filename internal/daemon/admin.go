@@ -746,10 +746,7 @@ func checkVolume(ctx context.Context, v *Volume, o FsckOptions) (FsckReport, err
 		sort.Slice(present, func(i, j int) bool {
 			return present[i].id < present[j].id || present[i].id == present[j].id && present[i].index < present[j].index
 		})
-		format := chunk.BlockFormat1
-		if v.Settings.BoundBlocks() {
-			format = chunk.BlockFormat2
-		}
+		format := blockFormat(v.Settings)
 		prog.enter("scrubbing", int64(len(present)))
 		work := make(chan block)
 		var mu sync.Mutex

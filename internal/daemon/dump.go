@@ -187,10 +187,7 @@ func SyntheticDump(ctx context.Context, metaURL string, files, perDir, size int,
 	if err != nil {
 		return err
 	}
-	format := chunk.BlockFormat1
-	if s.BoundBlocks() {
-		format = chunk.BlockFormat2
-	}
+	format := blockFormat(s)
 	block := func(id uint64, data []byte) (string, []byte) {
 		bid := chunk.BlockID{Slice: id, Index: 0, Length: len(data)}
 		return chunk.BlockKey(id, 0, len(data)), chunk.EncodeBlock(slices.Clone(data), bid, format)

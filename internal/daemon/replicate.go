@@ -261,9 +261,8 @@ func (r *Replicator) firstCopy(ctx context.Context, st meta.ReplicaState, first 
 		nst.Resume = next
 		if next == nil {
 			info.Duration, info.Finished = time.Since(start), time.Now()
-			nst.Snapshot, nst.Epoch, nst.Taken = snap.Name, snap.Epoch, snap.Created
+			nst = replicated(nst, snap)
 			nst.Copying, nst.Resume = "", nil
-			nst.Cycles++
 			nst.LastCycle = info
 			if err := r.finalParts(ctx, &a); err != nil {
 				return st, err
@@ -315,13 +314,9 @@ func (r *Replicator) prepare(ctx context.Context, a *meta.ReplicaApply, info *me
 		if a.Blobs, err = r.src.Meta.ReplicaBlobs(ctx, blobKeys); err != nil {
 			return err
 		}
-		format := chunk.BlockFormat2
-		if !r.src.Settings.BoundBlocks() {
-			format = chunk.BlockFormat1
-		}
 		for i, key := range blobKeys {
 			s := gainedInline[i]
-			if _, err := chunk.DecodeBlock(a.Blobs[key], chunk.BlockID{Slice: s.ID, Index: 0, Length: int(s.Size)}, format); err != nil {
+			if _, err := chunk.DecodeBlock(a.Blobs[key], chunk.BlockID{Slice: s.ID, Index: 0, Length: int(s.Size)}, blockFormat(r.src.Settings)); err != nil {
 				return fmt.Errorf("source inline block %s fails its checks, not copied: %w", key, err)
 			}
 			info.Objects++
@@ -399,9 +394,7 @@ func (r *Replicator) incremental(ctx context.Context, st meta.ReplicaState) (met
 	}
 	steps = append(steps, snap)
 	var info meta.CycleInfo
-	nst := st
-	nst.Snapshot, nst.Epoch, nst.Taken = snap.Name, snap.Epoch, snap.Created
-	nst.Cycles++
+	nst := replicated(st, snap)
 	var gone []string
 	from := prev
 	for n, step := range steps {
@@ -545,6 +538,14 @@ func (r *Replicator) mirror(ctx context.Context, st *meta.ReplicaState, added []
 	return gone, nil
 }
 
+// replicated is st once source snapshot snap is replicated: one more
+// cycle, the destination as of snap.
+func replicated(st meta.ReplicaState, snap meta.Snapshot) meta.ReplicaState {
+	st.Snapshot, st.Epoch, st.Taken = snap.Name, snap.Epoch, snap.Created
+	st.Cycles++
+	return st
+}
+
 // anchor returns the destination's snapshot name, taking it if missing:
 // the destination is read-only, so its live state is still the one
 // replicated as name.
@@ -622,10 +623,6 @@ func (r *Replicator) copySlices(ctx context.Context, ss []base.Slice) (objects i
 			jobs = append(jobs, job{chunk.BlockKey(s.ID, i, n), chunk.BlockID{Slice: s.ID, Index: i, Length: n}})
 		}
 	}
-	format := chunk.BlockFormat2
-	if !r.src.Settings.BoundBlocks() {
-		format = chunk.BlockFormat1
-	}
 	var (
 		mu    sync.Mutex
 		first error
@@ -643,7 +640,7 @@ func (r *Replicator) copySlices(ctx context.Context, ss []base.Slice) (objects i
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			n, err := r.copyObject(ctx, j.key, j.id, format)
+			n, err := r.copyObject(ctx, j.key, j.id)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && first == nil {
@@ -664,7 +661,7 @@ func (r *Replicator) copySlices(ctx context.Context, ss []base.Slice) (objects i
 // copyObject copies one block object unless the destination has it
 // (resumed cycles resend nothing: -1), returning the bytes sent (0 when
 // the stores made it themselves).
-func (r *Replicator) copyObject(ctx context.Context, key string, id chunk.BlockID, format chunk.BlockFormat) (int64, error) {
+func (r *Replicator) copyObject(ctx context.Context, key string, id chunk.BlockID) (int64, error) {
 	if _, err := r.dst.Objects.Head(ctx, key); err == nil {
 		return -1, nil // arrived before (a resumed cycle)
 	} else if !errors.Is(err, object.ErrNotFound) {
@@ -686,7 +683,7 @@ func (r *Replicator) copyObject(ctx context.Context, key string, id chunk.BlockI
 	if err != nil {
 		return 0, fmt.Errorf("source object %s: %w", key, err)
 	}
-	if _, err := chunk.DecodeBlock(data, id, format); err != nil {
+	if _, err := chunk.DecodeBlock(data, id, blockFormat(r.src.Settings)); err != nil {
 		return 0, fmt.Errorf("source object %s fails its checks, not copied: %w", key, err)
 	}
 	if r.limit != nil {

@@ -564,9 +564,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 		CacheRandomWrites: !isLocal,
 		LocalStore:        isLocal,
 	}
-	if !v.Settings.BoundBlocks() {
-		co.BlockFormat = chunk.BlockFormat1 // the volume's blocks predate format version 3
-	}
+	co.BlockFormat = blockFormat(v.Settings)
 	if len(cacheDirs) > 0 {
 		v.disk, err = cache.OpenDisk(cache.DiskOptions{
 			Dirs:      cacheDirs,
@@ -585,6 +583,15 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	}
 	ok = true
 	return v, nil
+}
+
+// blockFormat is the format of a volume's blocks: bound to their identity
+// (chunk.BlockFormat2) from format version 3, checksummed alone before.
+func blockFormat(s meta.Settings) chunk.BlockFormat {
+	if s.BoundBlocks() {
+		return chunk.BlockFormat2
+	}
+	return chunk.BlockFormat1
 }
 
 // dropStoreFSDirs returns the cache directories that are not on the file
