@@ -377,6 +377,10 @@ type VolumeOptions struct {
 	// NoDirLeases: this client takes no directory leases on shared
 	// volumes (meta.Options.NoLeases); it still respects other clients'.
 	NoDirLeases bool
+	// WriteBack: creates and unlinks in directories this client leases
+	// are acknowledged before they commit and committed in batches
+	// (meta.Options.WriteBack).
+	WriteBack bool
 	// ObjectLatency, when positive, delays every request to the data
 	// store (get, range get, put, head, delete, list; not sync) by this
 	// much before it is sent, so that a local store answers like a remote
@@ -531,7 +535,7 @@ func OpenVolume(ctx context.Context, o VolumeOptions) (*Volume, error) {
 	}
 	v.ReadOnly = o.ReadOnly
 	mo := meta.Options{Logger: o.Logger, ReadOnly: o.ReadOnly, HoldReleaseDelay: 20 * time.Millisecond, ListingTTL: o.ListingTTL,
-		NoLeases: o.NoDirLeases, MemoryHolds: !loc.Shared()}
+		NoLeases: o.NoDirLeases, WriteBack: o.WriteBack, MemoryHolds: !loc.Shared()}
 	v.Meta, err = meta.Open(ctx, store, mo)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,9 @@ type Accelerators struct {
 	// Leases: directory leases and speculative creates (lease.go,
 	// speculative.go, kv.GuardedWriter), for clients with a session.
 	Leases bool
+	// WriteBack: creates and unlinks in leased directories acknowledged
+	// before they commit, committed in batches (writeback.go).
+	WriteBack bool
 	// BlindOpens: the first open of a file reads it and writes its hold
 	// in one round trip (open.go, openBlind; kv.BlindWriter, or an
 	// ordinary update where the store has no such ability). Stores
@@ -54,6 +57,7 @@ func chooseAccelerators(p kv.Profile, o Options) Accelerators {
 	a.GroupCommit = !o.NoGroupCommit
 	a.StartAhead = p.Starter && !o.ReadOnly
 	a.Leases = p.GuardedWriter && !o.ReadOnly && !o.NoLeases
+	a.WriteBack = a.Leases && o.WriteBack
 	a.BlindOpens = !o.NoBlindOpens && !o.ReadOnly
 	return a
 }
@@ -69,6 +73,7 @@ func (a Accelerators) String() string {
 		{a.LatestCache, "latest-version cache"}, {a.MemoryHolds, "open-file holds in memory"},
 		{a.ListingCache > 0, "listing cache (" + a.ListingCache.String() + ")"}, {a.GroupCommit, "group commit"},
 		{a.StartAhead, "started-ahead creates"}, {a.Leases, "directory leases and speculative creates"},
+		{a.WriteBack, "write-back of creates and unlinks"},
 		{a.BlindOpens, "one-round-trip opens"},
 	} {
 		if x.on {
@@ -107,6 +112,9 @@ type txnAccel struct {
 	leaseCheck bool
 	leaseSid   uint64
 	leaseOK    map[base.Ino]bool
+	// leaseOut, if set, receives the value of the lease record of the
+	// directory prefetchEntry reads (a lookup's: lookupLoose).
+	leaseOut *[]byte
 }
 
 // writing is the hook the versioned store calls before it writes (or,

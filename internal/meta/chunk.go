@@ -17,6 +17,9 @@ import (
 // ReadChunk returns the slice list of chunk index of file ino at the live
 // epoch (nil for a hole). Later slices win where they overlap.
 func (m *Meta) ReadChunk(ctx context.Context, ino base.Ino, index uint32) ([]base.Slice, error) {
+	if err := m.wbRead(ctx, ino); err != nil {
+		return nil, err
+	}
 	var out []base.Slice
 	err := m.singleView(ctx, func(r kv.Reader) (err error) {
 		out, err = readChunkAt(r, ino, index, latestEpoch)

@@ -137,6 +137,9 @@ func (m *Meta) mutateGroupedOnce(ctx context.Context, fn func(o *op) error) erro
 	if g == nil {
 		return m.mutate(ctx, fn)
 	}
+	if err := m.wbBarrier(ctx); err != nil {
+		return err
+	}
 	if m.opts.ReadOnly {
 		return base.ErrReadOnly
 	}
@@ -221,6 +224,7 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 	})
 	lease.done()
 	m.updated(touched, dirAttrs, queued, err)
+	m.wbForget()
 	for i, r := range batch {
 		r.err = errs[i]
 		if err != nil {

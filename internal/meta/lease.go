@@ -212,6 +212,19 @@ func (l *leaseState) absent(dir base.Ino, name string) bool {
 	return !ok
 }
 
+// holds reports whether this client trusts its lease of dir now.
+func (l *leaseState) holds(dir base.Ino) bool {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.dirs[dir]
+	if d == nil || !l.trusted(now) {
+		return false
+	}
+	d.used = now
+	return true
+}
+
 // missed counts a lookup in dir that the store answered with no entry and
 // reports whether a lease of dir should be taken now.
 func (l *leaseState) missed(dir base.Ino) bool {
@@ -461,7 +474,7 @@ func (m *Meta) acquireLease(dir base.Ino) {
 				return errLeaseBusy
 			}
 			t.Set(sessionKey(sid), s)
-			t.Set(leaseKey(dir), binary.BigEndian.AppendUint64(nil, sid))
+			t.Set(leaseKey(dir), leaseValue(sid, m.wb != nil))
 			attr = *a
 			return nil
 		})
@@ -534,7 +547,7 @@ func (m *Meta) releaseLease(ctx context.Context, dir base.Ino, recalled bool) {
 		if err != nil {
 			return err
 		}
-		if len(v) == 8 && binary.BigEndian.Uint64(v) == sid {
+		if h, _, ok := leaseHolder(v); ok && h == sid {
 			t.Delete(leaseKey(dir))
 		}
 		t.Delete(recallKey(sid, dir))
@@ -593,7 +606,7 @@ func (m *Meta) recallLease(ctx context.Context, e *leasedError, attempt int) err
 			if err != nil {
 				return err
 			}
-			if len(v) == 8 && binary.BigEndian.Uint64(v) == e.holder {
+			if h, _, ok := leaseHolder(v); ok && h == e.holder {
 				t.Delete(leaseKey(e.dir))
 			}
 			return nil
@@ -655,10 +668,11 @@ func (t *wtx) checkLease(dir base.Ino) error {
 		return err
 	}
 	if v != nil {
-		if len(v) != 8 {
+		holder, _, ok := leaseHolder(v)
+		if !ok {
 			return fmt.Errorf("lease of directory %d: %d bytes: %w", dir, len(v), base.ErrIO)
 		}
-		if holder := binary.BigEndian.Uint64(v); holder != t.leaseSid {
+		if holder != t.leaseSid {
 			return &leasedError{dir: dir, holder: holder}
 		}
 	}
@@ -674,7 +688,7 @@ func (t *wtx) checkLease(dir base.Ino) error {
 func (o *op) releaseSessionLeases(dead map[uint64]bool) error {
 	var keys [][]byte
 	if err := o.Scan(prefixOnly(pLease), kv.PrefixEnd(prefixOnly(pLease)), false, func(k, v []byte) bool {
-		if len(v) == 8 && dead[binary.BigEndian.Uint64(v)] {
+		if h, _, ok := leaseHolder(v); ok && dead[h] {
 			keys = append(keys, append([]byte(nil), k...))
 		}
 		return true
@@ -721,4 +735,38 @@ func (t *wtx) withLeases(plains, logicals [][]byte) [][]byte {
 		}
 	}
 	return plains
+}
+
+// leaseValue is the value of a lease record: the holder's session, then
+// a byte 1 if the holder writes changes back (writeback.go): other
+// clients' reads of the directory then recall the lease first.
+func leaseValue(sid uint64, writeBack bool) []byte {
+	v := binary.BigEndian.AppendUint64(nil, sid)
+	if writeBack {
+		v = append(v, 1)
+	}
+	return v
+}
+
+// leaseHolder decodes a lease record's value.
+func leaseHolder(v []byte) (sid uint64, writeBack, ok bool) {
+	if len(v) != 8 && len(v) != 9 {
+		return 0, false, false
+	}
+	return binary.BigEndian.Uint64(v), len(v) == 9 && v[8] == 1, true
+}
+
+// recallForRead waits, before a read of dir by this client, until no other
+// session holds dir's lease with write-back (lease record value v, as
+// read), recalling it: the holder commits its log before it gives the
+// lease back. again reports whether the read must run again.
+func (m *Meta) recallForRead(ctx context.Context, dir base.Ino, v []byte, attempt int) (again bool, err error) {
+	holder, wb, ok := leaseHolder(v)
+	if !ok || !wb || holder == m.sessionID() {
+		return false, nil
+	}
+	if err := m.recallLease(ctx, &leasedError{dir: dir, holder: holder}, attempt); err != nil {
+		return false, err
+	}
+	return true, nil
 }

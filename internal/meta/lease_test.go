@@ -493,7 +493,8 @@ func leaseStress(t *testing.T, off bool) {
 					}
 					var ino base.Ino
 					var a, pa base.Attr
-					serr := m.lookupLoose(ctx, root, d, n, &ino, &a, &pa)
+					var lease []byte
+					serr := m.lookupLoose(ctx, root, d, n, &ino, &a, &pa, &lease)
 					t.Fatalf("client %d does not find %s in %d: %v (lease held %v, name in it %v; store: %d %v)", i, n, d, err, held, has, ino, serr)
 				}
 			}

@@ -51,6 +51,13 @@ type Options struct {
 	// a session. Every client of such a store respects the leases of
 	// others whatever this says.
 	NoLeases bool
+	// WriteBack acknowledges creates and unlinks in directories this
+	// client leases before they commit, and commits them in batches
+	// (writeback.go): one guarded write for up to hundreds of changes.
+	// A crash loses the changes since the last commit (at most about
+	// 50 ms of them), never part of one; Sync commits them. Needs
+	// leases.
+	WriteBack bool
 	// NoBlindOpens records the first open of a file in a transaction
 	// that reads, then writes its hold (two round trips on a server)
 	// rather than in one round trip whose write does not wait for the
@@ -168,6 +175,7 @@ type Meta struct {
 	ahead      *aheadState   // nil: lookups start no transactions
 	leases     *leaseState   // nil: this client takes no directory leases
 	spec       *specCache    // nil: no speculative mutations
+	wb         *wbLog        // nil: no write-back (writeback.go)
 	shards     shardPool     // usage shards of the transactions in flight
 	stopLatest func()
 }
@@ -231,6 +239,9 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 	if m.accel.Leases {
 		m.leases = newLeaseState()
 		m.spec = newSpecCache()
+		if m.accel.WriteBack {
+			m.wb = newWbLog()
+		}
 	}
 	if !opts.ReadOnly {
 		if err := m.releaseDeadSessions(ctx); err != nil {
@@ -288,7 +299,17 @@ func (m *Meta) closeLatestCache() {
 }
 
 // Sync makes committed metadata durable (kv.Store.Sync).
-func (m *Meta) Sync(ctx context.Context) error { return m.store.Sync(ctx) }
+// With write-back, it first commits the log, and reports (once) a change
+// acknowledged earlier that could not be committed.
+func (m *Meta) Sync(ctx context.Context) error {
+	if err := m.wbBarrier(ctx); err != nil {
+		return err
+	}
+	if err := m.wbTakeError(); err != nil {
+		return err
+	}
+	return m.store.Sync(ctx)
+}
 
 func (m *Meta) isClosed() bool {
 	m.mu.Lock()
@@ -317,6 +338,12 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 // nil (a transaction a lookup started: startahead.go), with usage shard shard,
 // which the caller holds. Other attempts take a shard from m.shards.
 func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(t *wtx) error) error {
+	if err := m.wbBarrier(ctx); err != nil {
+		if st != nil {
+			st.Abandon()
+		}
+		return err
+	}
 	queued := false
 	touched := m.newTouchLog()
 	var last *wtx
@@ -342,6 +369,7 @@ func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(
 		written = last.dirAttrs
 	}
 	m.updated(touched, written, queued, err)
+	m.wbForget()
 	return err
 }
 

@@ -83,6 +83,10 @@ type metaProfile struct {
 	name  string
 	store func(t *testing.T) kv.Store
 	opts  Options
+	// lease: the client takes the lease of a directory before every
+	// create and removal in it (as lookups of missing names would make
+	// it), so that write-back and speculative creates run.
+	lease bool
 	// quota: the root has a directory quota (without limits), so that
 	// every operation charges it and the final check recounts it.
 	quota bool
@@ -129,6 +133,7 @@ func metaProfiles() []metaProfile {
 		{name: "pebble-quota", store: peb, quota: true},
 		{name: "pg", store: pg, opts: Options{}},
 		{name: "pg-noleases", store: pg, opts: Options{NoLeases: true}},
+		{name: "pg-writeback", store: pg, opts: Options{WriteBack: true, HoldReleaseDelay: delay}, lease: true},
 		{name: "pg-nogroup", store: pg, opts: Options{NoGroupCommit: true}},
 		{name: "pg-listing", store: pg, opts: Options{ListingTTL: ttl}},
 		{name: "pg-plain", store: pg, opts: Options{NoLeases: true, NoGroupCommit: true, NoBlindOpens: true}},
@@ -624,7 +629,11 @@ func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 	m, err := Open(ctx, store, p.opts)
 	ok(t, err)
 	t.Cleanup(func() { _ = m.Close() })
-	must[uint64](t)(m.NewSession(ctx, SessionInfo{Host: p.name}))
+	si := SessionInfo{Host: p.name}
+	if p.lease {
+		si.Timeout = time.Minute // leases need a session timeout
+	}
+	must[uint64](t)(m.NewSession(ctx, si))
 	if p.quota {
 		must[Quota](t)(m.SetQuota(ctx, base.RootIno, QuotaLimits{}, nil))
 	}
@@ -632,6 +641,9 @@ func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 	r.bind(base.RootIno, base.RootIno)
 	opened := map[base.Ino]int{}
 	for i, o := range ops {
+		if p.lease && (o.kind == opMknod || o.kind == opRemove) {
+			m.takeLeaseNow(r.real[o.p])
+		}
 		line := r.step(i, o)
 		r.trace = append(r.trace, fmt.Sprintf("%d %s", i, line))
 		switch o.kind {
@@ -647,6 +659,9 @@ func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 		}
 	}
 	ok(t, m.FlushReleases(ctx))
+	if s, on := m.WriteBackStats(); on {
+		t.Logf("write-back: %+v", s)
+	}
 	if p.trash {
 		must[PurgeStats](t)(m.PurgeTrash(ctx, time.Time{}))
 	}

@@ -32,17 +32,38 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 			return 0, base.Attr{}, base.Attr{}, err
 		}
 	}
+	if err := m.wbRead(ctx, parent); err != nil {
+		return 0, base.Attr{}, base.Attr{}, err
+	}
 	var ino base.Ino
 	var a, p base.Attr
+	var lease []byte
 	var err error
 	ahead := false
 	if ah := m.ahead; ah != nil && name != "." && name != ".." {
 		if ah.wantStart() {
-			ino, a, p, ahead, err = m.lookupAhead(ctx, c, parent, name)
+			ino, a, p, ahead, err = m.lookupAhead(ctx, c, parent, name, &lease)
+			if ahead && (err == nil || errors.Is(err, base.ErrNotFound)) {
+				if h, wb, ok := leaseHolder(lease); ok && wb && h != m.sessionID() {
+					ahead = false // look again, after the recall below
+				}
+			}
 		}
 	}
 	if !ahead {
-		err = m.lookupLoose(ctx, c, parent, name, &ino, &a, &p)
+		err = m.lookupLoose(ctx, c, parent, name, &ino, &a, &p, &lease)
+		for attempt := 0; err == nil || errors.Is(err, base.ErrNotFound); attempt++ {
+			// Another client that writes back its changes of parent
+			// commits them first (writeback.go).
+			again, rerr := m.recallForRead(ctx, parent, lease, attempt)
+			if rerr != nil {
+				err = rerr
+			}
+			if !again || rerr != nil {
+				break
+			}
+			err = m.lookupLoose(ctx, c, parent, name, &ino, &a, &p, &lease)
+		}
 		if m.ahead != nil && errors.Is(err, base.ErrNotFound) {
 			m.ahead.noteAbsent(aheadKey{parent, name})
 		}
@@ -60,11 +81,15 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 }
 
 // lookupLoose is LookupDir's read of the store, in a loose view.
-func (m *Meta) lookupLoose(ctx context.Context, c *Caller, parent base.Ino, name string, ino *base.Ino, a, p *base.Attr) error {
+// lease receives the value of parent's lease record where the store is
+// shared (nil: none, or not read).
+func (m *Meta) lookupLoose(ctx context.Context, c *Caller, parent base.Ino, name string, ino *base.Ino, a, p *base.Attr, lease *[]byte) error {
+	*lease = nil
 	return m.looseView(ctx, func(rd kv.Reader) error {
 		// The parent, the entry and its inode in one round trip where the
 		// store can.
 		r := &wtx{Txn: readTxn{rd}}
+		r.leaseOut = lease
 		// With the cache, the records are most likely in memory.
 		if name != "." && name != ".." && m.lc == nil {
 			if err := r.prefetchEntry(parent, name); err != nil {
@@ -127,6 +152,9 @@ func (m *Meta) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, error) {
 		if a, ok := m.listings.openedAttr(ino); ok {
 			return a, nil
 		}
+	}
+	if err := m.wbRead(ctx, ino); err != nil {
+		return base.Attr{}, err
 	}
 	var a base.Attr
 	err := m.looseView(ctx, func(r kv.Reader) (err error) {
@@ -214,42 +242,47 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		}()
 	}
 	var a base.Attr
-	err = m.mutateAhead(ctx, parent, name, func(o *op) error {
-		// A freshly allocated inode has no versions: its writes need not
-		// look for older ones.
-		o.remember(attrKey(ino), topVersion{})
-		o.remember(symlinkKey(ino), topVersion{})
-		if err := o.createRead(parent, name); err != nil {
-			return err
-		}
-		if sid != 0 && m.holdToucher == nil {
-			o.Set(holdKey(ino, sid), nil)
-		}
-		p, err := o.freeName(c, parent, name, "create")
-		if err != nil {
-			return err
-		}
-		perm := mode & 0o7777 &^ (umask & 0o777)
-		if typ == base.TypeSymlink {
-			perm = 0o777
-		}
-		// Parent of a non-directory is a hint (the directory of its
-		// first or last-renamed name), for diff's path names.
-		a = base.Attr{Type: typ, Nlink: 1, Atime: o.now, Mtime: o.now, Ctime: o.now, Btime: o.now, Parent: parent}
-		a.Uid, a.Gid, a.Mode = newOwnership(c, p, typ, perm)
-		switch typ {
-		case base.TypeDir:
-			a.Nlink, a.Parent = 2, parent
-		case base.TypeSymlink:
-			a.Length = uint64(len(target))
-			if err := o.vset(symlinkKey(ino), []byte(target)); err != nil {
+	// build returns the mutation, which sets *out to the new attribute.
+	build := func(out *base.Attr) func(o *op) error {
+		return func(o *op) error {
+			// A freshly allocated inode has no versions: its writes need not
+			// look for older ones.
+			o.remember(attrKey(ino), topVersion{})
+			o.remember(symlinkKey(ino), topVersion{})
+			if err := o.createRead(parent, name); err != nil {
 				return err
 			}
-		case base.TypeBlock, base.TypeChar:
-			a.Rdev = rdev
+			if sid != 0 && m.holdToucher == nil {
+				o.Set(holdKey(ino, sid), nil)
+			}
+			p, err := o.freeName(c, parent, name, "create")
+			if err != nil {
+				return err
+			}
+			perm := mode & 0o7777 &^ (umask & 0o777)
+			if typ == base.TypeSymlink {
+				perm = 0o777
+			}
+			// Parent of a non-directory is a hint (the directory of its
+			// first or last-renamed name), for diff's path names.
+			a := out
+			*a = base.Attr{Type: typ, Nlink: 1, Atime: o.now, Mtime: o.now, Ctime: o.now, Btime: o.now, Parent: parent}
+			a.Uid, a.Gid, a.Mode = newOwnership(c, p, typ, perm)
+			switch typ {
+			case base.TypeDir:
+				a.Nlink, a.Parent = 2, parent
+			case base.TypeSymlink:
+				a.Length = uint64(len(target))
+				if err := o.vset(symlinkKey(ino), []byte(target)); err != nil {
+					return err
+				}
+			case base.TypeBlock, base.TypeChar:
+				a.Rdev = rdev
+			}
+			return o.addInode(ino, a, parent, p, name)
 		}
-		return o.addInode(ino, &a, parent, p, name)
-	})
+	}
+	err = m.mutateAhead(ctx, parent, name, build(&a), build(new(base.Attr)))
 	if err != nil {
 		return 0, base.Attr{}, err
 	}
@@ -377,9 +410,10 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 		return DirChange{}, err
 	}
 	var ch DirChange
-	// Marked as freeing space: allowed on a nearly full metadata disk.
-	err := m.trashRetry(ctx, func() error {
-		return m.mutateGrouped(kv.Freeing(ctx), func(o *op) error {
+	// build returns the mutation, which sets *out to what it did.
+	build := func(out *DirChange) func(o *op) error {
+		return func(o *op) error {
+			ch := out
 			o.quotaPlains = m.quotaHints.shardKeys(parent, o.shard)
 			if err := o.prefetchUnlink(parent, name); err != nil {
 				return err
@@ -422,7 +456,20 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 			}
 			ch.Gone = o.attrs[ino] == nil // destroy forgets it
 			return nil
-		})
+		}
+	}
+	// In a directory this client leases, written back (writeback.go).
+	if m.wb != nil && m.Settings().TrashDays == 0 && m.leases.holds(parent) {
+		if done, err := m.writeBack(ctx, []base.Ino{parent}, nil, build(&ch), build(new(DirChange))); done {
+			if err != nil {
+				return DirChange{}, err
+			}
+			return ch, nil
+		}
+	}
+	// Marked as freeing space: allowed on a nearly full metadata disk.
+	err := m.trashRetry(ctx, func() error {
+		return m.mutateGrouped(kv.Freeing(ctx), build(&ch))
 	})
 	if err != nil {
 		return DirChange{}, err
@@ -492,15 +539,34 @@ func (m *Meta) rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 // most limit (0 = all). "." and ".." are not included. With plus, each
 // Entry.Attr is filled. Needs read permission on dir.
 func (m *Meta) Readdir(ctx context.Context, c *Caller, dir base.Ino, after string, limit int, plus bool) ([]base.Entry, error) {
-	var out []base.Entry
-	err := m.view(ctx, func(r kv.Reader) (err error) {
-		out, err = readdirAt(r, c, dir, after, limit, plus, latestEpoch)
-		return err
-	})
-	if err != nil {
+	if err := m.wbRead(ctx, dir); err != nil {
 		return nil, err
 	}
-	return out, nil
+	var out []base.Entry
+	for attempt := 0; ; attempt++ {
+		var lease []byte
+		err := m.view(ctx, func(r kv.Reader) (err error) {
+			if m.lc == nil {
+				// Shared: another client that writes back its changes
+				// of dir commits them first (writeback.go).
+				if lease, err = r.Get(leaseKey(dir)); err != nil {
+					return err
+				}
+			}
+			out, err = readdirAt(r, c, dir, after, limit, plus, latestEpoch)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		again, err := m.recallForRead(ctx, dir, lease, attempt)
+		if err != nil {
+			return nil, err
+		}
+		if !again {
+			return out, nil
+		}
+	}
 }
 
 // readdirAt lists dir as of epoch for a reader of the file system: the
@@ -605,6 +671,9 @@ func entryAttrs(r kv.Reader, ents []base.Entry, epoch uint64) error {
 
 // Readlink returns the target of symlink ino (ErrInvalid if not a symlink).
 func (m *Meta) Readlink(ctx context.Context, ino base.Ino) (string, error) {
+	if err := m.wbRead(ctx, ino); err != nil {
+		return "", err
+	}
 	var target string
 	err := m.view(ctx, func(r kv.Reader) (err error) {
 		target, err = readlinkAt(r, ino, latestEpoch)

@@ -56,6 +56,9 @@ func (m *Meta) OpenFile(ctx context.Context, ino base.Ino) (base.Attr, error) {
 // server), the slices of the file's first chunk: ok reports whether it
 // did. A small file's first read then needs no read of its own.
 func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, first []base.Slice, ok bool, err error) {
+	if err := m.wbRead(ctx, ino); err != nil {
+		return base.Attr{}, nil, false, err
+	}
 	unlock := m.lockIno(ino)
 	defer unlock()
 	m.mu.Lock()

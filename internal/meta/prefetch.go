@@ -41,9 +41,17 @@ func (t *wtx) prefetchEntry(parent base.Ino, name string) error {
 	dk := dentryKey(parent, name)
 	entry := newestRange(dk)
 	entry.Follow = entryFollow(pAttr, u64(nil, ^latestEpoch), bytes.Repeat([]byte{0xff}, epochLen+1))
-	ps, err := kv.Firsts(t.Txn, []kv.Range{newestRange(attrKey(parent)), entry})
+	ranges := []kv.Range{newestRange(attrKey(parent)), entry}
+	if t.leaseOut != nil {
+		lk := leaseKey(parent)
+		ranges = append(ranges, kv.Range{Start: lk, End: append(bytes.Clone(lk), 0)})
+	}
+	ps, err := kv.Firsts(t.Txn, ranges)
 	if err != nil {
 		return err
+	}
+	if t.leaseOut != nil {
+		*t.leaseOut = ps[2].Value
 	}
 	t.keepVersion(attrKey(parent), ps[0])
 	e := ps[1]

@@ -7,7 +7,6 @@ package meta
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -368,8 +367,8 @@ func (m *Meta) releaseDeadSessions(ctx context.Context) error {
 			}
 		}
 		if err := o.Scan(prefixOnly(pLease), kv.PrefixEnd(prefixOnly(pLease)), false, func(_, v []byte) bool {
-			if len(v) == 8 {
-				if sid := binary.BigEndian.Uint64(v); sid != 0 && !live[sid] {
+			if sid, _, ok := leaseHolder(v); ok {
+				if sid != 0 && !live[sid] {
 					dead[sid] = true
 				}
 			}

@@ -80,6 +80,9 @@ func (m *Meta) updateEpochs(ctx context.Context, fn func(t *wtx) error) error {
 	if m.isClosed() {
 		return kv.ErrClosed
 	}
+	if err := m.wbBarrier(ctx); err != nil {
+		return err
+	}
 	return kv.UpdateExclusive(ctx, m.store, epochLockKeys(), func(tx kv.Txn) error {
 		return fn(&wtx{Txn: tx, shard: 0})
 	})
@@ -93,6 +96,11 @@ func (m *Meta) updateEpochs(ctx context.Context, fn func(t *wtx) error) error {
 func (m *Meta) CreateSnapshot(ctx context.Context, name string) (Snapshot, error) {
 	if err := validSnapshotName(name); err != nil {
 		return Snapshot{}, err
+	}
+	// Changes other clients acknowledged but have not committed yet
+	// belong in the snapshot: they commit them first.
+	if err := m.recallWriteBacks(ctx); err != nil {
+		return Snapshot{}, fmt.Errorf("create snapshot %q: %w", name, err)
 	}
 	var snap Snapshot
 	err := m.updateEpochs(ctx, func(t *wtx) error {

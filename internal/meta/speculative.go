@@ -287,6 +287,9 @@ func (m *Meta) speculate(ctx context.Context, fn func(o *op) error, absent []kv.
 	if c == nil || !ok || m.isClosed() {
 		return false, nil
 	}
+	if err := m.wbBarrier(ctx); err != nil {
+		return true, err
+	}
 	shard := m.shards.getOf(c.knownShards())
 	defer m.shards.put(shard)
 	overlay := make(map[string]kv.Pair, len(absent))

@@ -205,7 +205,7 @@ func (o *op) createRead(parent base.Ino, name string) error {
 // lookupAhead is LookupDir's read of the store in a transaction it starts
 // for a create of name; done is false if none could be started (the
 // caller looks up as usual).
-func (m *Meta) lookupAhead(ctx context.Context, c *Caller, parent base.Ino, name string) (ino base.Ino, a, p base.Attr, done bool, err error) {
+func (m *Meta) lookupAhead(ctx context.Context, c *Caller, parent base.Ino, name string, lease *[]byte) (ino base.Ino, a, p base.Attr, done bool, err error) {
 	ah := m.ahead
 	shard := ah.shards.get()
 	ranges := append(m.firstReads(func(o *op) error { return o.prefetchEntry(parent, name) }, shard),
@@ -222,6 +222,7 @@ func (m *Meta) lookupAhead(ctx context.Context, c *Caller, parent base.Ino, name
 	}
 	ah.started.Add(1)
 	r := &wtx{Txn: readTxn{st.Reader()}}
+	r.leaseOut = lease
 	if err = r.prefetchEntry(parent, name); err == nil {
 		ino, a, err = lookupAt(r, c, parent, name, latestEpoch)
 	}
@@ -241,17 +242,29 @@ func (m *Meta) lookupAhead(ctx context.Context, c *Caller, parent base.Ino, name
 
 // mutateAhead runs a create's fn in the transaction its lookup parked, if
 // there is one; else as mutateGrouped.
-func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, fn func(o *op) error) error {
+// replay, if not nil, is fn with outputs nobody reads: with it, a create
+// in a leased directory may be written back (writeback.go).
+func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, fn, replay func(o *op) error) error {
 	ah := m.ahead
 	var p *parked
 	if ah != nil {
 		p = ah.take(aheadKey{parent, name})
 	}
+	if p != nil && m.wb != nil && m.leases.absent(parent, name) {
+		// Written back, the create needs no transaction.
+		ah.abandon(p)
+		p = nil
+	}
 	if p == nil {
 		// In a directory this client leases, the name is known absent:
-		// the create may run in one round trip (speculative.go).
+		// the create may run in one round trip (speculative.go), or none.
 		if m.leases != nil && m.leases.absent(parent, name) {
 			absent := []kv.Range{newestRange(dentryKey(parent, name))}
+			if replay != nil {
+				if done, err := m.writeBack(ctx, []base.Ino{parent}, absent, fn, replay); done {
+					return err
+				}
+			}
 			if done, err := m.speculate(ctx, fn, absent); done {
 				return err
 			}

@@ -213,6 +213,9 @@ const (
 // StatFS reports capacity and usage. Without a configured capacity (or
 // inode limit) the volume reports a large virtual size.
 func (m *Meta) StatFS(ctx context.Context) (StatFS, error) {
+	if err := m.wbBarrier(ctx); err != nil {
+		return StatFS{}, err
+	}
 	u, err := m.Usage(ctx)
 	if err != nil {
 		return StatFS{}, err

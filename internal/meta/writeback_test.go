@@ -1,0 +1,255 @@
+package meta
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairnfs/cairn/internal/base"
+)
+
+func wbStats(t *testing.T, m *Meta) WriteBackStats {
+	t.Helper()
+	s, ok := m.WriteBackStats()
+	if !ok {
+		t.Fatal("write-back is off")
+	}
+	return s
+}
+
+// Creates and unlinks in a leased directory are acknowledged before they
+// commit, committed in batches, and seen by another client as soon as it
+// looks (its lookup or readdir recalls the lease, and the holder commits
+// first).
+func TestSharedWriteBack(t *testing.T) {
+	ms, counter := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	createLooked(t, a, d, "warm")
+	ok(t, a.Sync(ctx))
+
+	before := counter.Stats().Total().Transactions
+	s0 := wbStats(t, a)
+	const files = 200
+	inos := map[string]base.Ino{}
+	for i := range files {
+		name := fmt.Sprint("f", i)
+		inos[name] = createLooked(t, a, d, name)
+	}
+	s := wbStats(t, a)
+	if n := s.Changes - s0.Changes; n != files {
+		t.Fatalf("%d of %d creates written back: %+v", n, files, s)
+	}
+	// The closes release their holds in batches (HoldReleaseDelay is 0
+	// here: at once, a transaction each, after committing the log).
+	n := counter.Stats().Total().Transactions - before
+	t.Logf("%d creates: %d transactions, %+v", files, n, s)
+
+	// The other client finds every file: its readdir recalls the lease.
+	got := names(t, b, d)
+	if len(got) != files+1 {
+		t.Fatalf("the other client lists %d entries, want %d", len(got), files+1)
+	}
+	for name, ino := range inos {
+		x, _, err := b.Lookup(ctx, root, d, name)
+		ok(t, err)
+		if x != ino {
+			t.Fatalf("%s: inode %d, want %d", name, x, ino)
+		}
+	}
+	if ls := leaseStats(t, b); ls.Recalls == 0 {
+		t.Fatalf("the other client read a written-back directory without a recall: %+v", ls)
+	}
+
+	// Unlinks, written back too; the other client's lookup sees them gone.
+	leaseOf(t, a, d)
+	s0 = wbStats(t, a)
+	for i := range files / 2 {
+		ok(t, a.Unlink(ctx, root, d, fmt.Sprint("f", i)))
+	}
+	if s := wbStats(t, a); s.Changes-s0.Changes != files/2 {
+		t.Fatalf("%d of %d unlinks written back: %+v", s.Changes-s0.Changes, files/2, s)
+	}
+	if _, _, err := b.Lookup(ctx, root, d, "f0"); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("f0 after its unlink, from the other client: %v", err)
+	}
+	if n := len(names(t, b, d)); n != files/2+1 {
+		t.Fatalf("%d entries after the unlinks, want %d", n, files/2+1)
+	}
+	u := must[Usage](t)(b.Usage(ctx))
+	if u.Inodes != 1+1+1+files/2 {
+		t.Fatalf("usage counts %d inodes, want %d", u.Inodes, 3+files/2)
+	}
+}
+
+// A change's reads are its own log's writes: a file created then removed
+// then created again, and a directory's nlink, come out right.
+func TestSharedWriteBackChains(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	for round := range 3 {
+		x := createLooked(t, a, d, "x")
+		ok(t, a.Unlink(ctx, root, d, "x"))
+		y := createLooked(t, a, d, "x")
+		if x == y {
+			t.Fatalf("round %d: the same inode twice", round)
+		}
+		sub, _, err := a.Mknod(ctx, root, d, fmt.Sprint("sub", round), base.TypeDir, 0o755, 0, 0, "")
+		ok(t, err)
+		// The new directory is only in the log: reading it commits it.
+		if attr := must[base.Attr](t)(a.GetAttr(ctx, sub)); attr.Type != base.TypeDir {
+			t.Fatalf("sub: %+v", attr)
+		}
+		if round < 2 {
+			ok(t, a.Unlink(ctx, root, d, "x"))
+		}
+	}
+	// Lost nothing, kept nothing extra.
+	if s := wbStats(t, a); s.Lost != 0 {
+		t.Fatalf("lost changes: %+v", s)
+	}
+	if got := names(t, b, d); len(got) != 4 {
+		t.Fatalf("entries %v, want x and sub0..2", got)
+	}
+	if attr := must[base.Attr](t)(b.GetAttr(ctx, d)); attr.Nlink != 5 {
+		t.Fatalf("d has nlink %d, want 5", attr.Nlink)
+	}
+}
+
+// A snapshot another client takes includes every change acknowledged
+// before it: it recalls the write-back leases first.
+func TestSharedWriteBackSnapshot(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	createLooked(t, a, d, "warm")
+	ok(t, a.Sync(ctx))
+	for i := range 20 {
+		createLooked(t, a, d, fmt.Sprint("f", i))
+	}
+	if s := wbStats(t, a); s.Pending == 0 {
+		t.Skip("the log committed before the snapshot (a slow machine): nothing to show")
+	}
+	snap := must[Snapshot](t)(b.CreateSnapshot(ctx, "s1"))
+	v := b.View(snap)
+	ents, err := v.Readdir(ctx, root, d, "", 1000, false)
+	ok(t, err)
+	if len(ents) != 21 {
+		t.Fatalf("the snapshot holds %d entries of d, want 21", len(ents))
+	}
+}
+
+// A guard that fails at commit (another client changed what a change
+// read, through a name outside the leased directory) runs the log's
+// changes again, one by one: nothing is lost, the outcome is the store's.
+func TestSharedWriteBackReplay(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	e := mkdir(t, a, root, base.RootIno, "e")
+	f := create(t, a, root, d, "f")
+	_, err := a.Link(ctx, root, f, e, "f2")
+	ok(t, err)
+	leaseOf(t, a, d)
+	createLooked(t, a, d, "warm")
+	ok(t, a.Sync(ctx))
+	// The unlink reads f's attribute; b changes it through e/f2 before
+	// a's log commits.
+	var wg sync.WaitGroup
+	ok(t, a.Unlink(ctx, root, d, "f"))
+	for i := range 5 {
+		createLooked(t, a, d, fmt.Sprint("g", i))
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, err := b.SetAttr(ctx, root, f, SetAttrRequest{Valid: SetMode, Mode: 0o600})
+		if err != nil {
+			t.Error(err)
+		}
+	}()
+	wg.Wait()
+	ok(t, a.Sync(ctx))
+	s := wbStats(t, a)
+	t.Logf("%+v", s)
+	if s.Lost != 0 {
+		t.Fatalf("lost changes: %+v", s)
+	}
+	attr := must[base.Attr](t)(b.GetAttr(ctx, f))
+	if attr.Nlink != 1 || attr.Mode&0o7777 != 0o600 {
+		t.Fatalf("f after the unlink and the chmod: %+v", attr)
+	}
+	if got := names(t, b, d); len(got) != 6 {
+		t.Fatalf("d holds %v", got)
+	}
+}
+
+// A client that stops without committing its log loses those changes,
+// never part of one: the volume checks clean.
+func TestSharedWriteBackCrash(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 2*time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	createLooked(t, a, d, "kept")
+	ok(t, a.Sync(ctx))
+	for i := range 30 {
+		createLooked(t, a, d, fmt.Sprint("f", i))
+	}
+	// The crash: the log goes with the process; the store closes under
+	// it (every later commit fails).
+	a.wb.mu.Lock()
+	pending := len(a.wb.ops)
+	a.wb.ops, a.wb.guards = nil, nil
+	a.wb.n.Store(0)
+	a.wb.writes = newWbWrites()
+	a.wb.mu.Unlock()
+	t.Logf("%d changes lost with the client", pending)
+	// b waits out a's lease (its session expires) and finds what was
+	// committed.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok(t, b.releaseDeadSessions(ctx))
+		got := names(t, b, d)
+		if len(got) >= 1 {
+			if _, _, err := b.Lookup(ctx, root, d, "kept"); err != nil {
+				t.Fatalf("kept, committed before the crash: %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("d unreadable")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	probs, err := b.Check(ctx, false)
+	ok(t, err)
+	if len(probs) != 0 {
+		t.Fatalf("fsck after the crash: %+v", probs)
+	}
+}
+
+// takeLeaseNow takes the lease of dir, if this client can, before it
+// returns (tests: as two lookups of missing names would, later).
+func (m *Meta) takeLeaseNow(dir base.Ino) {
+	l := m.leases
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.timeout == 0 || l.dirs[dir] != nil || l.busy[dir] || l.releasing[dir] > 0 {
+		l.mu.Unlock()
+		return
+	}
+	delete(l.back, dir)
+	l.busy[dir] = true
+	l.noted[dir] = &dirLease{names: make(map[string]struct{})}
+	l.mu.Unlock()
+	m.acquireLease(dir)
+}
