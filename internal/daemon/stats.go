@@ -50,6 +50,7 @@ type Stats struct {
 	Ahead  *meta.AheadStats             `json:"meta_ahead,omitempty"`        // transactions lookups started for the create that followed (shared engines)
 	Leases *meta.LeaseStats             `json:"meta_leases,omitempty"`       // directory leases: lookups answered from memory (shared engines)
 	Spec   *meta.SpecStats              `json:"meta_spec,omitempty"`         // creates committed in one round trip under a lease (shared engines)
+	WB     *meta.WriteBackStats         `json:"meta_write_back,omitempty"`   // changes acknowledged before their commit (mount --write-back)
 	NFS    []NFSProcStats               `json:"nfs,omitempty"`               // procedures called, if an NFS gateway runs
 	FUSE   []FUSEOpStats                `json:"fuse,omitempty"`              // requests served, if mounted through FUSE
 	Backup *BackupStats                 `json:"backup,omitempty"`            // scheduled metadata backups, if the mount takes them
@@ -146,6 +147,9 @@ func (v *Volume) Stats() Stats {
 		}
 		if ss, ok := v.Meta.SpecStats(); ok {
 			st.Spec = &ss
+		}
+		if ws, ok := v.Meta.WriteBackStats(); ok {
+			st.WB = &ws
 		}
 	}
 	if v.disk != nil {
@@ -249,6 +253,14 @@ func emitStats(p metricSink, s Stats) {
 		p.Counter("cairn_meta_leases_released_total", "Directory leases given back.", float64(s.Leases.Released))
 		p.Counter("cairn_meta_lease_recalls_total", "Recalls sent to another client's directory lease.", float64(s.Leases.Recalls))
 		p.Counter("cairn_meta_lease_lookups_total", "Lookups answered from a directory lease's names.", float64(s.Leases.Answered))
+	}
+	if s.WB != nil {
+		p.Gauge("cairn_meta_write_back_pending", "Changes acknowledged and not yet committed (write-back log).", float64(s.WB.Pending))
+		p.Counter("cairn_meta_write_back_changes_total", "Changes acknowledged before their commit.", float64(s.WB.Changes))
+		p.Counter("cairn_meta_write_back_batches_total", "Guarded writes that committed the write-back log.", float64(s.WB.Batches))
+		p.Counter("cairn_meta_write_back_replays_total", "Write-back logs whose guards failed: their changes ran again one by one.", float64(s.WB.Replays))
+		p.Counter("cairn_meta_write_back_lost_total", "Acknowledged changes that failed when run again (reported by the next fsync).", float64(s.WB.Lost))
+		p.Counter("cairn_meta_write_back_waits_total", "Operations that committed the write-back log before they ran.", float64(s.WB.Waits))
 	}
 	if s.Spec != nil {
 		p.Counter("cairn_meta_spec_committed_total", "Creates committed in one round trip under a directory lease.", float64(s.Spec.Committed))

@@ -17,14 +17,15 @@ import (
 // ReadChunk returns the slice list of chunk index of file ino at the live
 // epoch (nil for a hole). Later slices win where they overlap.
 func (m *Meta) ReadChunk(ctx context.Context, ino base.Ino, index uint32) ([]base.Slice, error) {
-	if err := m.wbRead(ctx, ino); err != nil {
-		return nil, err
-	}
 	var out []base.Slice
-	err := m.singleView(ctx, func(r kv.Reader) (err error) {
+	read := func(r kv.Reader) (err error) {
 		out, err = readChunkAt(r, ino, index, latestEpoch)
 		return err
-	})
+	}
+	if done, err := m.wbView(ctx, []base.Ino{ino}, read); done {
+		return out, err
+	}
+	err := m.singleView(ctx, read)
 	return out, err
 }
 
@@ -119,115 +120,132 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 		ids[i] = w.Slice.ID
 	}
 	guards := m.reservationKeys(ids)
-	err = m.mutate(ctx, func(o *op) error {
-		compact = compact[:0]
-		logicals := [][]byte{attrKey(ino)}
-		seen := map[uint32]bool{}
-		for _, w := range ws {
-			if !seen[w.Index] {
-				seen[w.Index] = true
-				logicals = append(logicals, chunkKey(ino, w.Index))
-			}
-		}
-		plains := [][]byte{epochKey(), frozenKey(), counterShardKey(counterUsedBytes, o.shard)}
-		plains = append(plains, o.m.quotaHints.shardKeys(ino, o.shard)...)
-		for _, g := range guards {
-			if g.key != nil {
-				plains = append(plains, g.key)
-			}
-		}
-		pends := pendingKeys(ws)
-		plains = append(plains, pends...)
-		if err := o.prefetch(logicals, plains); err != nil {
-			return err
-		}
-		if err := o.checkReserved(guards); err != nil {
-			return err
-		}
-		if err := o.checkNotPending(pends); err != nil {
-			return err
-		}
-		a, err := o.attr(ino)
-		if err != nil {
-			return err
-		}
-		if err := fileAttr(a); err != nil {
-			return fmt.Errorf("write to inode %d: %w", ino, err)
-		}
-		lists := map[uint32][]base.Slice{}
-		var order []uint32
-		add := func(index uint32, s base.Slice) error {
-			ss, ok := lists[index]
-			if !ok {
-				if ss, err = o.chunk(ino, index); err != nil {
-					return err
-				}
-				order = append(order, index)
-			}
-			lists[index] = append(ss, s)
-			end := uint64(index)*base.ChunkSize + uint64(s.Pos) + uint64(s.Len)
-			if end > a.Length {
-				before := usageBytes(a)
-				a.Length = end
-				if err := o.chargeBytes(ino, a, usageBytes(a)-before); err != nil {
-					return err
+	build := func(compact *[]uint32) func(o *op) error {
+		return func(o *op) error {
+			*compact = (*compact)[:0]
+			logicals := [][]byte{attrKey(ino)}
+			seen := map[uint32]bool{}
+			for _, w := range ws {
+				if !seen[w.Index] {
+					seen[w.Index] = true
+					logicals = append(logicals, chunkKey(ino, w.Index))
 				}
 			}
-			return nil
-		}
-		done, err := o.appendsDone(ino, ws)
-		if err != nil {
-			return err
-		}
-		// Only appends can put one object into two chunk records (an
-		// append cut at a chunk boundary, the parts of a pack placed
-		// apart): the placements are kept for the owner count only then.
-		appends := slices.ContainsFunc(ws, func(w SliceWrite) bool { return w.Append })
-		var placed []placedSlice
-		for _, w := range ws {
-			if done[sliceRef{w.Slice.ID, w.Slice.Off}] {
-				continue // a retried write whose earlier commit took effect
-			}
-			ps := []placedSlice{{w.Index, w.Slice}}
-			if w.Append {
-				ps = placeAt(a.Length, w.Slice)
-			}
-			for _, p := range ps {
-				if appends {
-					placed = append(placed, p)
-				}
-				if err := add(p.index, p.slice); err != nil {
-					return err
+			plains := [][]byte{epochKey(), frozenKey(), counterShardKey(counterUsedBytes, o.shard)}
+			plains = append(plains, o.m.quotaHints.shardKeys(ino, o.shard)...)
+			for _, g := range guards {
+				if g.key != nil {
+					plains = append(plains, g.key)
 				}
 			}
-		}
-		if err := o.addChunkOwners(placed); err != nil {
-			return err
-		}
-		for _, w := range ws {
-			if w.BlobKey != "" {
-				o.Set(blobKey(w.BlobKey), w.Blob)
-			}
-		}
-		for _, idx := range order {
-			ss := lists[idx]
-			if err := o.vset(chunkKey(ino, idx), encodeSlices(ss)); err != nil {
+			pends := pendingKeys(ws)
+			plains = append(plains, pends...)
+			if err := o.prefetch(logicals, plains); err != nil {
 				return err
 			}
-			if len(ss) > m.opts.CompactThreshold {
-				compact = append(compact, idx)
+			if err := o.checkReserved(guards); err != nil {
+				return err
 			}
+			if err := o.checkNotPending(pends); err != nil {
+				return err
+			}
+			a, err := o.attr(ino)
+			if err != nil {
+				return err
+			}
+			if err := fileAttr(a); err != nil {
+				return fmt.Errorf("write to inode %d: %w", ino, err)
+			}
+			lists := map[uint32][]base.Slice{}
+			var order []uint32
+			add := func(index uint32, s base.Slice) error {
+				ss, ok := lists[index]
+				if !ok {
+					if ss, err = o.chunk(ino, index); err != nil {
+						return err
+					}
+					order = append(order, index)
+				}
+				lists[index] = append(ss, s)
+				end := uint64(index)*base.ChunkSize + uint64(s.Pos) + uint64(s.Len)
+				if end > a.Length {
+					before := usageBytes(a)
+					a.Length = end
+					if err := o.chargeBytes(ino, a, usageBytes(a)-before); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			done, err := o.appendsDone(ino, ws)
+			if err != nil {
+				return err
+			}
+			// Only appends can put one object into two chunk records (an
+			// append cut at a chunk boundary, the parts of a pack placed
+			// apart): the placements are kept for the owner count only then.
+			appends := slices.ContainsFunc(ws, func(w SliceWrite) bool { return w.Append })
+			var placed []placedSlice
+			for _, w := range ws {
+				if done[sliceRef{w.Slice.ID, w.Slice.Off}] {
+					continue // a retried write whose earlier commit took effect
+				}
+				ps := []placedSlice{{w.Index, w.Slice}}
+				if w.Append {
+					ps = placeAt(a.Length, w.Slice)
+				}
+				for _, p := range ps {
+					if appends {
+						placed = append(placed, p)
+					}
+					if err := add(p.index, p.slice); err != nil {
+						return err
+					}
+				}
+			}
+			if err := o.addChunkOwners(placed); err != nil {
+				return err
+			}
+			for _, w := range ws {
+				if w.BlobKey != "" {
+					o.Set(blobKey(w.BlobKey), w.Blob)
+				}
+			}
+			for _, idx := range order {
+				ss := lists[idx]
+				if err := o.vset(chunkKey(ino, idx), encodeSlices(ss)); err != nil {
+					return err
+				}
+				if len(ss) > m.opts.CompactThreshold {
+					*compact = append(*compact, idx)
+				}
+			}
+			if mtime != 0 {
+				a.Mtime, a.Ctime = mtime, mtime
+			}
+			o.put(ino, a)
+			return nil
 		}
-		if mtime != 0 {
-			a.Mtime, a.Ctime = mtime, mtime
-		}
-		o.put(ino, a)
-		return nil
-	})
-	if err == nil {
+	}
+	forget := func() {
 		for _, w := range ws {
 			m.ForgetSlice(w.Slice.ID)
 		}
+	}
+	// A fresh file's slices may be written back (writeback.go): their
+	// ids stay in flight until the log commits.
+	if dir, ok := m.freshDir(ino); ok {
+		var absent []kv.Range
+		for _, k := range pendingKeys(ws) {
+			absent = append(absent, kv.Range{Start: k, End: append(bytes.Clone(k), 0)})
+		}
+		if done, err := m.writeBack(ctx, []base.Ino{dir}, absent, build(&compact), build(new([]uint32)), forget); done {
+			return compact, err
+		}
+	}
+	err = m.mutate(ctx, build(&compact))
+	if err == nil {
+		forget()
 	}
 	return compact, err
 }

@@ -224,7 +224,7 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 	})
 	lease.done()
 	m.updated(touched, dirAttrs, queued, err)
-	m.wbForget()
+	m.wbForget(touched)
 	for i, r := range batch {
 		r.err = errs[i]
 		if err != nil {

@@ -59,7 +59,7 @@ const (
 	leaseWindow     = time.Second
 	leaseMaxNames   = 1 << 16
 	leaseMaxTotal   = 1 << 20 // names in all the leases of a client
-	leaseMaxDirs    = 256
+	leaseMaxDirs    = 4096
 	leaseIdle       = 30 * time.Second
 	leaseBackoff    = time.Second
 	leaseMaxBackoff = time.Minute
@@ -110,6 +110,12 @@ type leaseState struct {
 	miss      map[base.Ino]*missCount
 	back      map[base.Ino]backoff
 	total     int // names in the sets of dirs
+	// fresh are the inodes this client made in a directory it leases,
+	// leased ever since (dir -> inodes; freshDir: inode -> dir): no other
+	// client can reach one without a lookup there, which recalls the
+	// lease first. Their changes may be written back (writeback.go).
+	fresh    map[base.Ino]map[base.Ino]bool
+	freshDir map[base.Ino]base.Ino
 	// until is when the holder stops trusting its leases (session alive).
 	until   time.Time
 	timeout time.Duration // session timeout; 0: no leases
@@ -143,6 +149,7 @@ func newLeaseState() *leaseState {
 		releasing: make(map[base.Ino]int),
 		miss:      make(map[base.Ino]*missCount), back: make(map[base.Ino]backoff),
 		backoff: leaseBackoff,
+		fresh:   make(map[base.Ino]map[base.Ino]bool), freshDir: make(map[base.Ino]base.Ino),
 	}
 }
 
@@ -312,6 +319,93 @@ func (l *leaseState) drop(dir base.Ino) {
 		delete(l.dirs, dir)
 	}
 	l.gen[dir]++
+	for ino := range l.fresh[dir] {
+		delete(l.freshDir, ino)
+	}
+	delete(l.fresh, dir)
+}
+
+// roomFor reports whether n more leases may be taken now.
+func (l *leaseState) roomFor(n int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.dirs)+len(l.busy)+n <= leaseMaxDirs
+}
+
+// installNew installs the lease of dir, a directory this client just made
+// (with its lease record) in a directory it leases: its entries are
+// known, none.
+func (l *leaseState) installNew(dir base.Ino, a base.Attr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dirs[dir] != nil {
+		return
+	}
+	l.dirs[dir] = &dirLease{names: make(map[string]struct{}), attr: a, used: time.Now()}
+	l.acquired.Add(1)
+}
+
+// maxFresh bounds the fresh inodes a client keeps (lease.go's fresh).
+const maxFresh = 1 << 18
+
+// heldGen returns the generation of dir's lease if this client trusts it
+// now (for addFresh).
+func (l *leaseState) heldGen(dir base.Ino) (gen uint64, ok bool) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dirs[dir] == nil || !l.trusted(now) {
+		return 0, false
+	}
+	return l.gen[dir], true
+}
+
+// addFresh records ino, made in dir while this client held its lease of
+// generation gen, as fresh, if the lease was not given back since.
+func (l *leaseState) addFresh(dir, ino base.Ino, gen uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dirs[dir] == nil || l.gen[dir] != gen || len(l.freshDir) >= maxFresh {
+		return
+	}
+	if l.fresh[dir] == nil {
+		l.fresh[dir] = make(map[base.Ino]bool)
+	}
+	l.fresh[dir][ino] = true
+	l.freshDir[ino] = dir
+}
+
+// freshIn returns the directory fresh inode ino was made in, if it is
+// fresh and its lease trusted now.
+func (l *leaseState) freshIn(ino base.Ino) (base.Ino, bool) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	dir, ok := l.freshDir[ino]
+	if !ok || !l.trusted(now) {
+		return 0, false
+	}
+	return dir, true
+}
+
+// unfreshDir forgets the fresh inodes made in dir.
+func (l *leaseState) unfreshDir(dir base.Ino) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ino := range l.fresh[dir] {
+		delete(l.freshDir, ino)
+	}
+	delete(l.fresh, dir)
+}
+
+// unfresh forgets that ino is fresh: it got a name elsewhere.
+func (l *leaseState) unfresh(ino base.Ino) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if dir, ok := l.freshDir[ino]; ok {
+		delete(l.freshDir, ino)
+		delete(l.fresh[dir], ino)
+	}
 }
 
 // forgetAll stops trusting every lease (the session ended or was declared

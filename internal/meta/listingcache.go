@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"encoding/binary"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -493,6 +494,19 @@ type touchLog struct {
 	mu    sync.Mutex
 	inos  []base.Ino
 	names []dirName
+	// owned are the inodes whose own records (freshPrefixes) the update
+	// wrote, for the write-back log's knowledge of fresh inodes.
+	owned []base.Ino
+}
+
+// noteKey records a write of the record key (any kind).
+func (l *touchLog) noteKey(key []byte) {
+	if len(key) < 9 || !freshPrefixes[key[0]] {
+		return
+	}
+	l.mu.Lock()
+	l.owned = append(l.owned, base.Ino(binary.BigEndian.Uint64(key[1:9])))
+	l.mu.Unlock()
 }
 
 // dirName is an entry's name in its directory.

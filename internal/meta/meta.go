@@ -369,7 +369,7 @@ func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(
 		written = last.dirAttrs
 	}
 	m.updated(touched, written, queued, err)
-	m.wbForget()
+	m.wbForget(touched)
 	return err
 }
 

@@ -32,8 +32,21 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 			return 0, base.Attr{}, base.Attr{}, err
 		}
 	}
-	if err := m.wbRead(ctx, parent); err != nil {
-		return 0, base.Attr{}, base.Attr{}, err
+	{
+		var ino base.Ino
+		var a, p base.Attr
+		if done, err := m.wbView(ctx, []base.Ino{parent}, func(r kv.Reader) (err error) {
+			if ino, a, err = lookupAt(r, c, parent, name, latestEpoch); err != nil {
+				return err
+			}
+			p, err = getAttr(r, parent)
+			return err
+		}); done {
+			if err != nil {
+				return 0, base.Attr{}, base.Attr{}, err
+			}
+			return ino, a, p, nil
+		}
 	}
 	var ino base.Ino
 	var a, p base.Attr
@@ -153,14 +166,15 @@ func (m *Meta) GetAttr(ctx context.Context, ino base.Ino) (base.Attr, error) {
 			return a, nil
 		}
 	}
-	if err := m.wbRead(ctx, ino); err != nil {
-		return base.Attr{}, err
-	}
 	var a base.Attr
-	err := m.looseView(ctx, func(r kv.Reader) (err error) {
+	read := func(r kv.Reader) (err error) {
 		a, err = getAttr(r, ino)
 		return err
-	})
+	}
+	if done, err := m.wbView(ctx, []base.Ino{ino}, read); done {
+		return a, err
+	}
+	err := m.looseView(ctx, read)
 	return a, err
 }
 
@@ -242,6 +256,16 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		}()
 	}
 	var a base.Attr
+	// In a directory this client leases, the new inode is fresh: no other
+	// client can reach it without a lookup there, which recalls the lease
+	// (lease.go). With write-back, a new directory is leased at once, in
+	// the create: its entries are known (none).
+	gen, leased := uint64(0), false
+	if m.wb != nil {
+		gen, leased = m.leases.heldGen(parent)
+	}
+	leaseNew := leased && typ == base.TypeDir && m.leases.roomFor(1)
+	sid0 := m.sessionID()
 	// build returns the mutation, which sets *out to the new attribute.
 	build := func(out *base.Attr) func(o *op) error {
 		return func(o *op) error {
@@ -279,12 +303,27 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 			case base.TypeBlock, base.TypeChar:
 				a.Rdev = rdev
 			}
+			if leaseNew {
+				o.Set(leaseKey(ino), leaseValue(sid0, true))
+			}
 			return o.addInode(ino, a, parent, p, name)
 		}
 	}
+	if leased {
+		m.wb.markFresh(ino)
+	}
 	err = m.mutateAhead(ctx, parent, name, build(&a), build(new(base.Attr)))
 	if err != nil {
+		if leaseNew && errors.Is(err, kv.ErrUnknownOutcome) {
+			go m.releaseLease(context.Background(), ino, false) // the record may be there
+		}
 		return 0, base.Attr{}, err
+	}
+	if leased {
+		m.leases.addFresh(parent, ino, gen)
+		if leaseNew && sid0 == m.sessionID() {
+			m.leases.installNew(ino, a)
+		}
 	}
 	return ino, a, nil
 }
@@ -297,6 +336,9 @@ func (m *Meta) Link(ctx context.Context, c *Caller, ino, parent base.Ino, name s
 		return base.Attr{}, err
 	}
 	var out base.Attr
+	if m.wb != nil {
+		m.leases.unfresh(ino) // it can be reached through parent now
+	}
 	err := m.mutate(ctx, func(o *op) error {
 		a, err := o.attr(ino)
 		if err != nil {
@@ -460,7 +502,7 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 	}
 	// In a directory this client leases, written back (writeback.go).
 	if m.wb != nil && m.Settings().TrashDays == 0 && m.leases.holds(parent) {
-		if done, err := m.writeBack(ctx, []base.Ino{parent}, nil, build(&ch), build(new(DirChange))); done {
+		if done, err := m.writeBack(ctx, []base.Ino{parent}, nil, build(&ch), build(new(DirChange)), nil); done {
 			if err != nil {
 				return DirChange{}, err
 			}
@@ -671,14 +713,15 @@ func entryAttrs(r kv.Reader, ents []base.Entry, epoch uint64) error {
 
 // Readlink returns the target of symlink ino (ErrInvalid if not a symlink).
 func (m *Meta) Readlink(ctx context.Context, ino base.Ino) (string, error) {
-	if err := m.wbRead(ctx, ino); err != nil {
-		return "", err
-	}
 	var target string
-	err := m.view(ctx, func(r kv.Reader) (err error) {
+	read := func(r kv.Reader) (err error) {
 		target, err = readlinkAt(r, ino, latestEpoch)
 		return err
-	})
+	}
+	if done, err := m.wbView(ctx, []base.Ino{ino}, read); done {
+		return target, err
+	}
+	err := m.view(ctx, read)
 	return target, err
 }
 

@@ -230,7 +230,8 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 		m.opened[ino] = n - 1
 	}
 	sid := m.sid
-	lazy := n == 1 && sid != 0 && m.opts.HoldReleaseDelay > 0 && !m.opts.ReadOnly && m.holdToucher == nil
+	_, fresh := m.freshDir(ino)
+	lazy := n == 1 && sid != 0 && m.opts.HoldReleaseDelay > 0 && !m.opts.ReadOnly && m.holdToucher == nil && !fresh
 	if lazy {
 		m.releases[ino] = true
 		if !m.releasing {
@@ -245,12 +246,19 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 	if m.holdToucher != nil {
 		return m.releaseMemoryHold(ctx, ino)
 	}
-	return m.mutate(ctx, func(o *op) error {
+	release := func(o *op) error {
 		if sid != 0 {
 			o.Delete(holdKey(ino, sid))
 		}
 		return o.destroyIfOrphan(ino)
-	})
+	}
+	// A fresh file's hold goes in the write-back log (writeback.go).
+	if dir, ok := m.freshDir(ino); ok {
+		if done, err := m.writeBack(ctx, []base.Ino{dir}, nil, release, release, nil); done {
+			return err
+		}
+	}
+	return m.mutate(ctx, release)
 }
 
 // touchHold orders a change of ino's open count against transactions

@@ -28,6 +28,12 @@ func (m *Meta) Rename(ctx context.Context, c *Caller, sp base.Ino, sn string, dp
 			return err
 		}
 	}
+	if m.wb != nil && sp != dp {
+		// An inode moved to another directory can be reached there:
+		// none of the two directories' inodes stays fresh (lease.go).
+		m.leases.unfreshDir(sp)
+		m.leases.unfreshDir(dp)
+	}
 	return m.trashRetry(ctx, func() error {
 		return m.mutate(ctx, func(o *op) error { return o.rename(c, sp, sn, dp, dn, flags) })
 	})

@@ -27,23 +27,32 @@ func (m *Meta) SetAttr(ctx context.Context, c *Caller, ino base.Ino, req SetAttr
 		return a, nil
 	}
 	var out base.Attr
-	err := m.mutate(ctx, func(o *op) error {
-		if err := o.prefetchOp(attrKey(ino)); err != nil {
-			return err
+	build := func(out *base.Attr) func(o *op) error {
+		return func(o *op) error {
+			if err := o.prefetchOp(attrKey(ino)); err != nil {
+				return err
+			}
+			a, err := o.attr(ino)
+			if err != nil {
+				return err
+			}
+			if isTrashDir(a) {
+				return errInTrash("setattr")
+			}
+			if err := o.setattr(c, ino, a, req); err != nil {
+				return fmt.Errorf("setattr %d: %w", ino, err)
+			}
+			*out = *a
+			return nil
 		}
-		a, err := o.attr(ino)
-		if err != nil {
-			return err
+	}
+	// A fresh inode's attributes may be written back (writeback.go).
+	if dir, ok := m.freshDir(ino); ok {
+		if done, err := m.writeBack(ctx, []base.Ino{dir}, nil, build(&out), build(new(base.Attr)), nil); done {
+			return out, err
 		}
-		if isTrashDir(a) {
-			return errInTrash("setattr")
-		}
-		if err := o.setattr(c, ino, a, req); err != nil {
-			return fmt.Errorf("setattr %d: %w", ino, err)
-		}
-		out = *a
-		return nil
-	})
+	}
+	err := m.mutate(ctx, build(&out))
 	return out, err
 }
 

@@ -332,6 +332,7 @@ func (m *Meta) speculate(ctx context.Context, fn func(o *op) error, absent []kv.
 			err = gw.WriteIf(ctx, st.guards, st.writes)
 		}
 		m.updated(touched, t.dirAttrs, t.deletesQueued, err)
+		m.wbForget(touched)
 		if errors.Is(err, kv.ErrGuard) {
 			c.failed.Add(1)
 			c.drop(st.guards)

@@ -261,7 +261,7 @@ func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, fn
 		if m.leases != nil && m.leases.absent(parent, name) {
 			absent := []kv.Range{newestRange(dentryKey(parent, name))}
 			if replay != nil {
-				if done, err := m.writeBack(ctx, []base.Ino{parent}, absent, fn, replay); done {
+				if done, err := m.writeBack(ctx, []base.Ino{parent}, absent, fn, replay, nil); done {
 					return err
 				}
 			}

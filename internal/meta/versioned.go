@@ -288,12 +288,18 @@ func (t *wtx) Get(key []byte) ([]byte, error) {
 func (t *wtx) Set(key, value []byte) {
 	t.forget(key)
 	t.wrote = true
+	if t.touched != nil {
+		t.touched.noteKey(key)
+	}
 	t.Txn.Set(key, value)
 }
 
 func (t *wtx) Delete(key []byte) {
 	t.forget(key)
 	t.wrote = true
+	if t.touched != nil {
+		t.touched.noteKey(key)
+	}
 	t.Txn.Delete(key)
 }
 

@@ -76,6 +76,7 @@ type wbOp struct {
 	replay func(o *op) error // runs the change again, its outcome unused
 	now    int64             // the change's time (op.now), kept by a replay
 	dirs   []base.Ino        // the leased directories it changes
+	after  func()            // if set, runs once the change committed (or was replayed)
 }
 
 // wbLog is the write-back log.
@@ -85,14 +86,25 @@ type wbLog struct {
 	guards []kv.Guard
 	gidx   map[string]int // rangeID -> index in guards
 	writes wbWrites
+	dmu    sync.Mutex        // guards dirty (also held under mu): reads check it without waiting for a commit
 	dirty  map[base.Ino]bool // inodes whose records the log writes
 	queued bool              // a change queued slice deletes
 	shard  byte              // the usage shard of the log's changes, held while ops exist
 	timer  *time.Timer
+	// commits moves at every commit of the log: a read made without mu
+	// held is the store's state before the log only if it did not move.
+	commits uint64
+
+	// fresh holds what committed logs wrote in the key spaces of fresh
+	// inodes (lease.go): the store holds exactly that there, since no
+	// other client writes them. Cleared by wbForget (a transaction that
+	// did not go through the log may have written there too).
+	fmu   sync.Mutex
+	fresh map[base.Ino]*wbWrites
 
 	n atomic.Int64 // len(ops), read without mu
 
-	ops0, batches, replays, replayed, lost, waits atomic.Int64
+	ops0, batches, replays, replayed, lost, waits, viewed, commitNanos atomic.Int64
 	stickyErr                                     atomic.Pointer[error]
 }
 
@@ -105,10 +117,15 @@ type WriteBackStats struct {
 	Replayed int64 `json:"replayed"` // changes run again
 	Lost     int64 `json:"lost"`     // acknowledged changes that failed when run again
 	Waits    int64 `json:"waits"`    // operations that committed the log before they ran
+	Viewed   int64 `json:"viewed"`   // reads answered over the log, without committing it
+	// CommitNanos is the time spent committing logs (the log is held
+	// meanwhile: changes wait).
+	CommitNanos int64 `json:"commit_ns"`
 }
 
 func newWbLog() *wbLog {
-	return &wbLog{gidx: make(map[string]int), dirty: make(map[base.Ino]bool), writes: newWbWrites()}
+	return &wbLog{gidx: make(map[string]int), dirty: make(map[base.Ino]bool), writes: newWbWrites(),
+		fresh: make(map[base.Ino]*wbWrites)}
 }
 
 // WriteBackStats returns the counters; ok is false when write-back is off.
@@ -118,7 +135,7 @@ func (m *Meta) WriteBackStats() (s WriteBackStats, ok bool) {
 		return s, false
 	}
 	return WriteBackStats{Pending: w.n.Load(), Changes: w.ops0.Load(), Batches: w.batches.Load(),
-		Replays: w.replays.Load(), Replayed: w.replayed.Load(), Lost: w.lost.Load(), Waits: w.waits.Load()}, true
+		Replays: w.replays.Load(), Replayed: w.replayed.Load(), Lost: w.lost.Load(), Waits: w.waits.Load(), Viewed: w.viewed.Load(), CommitNanos: w.commitNanos.Load()}, true
 }
 
 // wbWrites is the log's writes, the last per key, in sorted key order
@@ -171,6 +188,7 @@ func (w *wbWrites) len() int { return len(w.order) }
 // wbTxn is the kv.Txn a change runs over in write-back: reads as the log
 // and the store's state before it give them, writes collected.
 type wbTxn struct {
+	m      *Meta
 	log    *wbLog
 	cache  *specCache
 	absent map[string]bool     // ranges the lease says are empty in the store
@@ -182,8 +200,8 @@ type wbTxn struct {
 	missID map[string]struct{} // rangeID of missed
 }
 
-func newWbTxn(w *wbLog, c *specCache, absent map[string]bool, extra map[string]kv.Pair) *wbTxn {
-	return &wbTxn{log: w, cache: c, absent: absent, extra: extra, gidx: make(map[string]bool),
+func newWbTxn(m *Meta, w *wbLog, c *specCache, absent map[string]bool, extra map[string]kv.Pair) *wbTxn {
+	return &wbTxn{m: m, log: w, cache: c, absent: absent, extra: extra, gidx: make(map[string]bool),
 		writes: newWbWrites(), missID: make(map[string]struct{})}
 }
 
@@ -206,6 +224,10 @@ func (s *wbTxn) stored(r kv.Range) (kv.Pair, bool) {
 	case extra:
 		p = x
 	default:
+		if fp, ok := s.freshFirst(r); ok {
+			p = fp
+			break
+		}
 		c, ok := s.cache.get(r)
 		if !ok {
 			if _, seen := s.missID[id]; !seen {
@@ -220,6 +242,97 @@ func (s *wbTxn) stored(r kv.Range) (kv.Pair, bool) {
 	s.guards = append(s.guards, kv.Guard{Range: kv.Range{Start: bytes.Clone(r.Start), End: bytes.Clone(r.End)},
 		Want: kv.Pair{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}})
 	return p, true
+}
+
+// freshPrefixes are the key kinds of an inode's own records that only
+// the client that made a fresh inode writes.
+var freshPrefixes = [256]bool{pAttr: true, pDentry: true, pSymlink: true, pXattr: true, pChunk: true, pOrphan: true, pHold: true}
+
+// freshFirst returns the first pair of r in the store if r lies in the
+// records of a fresh inode whose store state the log knows.
+func (s *wbTxn) freshFirst(r kv.Range) (kv.Pair, bool) {
+	if len(r.Start) < 9 || !freshPrefixes[r.Start[0]] || bytes.Compare(r.End, kv.PrefixEnd(r.Start[:9])) > 0 {
+		return kv.Pair{}, false
+	}
+	ino := base.Ino(binary.BigEndian.Uint64(r.Start[1:9]))
+	if _, ok := s.m.leases.freshIn(ino); !ok {
+		return kv.Pair{}, false
+	}
+	w := s.log
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	ws := w.fresh[ino]
+	if ws == nil {
+		return kv.Pair{}, false // forgotten (wbForget)
+	}
+	if x, ok := ws.firstSet(r.Start, r.End); ok {
+		return pairOf(x), true
+	}
+	return kv.Pair{}, true
+}
+
+// freshAll returns every pair of r, which lies in the records of a fresh
+// inode whose store state the log knows, as the log leaves it; ok false
+// otherwise. The range's first pair in the store becomes a guard.
+func (s *wbTxn) freshAll(r kv.Range) ([]kv.Pair, bool) {
+	if _, ok := s.freshFirst(r); !ok {
+		return nil, false
+	}
+	s.stored(r) // the guard
+	ino := base.Ino(binary.BigEndian.Uint64(r.Start[1:9]))
+	w := s.log
+	merged := newWbWrites()
+	w.fmu.Lock()
+	if ws := w.fresh[ino]; ws != nil {
+		i, _ := slices.BinarySearch(ws.keys, string(r.Start))
+		for ; i < len(ws.keys) && ws.keys[i] < string(r.End); i++ {
+			merged.put(ws.vals[ws.keys[i]])
+		}
+	}
+	w.fmu.Unlock()
+	for _, ws := range []*wbWrites{&w.writes, &s.writes} {
+		i, _ := slices.BinarySearch(ws.keys, string(r.Start))
+		for ; i < len(ws.keys) && ws.keys[i] < string(r.End); i++ {
+			merged.put(ws.vals[ws.keys[i]])
+		}
+	}
+	var out []kv.Pair
+	for _, k := range merged.keys {
+		if x := merged.vals[k]; !x.Delete {
+			out = append(out, pairOf(x))
+		}
+	}
+	return out, true
+}
+
+// noteFresh records the writes of a committed log in fresh inodes' records.
+func (w *wbLog) noteFresh(m *Meta, writes []kv.Write) {
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	for _, x := range writes {
+		if len(x.Key) < 9 || !freshPrefixes[x.Key[0]] {
+			continue
+		}
+		ino := base.Ino(binary.BigEndian.Uint64(x.Key[1:9]))
+		if _, ok := m.leases.freshIn(ino); !ok {
+			delete(w.fresh, ino)
+			continue
+		}
+		if ws := w.fresh[ino]; ws != nil { // else forgotten: unknown
+			ws.put(x)
+		}
+	}
+}
+
+// markFresh records that ino was made by the log: the store holds
+// nothing of it yet.
+func (w *wbLog) markFresh(ino base.Ino) {
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	if _, ok := w.fresh[ino]; !ok && len(w.fresh) < maxFresh {
+		v := newWbWrites()
+		w.fresh[ino] = &v
+	}
 }
 
 // write returns the write of key by this change or the log, the change's
@@ -328,10 +441,20 @@ func (s *wbTxn) Get(key []byte) ([]byte, error) {
 	return p.Value, nil
 }
 
-// Scan implements kv.Reader for scans that stop at their first pair.
+// Scan implements kv.Reader: scans of a fresh inode's records (whose
+// store state the log knows whole), and scans elsewhere that stop at
+// their first pair.
 func (s *wbTxn) Scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) error {
 	if reverse || end == nil {
 		return errNoSpec
+	}
+	if ps, ok := s.freshAll(kv.Range{Start: start, End: end}); ok {
+		for _, p := range ps {
+			if !fn(p.Key, p.Value) {
+				break
+			}
+		}
+		return nil
 	}
 	p, err := s.first(start, end)
 	if err != nil {
@@ -361,8 +484,8 @@ func isWbFlusher(ctx context.Context) bool { return ctx.Value(wbFlusherKey{}) !=
 // predictions), and the caller then runs fn as usual; done true when
 // fn's outcome is final and its writes are in the log. replay is fn
 // again with outputs nobody reads; absent are ranges the lease says are
-// empty.
-func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range, fn, replay func(o *op) error) (done bool, err error) {
+// empty; after, if set, runs once the change is committed.
+func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range, fn, replay func(o *op) error, after func()) (done bool, err error) {
 	w := m.wb
 	if w == nil || m.isClosed() {
 		return false, nil
@@ -370,32 +493,43 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 	if _, ok := m.store.(kv.GuardedWriter); !ok {
 		return false, nil
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	// Checked under w.mu: a lease given back after this holds waits for
-	// the log (releaseLease commits it first).
-	for _, d := range dirs {
-		if !m.leases.holds(d) {
-			return false, nil
-		}
-	}
-	if len(w.ops) == 0 {
-		w.shard = m.shards.getOf(m.spec.knownShards())
-	}
-	defer func() {
-		if len(w.ops) == 0 {
-			m.shards.put(w.shard)
-		}
-	}()
 	abs := make(map[string]bool, len(absent))
 	for _, r := range absent {
 		abs[rangeID(r)] = true
 	}
 	extra := make(map[string]kv.Pair)
-	for try := 0; try < 4; try++ {
-		st := newWbTxn(w, m.spec, abs, extra)
+	var own bool // myShard is this change's to give back
+	var myShard byte
+	w.mu.Lock()
+	locked := true
+	defer func() {
+		if own {
+			m.shards.put(myShard)
+		}
+		if locked {
+			w.mu.Unlock()
+		}
+	}()
+	for try := 0; try < 6; try++ {
+		// Checked under w.mu: a lease given back after this holds waits
+		// for the log (releaseLease commits it first).
+		for _, d := range dirs {
+			if !m.leases.holds(d) {
+				return false, nil
+			}
+		}
+		// The log's usage shard, or, for its first change, one of its
+		// own, kept across tries (each try reads its records).
+		shard := w.shard
+		if len(w.ops) == 0 {
+			if !own {
+				own, myShard = true, m.shards.getOf(m.spec.knownShards())
+			}
+			shard = myShard
+		}
+		st := newWbTxn(m, w, m.spec, abs, extra)
 		touched := m.newTouchLog()
-		t := m.newWtx(st, w.shard, nil, touched)
+		t := m.newWtx(st, shard, nil, touched)
 		o := m.newOp(t)
 		err := fn(o)
 		if err == nil {
@@ -403,15 +537,40 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 		}
 		switch {
 		case errors.Is(err, errSpecMiss):
+			if debugWB {
+				fmt.Println("wb miss:", len(st.missed), "try", try)
+				for _, r := range st.missed {
+					fmt.Printf("   %q\n", r.Start)
+				}
+			}
+			// Read what it needs without holding the log: a read is
+			// the store's state before the log if no commit came
+			// between (the log's writes are not in the store).
+			commits := w.commits
+			w.mu.Unlock()
+			locked = false
 			var ps []kv.Pair
-			if err := m.looseView(ctx, func(r kv.Reader) (err error) {
+			rerr := m.looseView(ctx, func(r kv.Reader) (err error) {
 				ps, err = kv.Firsts(r, st.missed)
 				return err
-			}); err != nil {
+			})
+			w.mu.Lock()
+			locked = true
+			if rerr != nil {
 				return false, nil
+			}
+			if w.commits != commits {
+				clear(extra)
+				continue
 			}
 			for i, r := range st.missed {
 				extra[rangeID(r)] = kv.Pair{Key: ps[i].Key, Value: ps[i].Value}
+				if f := ps[i].Followed; f != nil && r.Follow != nil && ps[i].Key != nil {
+					// What the follow read, next try's read.
+					if start, end, ok := r.Follow.Bounds(ps[i].Value); ok {
+						extra[rangeID(kv.Range{Start: start, End: end})] = kv.Pair{Key: f.Key, Value: f.Value}
+					}
+				}
 			}
 			continue
 		case errors.Is(err, errWbFlush):
@@ -421,11 +580,17 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 			clear(extra)
 			continue
 		case err != nil:
+			if debugWB {
+				fmt.Println("wb fallback:", err, "try", try)
+			}
 			// Unpredictable, or an error computed from predictions that
 			// may be stale: the usual path decides, after the log.
 			return false, nil
 		}
-		w.ops = append(w.ops, &wbOp{replay: replay, now: o.now, dirs: dirs})
+		if len(w.ops) == 0 {
+			w.shard, own = myShard, false // the log's now
+		}
+		w.ops = append(w.ops, &wbOp{replay: replay, now: o.now, dirs: dirs, after: after})
 		w.n.Store(int64(len(w.ops)))
 		w.ops0.Add(1)
 		for _, g := range st.guards {
@@ -435,6 +600,7 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 		for _, k := range st.writes.order {
 			w.writes.put(st.writes.vals[k])
 		}
+		w.dmu.Lock()
 		if touched != nil {
 			for _, ino := range touched.inos {
 				w.dirty[ino] = true
@@ -446,6 +612,7 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 		for _, d := range dirs {
 			w.dirty[d] = true
 		}
+		w.dmu.Unlock()
 		w.queued = w.queued || t.deletesQueued
 		// As if committed: the leases learn the names, the listings the
 		// directory attributes.
@@ -481,21 +648,83 @@ func (m *Meta) wbBarrier(ctx context.Context) error {
 	return m.wbCommitLocked(ctx)
 }
 
+// wbView runs the read fn, which reads inos, over the log and the store's
+// state before it when the log changes one of inos; handled false if it
+// changes none (the caller reads the store as usual), or if fn read what
+// the log cannot tell, in which case the log is committed first. A read
+// the log does not write is read from the store, without the log held.
+func (m *Meta) wbView(ctx context.Context, inos []base.Ino, fn func(r kv.Reader) error) (handled bool, err error) {
+	w := m.wb
+	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) {
+		return false, nil
+	}
+	if !w.changes(inos) {
+		return false, nil
+	}
+	extra := make(map[string]kv.Pair)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for try := 0; try < 4; try++ {
+		if !w.changes(inos) {
+			return false, nil
+		}
+		st := newWbTxn(m, w, m.spec, nil, extra)
+		err := fn(st)
+		if !errors.Is(err, errSpecMiss) {
+			if errors.Is(err, errNoSpec) || errors.Is(err, errWbFlush) {
+				break
+			}
+			w.viewed.Add(1)
+			return true, err
+		}
+		commits := w.commits
+		w.mu.Unlock()
+		var ps []kv.Pair
+		rerr := m.looseView(ctx, func(r kv.Reader) (err error) {
+			ps, err = kv.Firsts(r, st.missed)
+			return err
+		})
+		w.mu.Lock()
+		if rerr != nil {
+			return true, rerr
+		}
+		if w.commits != commits {
+			clear(extra)
+			continue
+		}
+		for i, r := range st.missed {
+			extra[rangeID(r)] = kv.Pair{Key: ps[i].Key, Value: ps[i].Value}
+			if f := ps[i].Followed; f != nil && r.Follow != nil && ps[i].Key != nil {
+				if start, end, ok := r.Follow.Bounds(ps[i].Value); ok {
+					extra[rangeID(kv.Range{Start: start, End: end})] = kv.Pair{Key: f.Key, Value: f.Value}
+				}
+			}
+		}
+	}
+	w.waits.Add(1)
+	return false, m.wbCommitLocked(ctx)
+}
+
+// changes reports whether the log writes records of one of inos.
+func (w *wbLog) changes(inos []base.Ino) bool {
+	w.dmu.Lock()
+	defer w.dmu.Unlock()
+	return slices.ContainsFunc(inos, func(ino base.Ino) bool { return w.dirty[ino] })
+}
+
 // wbRead commits the log before a read of inos if the log changes one.
 func (m *Meta) wbRead(ctx context.Context, inos ...base.Ino) error {
 	w := m.wb
-	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) {
+	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) || !w.changes(inos) {
 		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, ino := range inos {
-		if w.dirty[ino] {
-			w.waits.Add(1)
-			return m.wbCommitLocked(ctx)
-		}
+	if !w.changes(inos) {
+		return nil
 	}
-	return nil
+	w.waits.Add(1)
+	return m.wbCommitLocked(ctx)
 }
 
 // wbCommitLocked commits the log (w.mu held). On an error the store
@@ -506,6 +735,8 @@ func (m *Meta) wbCommitLocked(ctx context.Context) error {
 		return nil
 	}
 	gw := m.store.(kv.GuardedWriter)
+	start := time.Now()
+	defer func() { w.commitNanos.Add(int64(time.Since(start))) }()
 	ctx = context.WithValue(context.WithoutCancel(ctx), wbFlusherKey{}, true)
 	guards, writes := w.guards, w.writes.list()
 	err := gw.WriteIf(ctx, guards, writes)
@@ -529,12 +760,29 @@ func (m *Meta) wbCommitLocked(ctx context.Context) error {
 		w.batches.Add(1)
 		m.spec.learn(guards, writes, nil)
 		m.spec.usedShard(w.shard)
+		w.noteFresh(m, writes)
 	case errors.Is(err, kv.ErrGuard):
 		m.spec.drop(guards)
 		w.replays.Add(1)
 		m.wbReplay(ctx, w.ops)
 	default:
 		return fmt.Errorf("write-back: committing %d changes: %w", len(w.ops), err)
+	}
+	w.commits++
+	var after []func()
+	for _, x := range w.ops {
+		if x.after != nil {
+			after = append(after, x.after)
+		}
+	}
+	if len(after) > 0 {
+		// Not under w.mu: a hook may take locks held by callers that
+		// wait for the log (ForgetSlice's, by an id allocation).
+		go func() {
+			for _, f := range after {
+				f()
+			}
+		}()
 	}
 	if w.queued {
 		m.signalDeletes()
@@ -547,7 +795,9 @@ func (m *Meta) wbCommitLocked(ctx context.Context) error {
 	w.ops, w.guards = nil, nil
 	w.n.Store(0)
 	clear(w.gidx)
+	w.dmu.Lock()
 	clear(w.dirty)
+	w.dmu.Unlock()
 	w.writes = newWbWrites()
 	w.queued = false
 	return nil
@@ -655,11 +905,36 @@ func (m *Meta) recallWriteBacks(ctx context.Context) error {
 
 // wbForget drops the predictions of speculations after a transaction of
 // this client that did not go through them (it may have changed what
-// they predict, a usage shard or a directory's attribute): with
-// write-back, a wrong prediction found at commit costs a replay of the
-// whole log, a missing one only a read.
-func (m *Meta) wbForget() {
-	if m.wb != nil {
-		m.spec.invalidate()
+// they predict, a usage shard or a directory's attribute), and what the
+// log knows of the fresh inodes whose records it wrote (touched.owned;
+// all of them without touched): with write-back, a wrong prediction found
+// at commit costs a replay of the whole log, a missing one only a read.
+func (m *Meta) wbForget(touched *touchLog) {
+	w := m.wb
+	if w == nil {
+		return
+	}
+	m.spec.invalidate()
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	if touched == nil {
+		clear(w.fresh)
+		return
+	}
+	touched.mu.Lock()
+	defer touched.mu.Unlock()
+	for _, ino := range touched.owned {
+		delete(w.fresh, ino)
 	}
 }
+
+// freshDir returns the directory of ino if write-back is on and ino is
+// fresh (lease.go): its changes may be written back.
+func (m *Meta) freshDir(ino base.Ino) (base.Ino, bool) {
+	if m.wb == nil {
+		return 0, false
+	}
+	return m.leases.freshIn(ino)
+}
+
+var debugWB = false

@@ -60,14 +60,15 @@ func (m *Meta) GetXattr(ctx context.Context, c *Caller, ino base.Ino, name strin
 	if err := xattrName(name); err != nil {
 		return nil, err
 	}
-	if err := m.wbRead(ctx, ino); err != nil {
-		return nil, err
-	}
 	var out []byte
-	err := m.view(ctx, func(r kv.Reader) (err error) {
+	read := func(r kv.Reader) (err error) {
 		out, err = getXattrAt(r, c, ino, name, latestEpoch)
 		return err
-	})
+	}
+	if done, err := m.wbView(ctx, []base.Ino{ino}, read); done {
+		return out, err
+	}
+	err := m.view(ctx, read)
 	return out, err
 }
 
@@ -92,14 +93,15 @@ func getXattrAt(r kv.Reader, c *Caller, ino base.Ino, name string, epoch uint64)
 // ListXattr lists the attribute names of ino in name order. "trusted."
 // names are listed only to root.
 func (m *Meta) ListXattr(ctx context.Context, c *Caller, ino base.Ino) ([]string, error) {
-	if err := m.wbRead(ctx, ino); err != nil {
-		return nil, err
-	}
 	var out []string
-	err := m.view(ctx, func(r kv.Reader) (err error) {
+	read := func(r kv.Reader) (err error) {
 		out, err = listXattrAt(r, c, ino, latestEpoch)
 		return err
-	})
+	}
+	if done, err := m.wbView(ctx, []base.Ino{ino}, read); done {
+		return out, err
+	}
+	err := m.view(ctx, read)
 	return out, err
 }
 
