@@ -1,8 +1,8 @@
 package meta
 
 import (
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"

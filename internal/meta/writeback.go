@@ -105,7 +105,7 @@ type wbLog struct {
 	n atomic.Int64 // len(ops), read without mu
 
 	ops0, batches, replays, replayed, lost, waits, viewed, commitNanos atomic.Int64
-	stickyErr                                     atomic.Pointer[error]
+	stickyErr                                                          atomic.Pointer[error]
 }
 
 // WriteBackStats counts the write-back log's work.
