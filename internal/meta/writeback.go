@@ -22,9 +22,10 @@ import (
 // unlinks there do not wait for the store: each runs over predicted reads
 // (as a speculative create does, speculative.go), its outcome is returned
 // at once, and its writes join a log that is committed in one guarded
-// write (kv.GuardedWriter) when it holds wbMaxOps changes or wbMaxWrites
-// records, when its oldest change is wbMaxAge old, or before anything
-// that must see it:
+// write (kv.GuardedWriter): in batches, one in flight at a time while the
+// next fills (a batch starts when the one before ends, when it holds
+// wbMaxOps changes or wbMaxWrites records, or wbMaxAge after its first
+// change), and at once before anything that must see it:
 //
 //   - every other transaction of this client (updateIn, a group commit,
 //     a speculative write): they may read or write what the log writes;
@@ -37,16 +38,19 @@ import (
 //     the lease first (lookupLoose, Readdir), so they see every change
 //     the holder made there before the recall.
 //
-// Reads a change makes come from, in order: the log's own writes; the
-// value the store had before the log, as a guard of the log already
-// says, or the change itself read loosely from the store (only this
-// client writes what the log writes, and the log holds w.mu while it
-// reads, so the store shows the state before the log); the predictions of
-// earlier committed speculations. Each range read from the store's state
-// becomes a guard of the log's commit, on that state before the log. So
-// the commit is right exactly when every guard holds, and the changes
-// commute with nothing: they run one after the other under w.mu, each
-// seeing the ones before it.
+// Reads a change makes come from, in order: the log's own writes (the
+// batch in flight, then the next); the value the store had before the
+// log, as a guard of the log already says, or the change itself read
+// loosely from the store (only this client writes what the log writes:
+// the store shows the state before the log, unless the read overlaps the
+// writes of a batch in flight, which it then waits for); what the
+// log's fresh inodes hold in the store (only this client writes them);
+// the predictions of earlier committed speculations. Each range read
+// from the store's state becomes a guard, on that state before the log.
+// When a batch commits, the next one's guards move to the state after it
+// (firstAfter), so each commit is right exactly when its guards hold.
+// The changes run one after the other under w.mu, each seeing the ones
+// before it.
 //
 // If a guard does not hold at commit (another client changed something
 // a change read: an inode's attribute through another name, a snapshot's
@@ -79,30 +83,49 @@ type wbOp struct {
 	after  func()            // if set, runs once the change committed (or was replayed)
 }
 
-// wbLog is the write-back log.
-type wbLog struct {
-	mu     sync.Mutex // held while a change runs over the log and while the log commits
+// wbBatch is a part of the log: the changes being committed (wbLog.fl),
+// or those after them (wbLog.cur).
+type wbBatch struct {
 	ops    []*wbOp
 	guards []kv.Guard
 	gidx   map[string]int // rangeID -> index in guards
 	writes wbWrites
-	dmu    sync.Mutex        // guards dirty (also held under mu): reads check it without waiting for a commit
-	dirty  map[base.Ino]bool // inodes whose records the log writes
+	dirty  map[base.Ino]bool // inodes whose records it writes; wbLog.dmu
 	queued bool              // a change queued slice deletes
-	shard  byte              // the usage shard of the log's changes, held while ops exist
-	timer  *time.Timer
-	// commits moves at every commit of the log: a read made without mu
-	// held is the store's state before the log only if it did not move.
+	shards []byte            // usage shards its changes use, held until it commits
+	// inherit are ranges its changes read through fl's guards: once fl
+	// commits, this batch guards them itself (cur only).
+	inherit map[string]kv.Range
+	started time.Time
+	err     error // a commit that could not reach the store (fl)
+}
+
+func newWbBatch() *wbBatch {
+	return &wbBatch{gidx: make(map[string]int), writes: newWbWrites(), dirty: make(map[base.Ino]bool),
+		inherit: make(map[string]kv.Range)}
+}
+
+// wbLog is the write-back log.
+type wbLog struct {
+	mu    sync.Mutex // held while a change runs over the log, and to start or end a commit
+	ended *sync.Cond // on mu: a commit ended
+	cur   *wbBatch
+	fl    *wbBatch // being committed; nil if none
+	dmu   sync.Mutex
+	timer *time.Timer
+	// commits moves at the end of every commit: a read made without mu
+	// held is the store's state before the log only if it did not move
+	// (and overlaps no write of a batch in flight).
 	commits uint64
 
 	// fresh holds what committed logs wrote in the key spaces of fresh
 	// inodes (lease.go): the store holds exactly that there, since no
-	// other client writes them. Cleared by wbForget (a transaction that
-	// did not go through the log may have written there too).
+	// other client writes them. wbForget drops an inode's (a transaction
+	// that did not go through the log wrote there too).
 	fmu   sync.Mutex
 	fresh map[base.Ino]*wbWrites
 
-	n atomic.Int64 // len(ops), read without mu
+	n atomic.Int64 // changes not committed, read without mu
 
 	ops0, batches, replays, replayed, lost, waits, viewed, commitNanos atomic.Int64
 	stickyErr                                                          atomic.Pointer[error]
@@ -110,22 +133,22 @@ type wbLog struct {
 
 // WriteBackStats counts the write-back log's work.
 type WriteBackStats struct {
-	Pending  int64 `json:"pending"`  // changes in the log now
+	Pending  int64 `json:"pending"`  // changes acknowledged and not committed now
 	Changes  int64 `json:"changes"`  // changes acknowledged before their commit
-	Batches  int64 `json:"batches"`  // guarded writes that committed a log
-	Replays  int64 `json:"replays"`  // logs whose guards failed: their changes ran again
+	Batches  int64 `json:"batches"`  // guarded writes that committed a batch
+	Replays  int64 `json:"replays"`  // batches whose guards failed: their changes ran again
 	Replayed int64 `json:"replayed"` // changes run again
 	Lost     int64 `json:"lost"`     // acknowledged changes that failed when run again
-	Waits    int64 `json:"waits"`    // operations that committed the log before they ran
+	Waits    int64 `json:"waits"`    // operations that waited for the log's commit before they ran
 	Viewed   int64 `json:"viewed"`   // reads answered over the log, without committing it
-	// CommitNanos is the time spent committing logs (the log is held
-	// meanwhile: changes wait).
+	// CommitNanos is the time batches spent in flight.
 	CommitNanos int64 `json:"commit_ns"`
 }
 
 func newWbLog() *wbLog {
-	return &wbLog{gidx: make(map[string]int), dirty: make(map[base.Ino]bool), writes: newWbWrites(),
-		fresh: make(map[base.Ino]*wbWrites)}
+	w := &wbLog{cur: newWbBatch(), fresh: make(map[base.Ino]*wbWrites)}
+	w.ended = sync.NewCond(&w.mu)
+	return w
 }
 
 // WriteBackStats returns the counters; ok is false when write-back is off.
@@ -135,342 +158,18 @@ func (m *Meta) WriteBackStats() (s WriteBackStats, ok bool) {
 		return s, false
 	}
 	return WriteBackStats{Pending: w.n.Load(), Changes: w.ops0.Load(), Batches: w.batches.Load(),
-		Replays: w.replays.Load(), Replayed: w.replayed.Load(), Lost: w.lost.Load(), Waits: w.waits.Load(), Viewed: w.viewed.Load(), CommitNanos: w.commitNanos.Load()}, true
+		Replays: w.replays.Load(), Replayed: w.replayed.Load(), Lost: w.lost.Load(), Waits: w.waits.Load(),
+		Viewed: w.viewed.Load(), CommitNanos: w.commitNanos.Load()}, true
 }
 
-// wbWrites is the log's writes, the last per key, in sorted key order
-// for the range reads and in first-write order for the commit.
-type wbWrites struct {
-	keys  []string // sorted
-	vals  map[string]kv.Write
-	order []string
+// pending counts the changes not committed (mu held).
+func (w *wbLog) pending() int {
+	n := len(w.cur.ops)
+	if w.fl != nil {
+		n += len(w.fl.ops)
+	}
+	return n
 }
-
-func newWbWrites() wbWrites { return wbWrites{vals: make(map[string]kv.Write)} }
-
-func (w *wbWrites) put(x kv.Write) {
-	k := string(x.Key)
-	if _, ok := w.vals[k]; !ok {
-		i, _ := slices.BinarySearch(w.keys, k)
-		w.keys = slices.Insert(w.keys, i, k)
-		w.order = append(w.order, k)
-	}
-	w.vals[k] = x
-}
-
-func (w *wbWrites) get(key []byte) (kv.Write, bool) {
-	x, ok := w.vals[string(key)]
-	return x, ok
-}
-
-// firstSet returns the smallest key in [start, end) that w sets, and
-// whether there is one.
-func (w *wbWrites) firstSet(start, end []byte) (kv.Write, bool) {
-	i, _ := slices.BinarySearch(w.keys, string(start))
-	for ; i < len(w.keys) && w.keys[i] < string(end); i++ {
-		if x := w.vals[w.keys[i]]; !x.Delete {
-			return x, true
-		}
-	}
-	return kv.Write{}, false
-}
-
-func (w *wbWrites) list() []kv.Write {
-	out := make([]kv.Write, len(w.order))
-	for i, k := range w.order {
-		out[i] = w.vals[k]
-	}
-	return out
-}
-
-func (w *wbWrites) len() int { return len(w.order) }
-
-// wbTxn is the kv.Txn a change runs over in write-back: reads as the log
-// and the store's state before it give them, writes collected.
-type wbTxn struct {
-	m      *Meta
-	log    *wbLog
-	cache  *specCache
-	absent map[string]bool     // ranges the lease says are empty in the store
-	extra  map[string]kv.Pair  // first pairs this change read loosely
-	guards []kv.Guard          // new guards of this change
-	gidx   map[string]bool     // rangeID of guards
-	writes wbWrites            // this change's writes
-	missed []kv.Range          // ranges to read loosely before running again
-	missID map[string]struct{} // rangeID of missed
-}
-
-func newWbTxn(m *Meta, w *wbLog, c *specCache, absent map[string]bool, extra map[string]kv.Pair) *wbTxn {
-	return &wbTxn{m: m, log: w, cache: c, absent: absent, extra: extra, gidx: make(map[string]bool),
-		writes: newWbWrites(), missID: make(map[string]struct{})}
-}
-
-// stored returns the first pair of r in the store before the log, and
-// guards it; ok false if unknown (recorded in s.missed).
-func (s *wbTxn) stored(r kv.Range) (kv.Pair, bool) {
-	id := rangeID(r)
-	if i, ok := s.log.gidx[id]; ok {
-		return s.log.guards[i].Want, true
-	}
-	var p kv.Pair
-	switch x, extra := s.extra[id]; {
-	case s.gidx[id]:
-		for _, g := range s.guards {
-			if rangeID(g.Range) == id {
-				return g.Want, true
-			}
-		}
-	case s.absent[id]:
-	case extra:
-		p = x
-	default:
-		if fp, ok := s.freshFirst(r); ok {
-			p = fp
-			break
-		}
-		c, ok := s.cache.get(r)
-		if !ok {
-			if _, seen := s.missID[id]; !seen {
-				s.missID[id] = struct{}{}
-				s.missed = append(s.missed, cloneRange(r))
-			}
-			return kv.Pair{}, false
-		}
-		p = c
-	}
-	s.gidx[id] = true
-	s.guards = append(s.guards, kv.Guard{Range: kv.Range{Start: bytes.Clone(r.Start), End: bytes.Clone(r.End)},
-		Want: kv.Pair{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}})
-	return p, true
-}
-
-// freshPrefixes are the key kinds of an inode's own records that only
-// the client that made a fresh inode writes.
-var freshPrefixes = [256]bool{pAttr: true, pDentry: true, pSymlink: true, pXattr: true, pChunk: true, pOrphan: true, pHold: true}
-
-// freshFirst returns the first pair of r in the store if r lies in the
-// records of a fresh inode whose store state the log knows.
-func (s *wbTxn) freshFirst(r kv.Range) (kv.Pair, bool) {
-	if len(r.Start) < 9 || !freshPrefixes[r.Start[0]] || bytes.Compare(r.End, kv.PrefixEnd(r.Start[:9])) > 0 {
-		return kv.Pair{}, false
-	}
-	ino := base.Ino(binary.BigEndian.Uint64(r.Start[1:9]))
-	if _, ok := s.m.leases.freshIn(ino); !ok {
-		return kv.Pair{}, false
-	}
-	w := s.log
-	w.fmu.Lock()
-	defer w.fmu.Unlock()
-	ws := w.fresh[ino]
-	if ws == nil {
-		return kv.Pair{}, false // forgotten (wbForget)
-	}
-	if x, ok := ws.firstSet(r.Start, r.End); ok {
-		return pairOf(x), true
-	}
-	return kv.Pair{}, true
-}
-
-// freshAll returns every pair of r, which lies in the records of a fresh
-// inode whose store state the log knows, as the log leaves it; ok false
-// otherwise. The range's first pair in the store becomes a guard.
-func (s *wbTxn) freshAll(r kv.Range) ([]kv.Pair, bool) {
-	if _, ok := s.freshFirst(r); !ok {
-		return nil, false
-	}
-	s.stored(r) // the guard
-	ino := base.Ino(binary.BigEndian.Uint64(r.Start[1:9]))
-	w := s.log
-	merged := newWbWrites()
-	w.fmu.Lock()
-	if ws := w.fresh[ino]; ws != nil {
-		i, _ := slices.BinarySearch(ws.keys, string(r.Start))
-		for ; i < len(ws.keys) && ws.keys[i] < string(r.End); i++ {
-			merged.put(ws.vals[ws.keys[i]])
-		}
-	}
-	w.fmu.Unlock()
-	for _, ws := range []*wbWrites{&w.writes, &s.writes} {
-		i, _ := slices.BinarySearch(ws.keys, string(r.Start))
-		for ; i < len(ws.keys) && ws.keys[i] < string(r.End); i++ {
-			merged.put(ws.vals[ws.keys[i]])
-		}
-	}
-	var out []kv.Pair
-	for _, k := range merged.keys {
-		if x := merged.vals[k]; !x.Delete {
-			out = append(out, pairOf(x))
-		}
-	}
-	return out, true
-}
-
-// noteFresh records the writes of a committed log in fresh inodes' records.
-func (w *wbLog) noteFresh(m *Meta, writes []kv.Write) {
-	w.fmu.Lock()
-	defer w.fmu.Unlock()
-	for _, x := range writes {
-		if len(x.Key) < 9 || !freshPrefixes[x.Key[0]] {
-			continue
-		}
-		ino := base.Ino(binary.BigEndian.Uint64(x.Key[1:9]))
-		if _, ok := m.leases.freshIn(ino); !ok {
-			delete(w.fresh, ino)
-			continue
-		}
-		if ws := w.fresh[ino]; ws != nil { // else forgotten: unknown
-			ws.put(x)
-		}
-	}
-}
-
-// markFresh records that ino was made by the log: the store holds
-// nothing of it yet.
-func (w *wbLog) markFresh(ino base.Ino) {
-	w.fmu.Lock()
-	defer w.fmu.Unlock()
-	if _, ok := w.fresh[ino]; !ok && len(w.fresh) < maxFresh {
-		v := newWbWrites()
-		w.fresh[ino] = &v
-	}
-}
-
-// write returns the write of key by this change or the log, the change's
-// first.
-func (s *wbTxn) write(key []byte) (kv.Write, bool) {
-	if x, ok := s.writes.get(key); ok {
-		return x, true
-	}
-	return s.log.writes.get(key)
-}
-
-// first returns the first pair of [start, end) as the log leaves it.
-func (s *wbTxn) first(start, end []byte) (kv.Pair, error) {
-	if end == nil || bytes.Compare(start, end) >= 0 {
-		return kv.Pair{}, errNoSpec
-	}
-	st, ok := s.stored(kv.Range{Start: start, End: end})
-	// The smallest key set by this change or the log (a key the change
-	// deleted that the log set is not set).
-	var set *kv.Write
-	for _, ws := range []*wbWrites{&s.writes, &s.log.writes} {
-		i, _ := slices.BinarySearch(ws.keys, string(start))
-		for ; i < len(ws.keys) && ws.keys[i] < string(end); i++ {
-			x, _ := s.write([]byte(ws.keys[i]))
-			if !x.Delete {
-				if set == nil || bytes.Compare(x.Key, set.Key) < 0 {
-					set = &x
-				}
-				break
-			}
-		}
-	}
-	if !ok {
-		if set != nil || s.anyWrite(start, end) {
-			return kv.Pair{}, errSpecMiss // learn the store's state first
-		}
-		return kv.Pair{}, errSpecMiss
-	}
-	if st.Key != nil {
-		if x, w := s.write(st.Key); w && x.Delete {
-			// The store's first pair is gone; the next one is unknown
-			// unless a key set before it comes first.
-			if set != nil && bytes.Compare(set.Key, st.Key) < 0 {
-				return pairOf(*set), nil
-			}
-			return kv.Pair{}, errWbFlush
-		}
-		if set == nil || bytes.Compare(st.Key, set.Key) < 0 {
-			return kv.Pair{Key: bytes.Clone(st.Key), Value: nonNil(st.Value)}, nil
-		}
-	}
-	if set == nil {
-		return kv.Pair{}, nil
-	}
-	return pairOf(*set), nil
-}
-
-func (s *wbTxn) anyWrite(start, end []byte) bool {
-	for _, ws := range []*wbWrites{&s.writes, &s.log.writes} {
-		i, _ := slices.BinarySearch(ws.keys, string(start))
-		if i < len(ws.keys) && ws.keys[i] < string(end) {
-			return true
-		}
-	}
-	return false
-}
-
-func pairOf(x kv.Write) kv.Pair {
-	return kv.Pair{Key: bytes.Clone(x.Key), Value: nonNil(x.Value)}
-}
-
-func nonNil(v []byte) []byte {
-	if v == nil {
-		return []byte{}
-	}
-	return bytes.Clone(v)
-}
-
-// Firsts implements kv.FirstReader.
-func (s *wbTxn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
-	var miss bool
-	out, err := kv.FirstsWith(ranges, func(start, end []byte) (kv.Pair, error) {
-		p, err := s.first(start, end)
-		if errors.Is(err, errSpecMiss) {
-			// Collect every range this read needs, not one per run.
-			miss = true
-			return kv.Pair{}, nil
-		}
-		return p, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if miss {
-		return nil, errSpecMiss
-	}
-	return out, nil
-}
-
-// Get implements kv.Reader.
-func (s *wbTxn) Get(key []byte) ([]byte, error) {
-	p, err := s.first(key, append(bytes.Clone(key), 0))
-	if err != nil || p.Key == nil {
-		return nil, err
-	}
-	return p.Value, nil
-}
-
-// Scan implements kv.Reader: scans of a fresh inode's records (whose
-// store state the log knows whole), and scans elsewhere that stop at
-// their first pair.
-func (s *wbTxn) Scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) error {
-	if reverse || end == nil {
-		return errNoSpec
-	}
-	if ps, ok := s.freshAll(kv.Range{Start: start, End: end}); ok {
-		for _, p := range ps {
-			if !fn(p.Key, p.Value) {
-				break
-			}
-		}
-		return nil
-	}
-	p, err := s.first(start, end)
-	if err != nil {
-		return err
-	}
-	if p.Key == nil || !fn(p.Key, p.Value) {
-		return nil
-	}
-	return errNoSpec // it wants more than the first pair
-}
-
-func (s *wbTxn) Set(key, value []byte) {
-	s.writes.put(kv.Write{Key: bytes.Clone(key), Value: bytes.Clone(value)})
-}
-
-func (s *wbTxn) Delete(key []byte) { s.writes.put(kv.Write{Key: bytes.Clone(key), Delete: true}) }
 
 // wbFlusherKey marks the context of the log's own commit and replays:
 // they must not wait for the log.
@@ -501,14 +200,11 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 	var own bool // myShard is this change's to give back
 	var myShard byte
 	w.mu.Lock()
-	locked := true
 	defer func() {
 		if own {
 			m.shards.put(myShard)
 		}
-		if locked {
-			w.mu.Unlock()
-		}
+		w.mu.Unlock()
 	}()
 	for try := 0; try < 6; try++ {
 		// Checked under w.mu: a lease given back after this holds waits
@@ -518,10 +214,12 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 				return false, nil
 			}
 		}
-		// The log's usage shard, or, for its first change, one of its
+		// The batch's usage shard, or, for its first change, one of its
 		// own, kept across tries (each try reads its records).
-		shard := w.shard
-		if len(w.ops) == 0 {
+		var shard byte
+		if len(w.cur.shards) > 0 {
+			shard = w.cur.shards[0]
+		} else {
 			if !own {
 				own, myShard = true, m.shards.getOf(m.spec.knownShards())
 			}
@@ -537,40 +235,8 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 		}
 		switch {
 		case errors.Is(err, errSpecMiss):
-			if debugWB {
-				fmt.Println("wb miss:", len(st.missed), "try", try)
-				for _, r := range st.missed {
-					fmt.Printf("   %q\n", r.Start)
-				}
-			}
-			// Read what it needs without holding the log: a read is
-			// the store's state before the log if no commit came
-			// between (the log's writes are not in the store).
-			commits := w.commits
-			w.mu.Unlock()
-			locked = false
-			var ps []kv.Pair
-			rerr := m.looseView(ctx, func(r kv.Reader) (err error) {
-				ps, err = kv.Firsts(r, st.missed)
-				return err
-			})
-			w.mu.Lock()
-			locked = true
-			if rerr != nil {
+			if err := m.wbReadMissed(ctx, st.missed, extra); err != nil {
 				return false, nil
-			}
-			if w.commits != commits {
-				clear(extra)
-				continue
-			}
-			for i, r := range st.missed {
-				extra[rangeID(r)] = kv.Pair{Key: ps[i].Key, Value: ps[i].Value}
-				if f := ps[i].Followed; f != nil && r.Follow != nil && ps[i].Key != nil {
-					// What the follow read, next try's read.
-					if start, end, ok := r.Follow.Bounds(ps[i].Value); ok {
-						extra[rangeID(kv.Range{Start: start, End: end})] = kv.Pair{Key: f.Key, Value: f.Value}
-					}
-				}
 			}
 			continue
 		case errors.Is(err, errWbFlush):
@@ -580,57 +246,117 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 			clear(extra)
 			continue
 		case err != nil:
-			if debugWB {
-				fmt.Println("wb fallback:", err, "try", try)
-			}
 			// Unpredictable, or an error computed from predictions that
 			// may be stale: the usual path decides, after the log.
 			return false, nil
 		}
-		if len(w.ops) == 0 {
-			w.shard, own = myShard, false // the log's now
+		b := w.cur
+		if len(b.shards) == 0 {
+			b.shards, own = append(b.shards, myShard), false // the batch's now
 		}
-		w.ops = append(w.ops, &wbOp{replay: replay, now: o.now, dirs: dirs, after: after})
-		w.n.Store(int64(len(w.ops)))
+		if len(b.ops) == 0 {
+			b.started = time.Now()
+		}
+		b.ops = append(b.ops, &wbOp{replay: replay, now: o.now, dirs: dirs, after: after})
+		w.n.Store(int64(w.pending()))
 		w.ops0.Add(1)
 		for _, g := range st.guards {
-			w.gidx[rangeID(g.Range)] = len(w.guards)
-			w.guards = append(w.guards, g)
+			b.gidx[rangeID(g.Range)] = len(b.guards)
+			b.guards = append(b.guards, g)
+		}
+		for id, r := range st.inherit {
+			b.inherit[id] = r
 		}
 		for _, k := range st.writes.order {
-			w.writes.put(st.writes.vals[k])
+			b.writes.put(st.writes.vals[k])
 		}
 		w.dmu.Lock()
 		if touched != nil {
 			for _, ino := range touched.inos {
-				w.dirty[ino] = true
+				b.dirty[ino] = true
 			}
 			for _, n := range touched.names {
-				w.dirty[n.dir] = true
+				b.dirty[n.dir] = true
 			}
 		}
 		for _, d := range dirs {
-			w.dirty[d] = true
+			b.dirty[d] = true
 		}
 		w.dmu.Unlock()
-		w.queued = w.queued || t.deletesQueued
+		b.queued = b.queued || t.deletesQueued
 		// As if committed: the leases learn the names, the listings the
 		// directory attributes.
 		m.updated(touched, t.dirAttrs, false, nil)
-		if len(w.ops) >= wbMaxOps || w.writes.len() >= wbMaxWrites {
-			if err := m.wbCommitLocked(ctx); err != nil {
-				m.log.Warn("write-back: committing the log", "err", err)
-			}
-		} else if len(w.ops) == 1 {
-			w.timer = time.AfterFunc(wbMaxAge, func() {
-				if err := m.wbBarrier(context.Background()); err != nil {
-					m.log.Warn("write-back: committing the log", "err", err)
-				}
-			})
-		}
+		m.wbKick()
 		return true, nil
 	}
 	return false, nil
+}
+
+// wbReadMissed reads the ranges a change or a read over the log missed,
+// loosely and without w.mu (held on entry and on return), into extra: a
+// read is the store's state before the log if no commit ended meanwhile
+// and it overlaps no write of the batch in flight; else extra is
+// cleared (after that batch ended) and the caller runs again.
+func (m *Meta) wbReadMissed(ctx context.Context, missed []kv.Range, extra map[string]kv.Pair) error {
+	w := m.wb
+	commits := w.commits
+	w.mu.Unlock()
+	var ps []kv.Pair
+	err := m.looseView(ctx, func(r kv.Reader) (err error) {
+		ps, err = kv.Firsts(r, missed)
+		return err
+	})
+	w.mu.Lock()
+	if err != nil {
+		return err
+	}
+	if w.commits != commits {
+		clear(extra)
+		return nil
+	}
+	if fl := w.fl; fl != nil && slices.ContainsFunc(missed, func(r kv.Range) bool {
+		_, ok := fl.writes.firstAny(r.Start, r.End)
+		return ok
+	}) {
+		for w.fl == fl {
+			w.ended.Wait()
+		}
+		clear(extra)
+		return nil
+	}
+	for i, r := range missed {
+		extra[rangeID(r)] = kv.Pair{Key: ps[i].Key, Value: ps[i].Value}
+		if f := ps[i].Followed; f != nil && r.Follow != nil && ps[i].Key != nil {
+			// What the follow read, the next run's read.
+			if start, end, ok := r.Follow.Bounds(ps[i].Value); ok {
+				extra[rangeID(kv.Range{Start: start, End: end})] = kv.Pair{Key: f.Key, Value: f.Value}
+			}
+		}
+	}
+	return nil
+}
+
+// wbKick starts a commit of the next batch if none is in flight and it is
+// full, or arms the timer for its age (w.mu held).
+func (m *Meta) wbKick() {
+	w := m.wb
+	b := w.cur
+	if w.fl != nil || len(b.ops) == 0 {
+		return // the commit in flight starts the next when it ends
+	}
+	if len(b.ops) >= wbMaxOps || b.writes.len() >= wbMaxWrites || time.Since(b.started) >= wbMaxAge {
+		m.wbStartLocked()
+		return
+	}
+	if w.timer == nil {
+		w.timer = time.AfterFunc(wbMaxAge-time.Since(b.started), func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.timer = nil
+			m.wbKick()
+		})
+	}
 }
 
 // wbBarrier commits the write-back log, if any, before an operation that
@@ -642,7 +368,7 @@ func (m *Meta) wbBarrier(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.ops) > 0 {
+	if w.pending() > 0 {
 		w.waits.Add(1)
 	}
 	return m.wbCommitLocked(ctx)
@@ -655,10 +381,7 @@ func (m *Meta) wbBarrier(ctx context.Context) error {
 // the log does not write is read from the store, without the log held.
 func (m *Meta) wbView(ctx context.Context, inos []base.Ino, fn func(r kv.Reader) error) (handled bool, err error) {
 	w := m.wb
-	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) {
-		return false, nil
-	}
-	if !w.changes(inos) {
+	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) || !w.changes(inos) {
 		return false, nil
 	}
 	extra := make(map[string]kv.Pair)
@@ -677,28 +400,8 @@ func (m *Meta) wbView(ctx context.Context, inos []base.Ino, fn func(r kv.Reader)
 			w.viewed.Add(1)
 			return true, err
 		}
-		commits := w.commits
-		w.mu.Unlock()
-		var ps []kv.Pair
-		rerr := m.looseView(ctx, func(r kv.Reader) (err error) {
-			ps, err = kv.Firsts(r, st.missed)
-			return err
-		})
-		w.mu.Lock()
-		if rerr != nil {
-			return true, rerr
-		}
-		if w.commits != commits {
-			clear(extra)
-			continue
-		}
-		for i, r := range st.missed {
-			extra[rangeID(r)] = kv.Pair{Key: ps[i].Key, Value: ps[i].Value}
-			if f := ps[i].Followed; f != nil && r.Follow != nil && ps[i].Key != nil {
-				if start, end, ok := r.Follow.Bounds(ps[i].Value); ok {
-					extra[rangeID(kv.Range{Start: start, End: end})] = kv.Pair{Key: f.Key, Value: f.Value}
-				}
-			}
+		if err := m.wbReadMissed(ctx, st.missed, extra); err != nil {
+			return true, err
 		}
 	}
 	w.waits.Add(1)
@@ -709,7 +412,9 @@ func (m *Meta) wbView(ctx context.Context, inos []base.Ino, fn func(r kv.Reader)
 func (w *wbLog) changes(inos []base.Ino) bool {
 	w.dmu.Lock()
 	defer w.dmu.Unlock()
-	return slices.ContainsFunc(inos, func(ino base.Ino) bool { return w.dirty[ino] })
+	return slices.ContainsFunc(inos, func(ino base.Ino) bool {
+		return w.cur.dirty[ino] || (w.fl != nil && w.fl.dirty[ino])
+	})
 }
 
 // wbRead commits the log before a read of inos if the log changes one.
@@ -727,19 +432,52 @@ func (m *Meta) wbRead(ctx context.Context, inos ...base.Ino) error {
 	return m.wbCommitLocked(ctx)
 }
 
-// wbCommitLocked commits the log (w.mu held). On an error the store
-// gives (it could not be reached), the log is kept for the next try.
+// wbCommitLocked commits every change acknowledged so far and waits for
+// it (w.mu held, released while waiting). An error the store gives (it
+// could not be reached) keeps the changes in the log for the next try.
 func (m *Meta) wbCommitLocked(ctx context.Context) error {
 	w := m.wb
-	if len(w.ops) == 0 {
-		return nil
+	for {
+		for w.fl != nil {
+			w.ended.Wait()
+		}
+		if len(w.cur.ops) == 0 {
+			return nil
+		}
+		f := m.wbStartLocked()
+		for w.fl == f {
+			w.ended.Wait()
+		}
+		if f.err != nil {
+			return f.err
+		}
 	}
+}
+
+// wbStartLocked makes the next batch the one in flight and commits it in
+// the background (w.mu held; no batch in flight).
+func (m *Meta) wbStartLocked() *wbBatch {
+	w := m.wb
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	f := w.cur
+	w.dmu.Lock()
+	w.fl, w.cur = f, newWbBatch()
+	w.dmu.Unlock()
+	go m.wbFly(f)
+	return f
+}
+
+// wbFly commits batch f, in flight, and ends its flight.
+func (m *Meta) wbFly(f *wbBatch) {
+	w := m.wb
 	gw := m.store.(kv.GuardedWriter)
 	start := time.Now()
-	defer func() { w.commitNanos.Add(int64(time.Since(start))) }()
-	ctx = context.WithValue(context.WithoutCancel(ctx), wbFlusherKey{}, true)
-	guards, writes := w.guards, w.writes.list()
-	err := gw.WriteIf(ctx, guards, writes)
+	ctx := context.WithValue(context.Background(), wbFlusherKey{}, true)
+	writes := f.writes.list()
+	err := gw.WriteIf(ctx, f.guards, writes)
 	for try := 0; errors.Is(err, kv.ErrUnknownOutcome) && try < wbVerifyTries; try++ {
 		// Committed or not: the writes are all in the store, or (the
 		// guards held before) none is.
@@ -752,25 +490,139 @@ func (m *Meta) wbCommitLocked(ctx context.Context) error {
 		case in:
 			err = nil
 		default:
-			err = gw.WriteIf(ctx, guards, writes)
+			err = gw.WriteIf(ctx, f.guards, writes)
 		}
 	}
+	w.commitNanos.Add(int64(time.Since(start)))
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	switch {
 	case err == nil:
 		w.batches.Add(1)
-		m.spec.learn(guards, writes, nil)
-		m.spec.usedShard(w.shard)
+		m.spec.learnBatch(f.guards, &f.writes)
+		for _, s := range f.shards {
+			m.spec.usedShard(s)
+		}
 		w.noteFresh(m, writes)
+		m.wbRebase(ctx, f)
 	case errors.Is(err, kv.ErrGuard):
-		m.spec.drop(guards)
+		m.spec.drop(f.guards)
 		w.replays.Add(1)
-		m.wbReplay(ctx, w.ops)
+		// The next batch was computed over this one's predicted effect:
+		// its changes run again too, after these.
+		b := w.cur
+		w.dmu.Lock()
+		w.cur = newWbBatch()
+		w.dmu.Unlock()
+		m.wbReplay(ctx, f.ops)
+		m.wbReplay(ctx, b.ops)
+		m.wbDone(b)
 	default:
-		return fmt.Errorf("write-back: committing %d changes: %w", len(w.ops), err)
+		// Not committed: back in front of the next batch, whose guards
+		// are on the same state (before this one).
+		f.err = fmt.Errorf("write-back: committing %d changes: %w", len(f.ops), err)
+		m.log.Warn("write-back: a commit failed; the changes stay in the log", "changes", len(f.ops), "err", err)
+		b := w.cur
+		for _, g := range b.guards {
+			if _, ok := f.gidx[rangeID(g.Range)]; !ok {
+				f.gidx[rangeID(g.Range)] = len(f.guards)
+				f.guards = append(f.guards, g)
+			}
+		}
+		for _, k := range b.writes.order {
+			f.writes.put(b.writes.vals[k])
+		}
+		f.ops = append(f.ops, b.ops...)
+		f.queued = f.queued || b.queued
+		f.shards = append(f.shards, b.shards...)
+		w.dmu.Lock()
+		for ino := range b.dirty {
+			f.dirty[ino] = true
+		}
+		merged := *f
+		merged.err, merged.inherit = nil, make(map[string]kv.Range)
+		w.cur, w.fl = &merged, nil
+		w.dmu.Unlock()
+		w.commits++
+		w.ended.Broadcast()
+		if w.timer == nil {
+			// Try again a second later, or at the next barrier.
+			w.timer = time.AfterFunc(time.Second, func() {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				w.timer = nil
+				m.wbKick()
+			})
+		}
+		return
 	}
+	m.wbDone(f)
+	w.dmu.Lock()
+	w.fl = nil
+	w.dmu.Unlock()
 	w.commits++
+	w.n.Store(int64(w.pending()))
+	w.ended.Broadcast()
+	m.wbKick()
+}
+
+// wbRebase moves the guards of the next batch to the state after f, which
+// committed (w.mu held): each is on the state before f, as the next
+// batch's changes read it; with f's writes applied, it is what the store
+// holds now. A range whose state after f cannot be told so is read.
+func (m *Meta) wbRebase(ctx context.Context, f *wbBatch) {
+	b := m.wb.cur
+	var unknown []int
+	for i := range b.guards {
+		g := &b.guards[i]
+		p, ok := firstAfter(g.Range, g.Want, &f.writes)
+		if !ok {
+			unknown = append(unknown, i)
+			continue
+		}
+		g.Want = p
+	}
+	for id, r := range b.inherit {
+		if _, ok := b.gidx[id]; ok {
+			continue
+		}
+		base := f.guards[f.gidx[id]].Want
+		p, ok := firstAfter(r, base, &f.writes)
+		b.gidx[id] = len(b.guards)
+		b.guards = append(b.guards, kv.Guard{Range: r, Want: p})
+		if !ok {
+			unknown = append(unknown, len(b.guards)-1)
+		}
+	}
+	b.inherit = make(map[string]kv.Range)
+	if len(unknown) == 0 {
+		return
+	}
+	ranges := make([]kv.Range, len(unknown))
+	for i, gi := range unknown {
+		ranges[i] = b.guards[gi].Range
+	}
+	var ps []kv.Pair
+	err := m.looseView(ctx, func(r kv.Reader) (err error) {
+		ps, err = kv.Firsts(r, ranges)
+		return err
+	})
+	for i, gi := range unknown {
+		if err != nil {
+			// Unknowable now: a guard that cannot hold makes the batch
+			// run again, change by change.
+			b.guards[gi].Want = kv.Pair{Key: []byte{0xff, 0xff}, Value: []byte("unknown")}
+			continue
+		}
+		b.guards[gi].Want = kv.Pair{Key: ps[i].Key, Value: ps[i].Value}
+	}
+}
+
+// wbDone ends batch b, committed or replayed (w.mu held): its hooks, its
+// deletes, its shards.
+func (m *Meta) wbDone(b *wbBatch) {
 	var after []func()
-	for _, x := range w.ops {
+	for _, x := range b.ops {
 		if x.after != nil {
 			after = append(after, x.after)
 		}
@@ -784,23 +636,12 @@ func (m *Meta) wbCommitLocked(ctx context.Context) error {
 			}
 		}()
 	}
-	if w.queued {
+	if b.queued {
 		m.signalDeletes()
 	}
-	if w.timer != nil {
-		w.timer.Stop()
-		w.timer = nil
+	for _, s := range b.shards {
+		m.shards.put(s)
 	}
-	m.shards.put(w.shard)
-	w.ops, w.guards = nil, nil
-	w.n.Store(0)
-	clear(w.gidx)
-	w.dmu.Lock()
-	clear(w.dirty)
-	w.dmu.Unlock()
-	w.writes = newWbWrites()
-	w.queued = false
-	return nil
 }
 
 // wbVerify reports whether every write of writes is in the store.

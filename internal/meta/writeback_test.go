@@ -206,10 +206,12 @@ func TestSharedWriteBackCrash(t *testing.T) {
 	// The crash: the log goes with the process; the store closes under
 	// it (every later commit fails).
 	a.wb.mu.Lock()
-	pending := len(a.wb.ops)
-	a.wb.ops, a.wb.guards = nil, nil
+	for a.wb.fl != nil {
+		a.wb.ended.Wait()
+	}
+	pending := len(a.wb.cur.ops)
+	a.wb.cur = newWbBatch()
 	a.wb.n.Store(0)
-	a.wb.writes = newWbWrites()
 	a.wb.mu.Unlock()
 	t.Logf("%d changes lost with the client", pending)
 	// b waits out a's lease (its session expires) and finds what was

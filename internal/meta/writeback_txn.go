@@ -1,0 +1,418 @@
+package meta
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"slices"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+)
+
+// The reads of a change in write-back (writeback.go): over its own
+// writes, the log's (the batch being committed, fl, and the one after it,
+// cur), and the store's state before the log.
+
+// wbWrites is the log's writes, the last per key, in sorted key order
+// for the range reads and in first-write order for the commit.
+type wbWrites struct {
+	keys  []string // sorted
+	vals  map[string]kv.Write
+	order []string
+}
+
+func newWbWrites() wbWrites { return wbWrites{vals: make(map[string]kv.Write)} }
+
+func (w *wbWrites) put(x kv.Write) {
+	k := string(x.Key)
+	if _, ok := w.vals[k]; !ok {
+		i, _ := slices.BinarySearch(w.keys, k)
+		w.keys = slices.Insert(w.keys, i, k)
+		w.order = append(w.order, k)
+	}
+	w.vals[k] = x
+}
+
+func (w *wbWrites) get(key []byte) (kv.Write, bool) {
+	x, ok := w.vals[string(key)]
+	return x, ok
+}
+
+// firstSet returns the smallest key in [start, end) that w sets, and
+// whether there is one.
+func (w *wbWrites) firstSet(start, end []byte) (kv.Write, bool) {
+	i, _ := slices.BinarySearch(w.keys, string(start))
+	for ; i < len(w.keys) && w.keys[i] < string(end); i++ {
+		if x := w.vals[w.keys[i]]; !x.Delete {
+			return x, true
+		}
+	}
+	return kv.Write{}, false
+}
+
+// firstAny returns the smallest key in [start, end) that w sets or
+// deletes, and whether there is one.
+func (w *wbWrites) firstAny(start, end []byte) (kv.Write, bool) {
+	i, _ := slices.BinarySearch(w.keys, string(start))
+	if i < len(w.keys) && w.keys[i] < string(end) {
+		return w.vals[w.keys[i]], true
+	}
+	return kv.Write{}, false
+}
+
+func (w *wbWrites) list() []kv.Write {
+	out := make([]kv.Write, len(w.order))
+	for i, k := range w.order {
+		out[i] = w.vals[k]
+	}
+	return out
+}
+
+func (w *wbWrites) len() int { return len(w.order) }
+
+// wbTxn is the kv.Txn a change runs over in write-back: reads as the log
+// and the store's state before it give them, writes collected.
+type wbTxn struct {
+	m   *Meta
+	log *wbLog
+	// inherit are the ranges read through the guards of the batch being
+	// committed: once it commits, the next batch guards them itself.
+	inherit map[string]kv.Range
+	cache   *specCache
+	absent  map[string]bool     // ranges the lease says are empty in the store
+	extra   map[string]kv.Pair  // first pairs this change read loosely
+	guards  []kv.Guard          // new guards of this change
+	gidx    map[string]bool     // rangeID of guards
+	writes  wbWrites            // this change's writes
+	missed  []kv.Range          // ranges to read loosely before running again
+	missID  map[string]struct{} // rangeID of missed
+}
+
+func newWbTxn(m *Meta, w *wbLog, c *specCache, absent map[string]bool, extra map[string]kv.Pair) *wbTxn {
+	return &wbTxn{m: m, log: w, cache: c, absent: absent, extra: extra, gidx: make(map[string]bool), inherit: make(map[string]kv.Range),
+		writes: newWbWrites(), missID: make(map[string]struct{})}
+}
+
+// stored returns the first pair of r in the store before the log, and
+// guards it; ok false if unknown (recorded in s.missed).
+func (s *wbTxn) stored(r kv.Range) (kv.Pair, bool) {
+	id := rangeID(r)
+	if fl := s.log.fl; fl != nil {
+		if i, ok := fl.gidx[id]; ok {
+			if _, own := s.log.cur.gidx[id]; !own {
+				s.inherit[id] = cloneRange(r)
+			}
+			return fl.guards[i].Want, true
+		}
+	}
+	if i, ok := s.log.cur.gidx[id]; ok {
+		return s.log.cur.guards[i].Want, true
+	}
+	var p kv.Pair
+	switch x, extra := s.extra[id]; {
+	case s.gidx[id]:
+		for _, g := range s.guards {
+			if rangeID(g.Range) == id {
+				return g.Want, true
+			}
+		}
+	case s.absent[id]:
+	case extra:
+		p = x
+	default:
+		if fp, ok := s.freshFirst(r); ok {
+			p = fp
+			break
+		}
+		c, ok := s.cache.get(r)
+		if !ok {
+			if _, seen := s.missID[id]; !seen {
+				s.missID[id] = struct{}{}
+				s.missed = append(s.missed, cloneRange(r))
+			}
+			return kv.Pair{}, false
+		}
+		p = c
+	}
+	s.gidx[id] = true
+	s.guards = append(s.guards, kv.Guard{Range: kv.Range{Start: bytes.Clone(r.Start), End: bytes.Clone(r.End)},
+		Want: kv.Pair{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}})
+	return p, true
+}
+
+// freshPrefixes are the key kinds of an inode's own records that only
+// the client that made a fresh inode writes.
+var freshPrefixes = [256]bool{pAttr: true, pDentry: true, pSymlink: true, pXattr: true, pChunk: true, pOrphan: true, pHold: true}
+
+// freshFirst returns the first pair of r in the store if r lies in the
+// records of a fresh inode whose store state the log knows.
+func (s *wbTxn) freshFirst(r kv.Range) (kv.Pair, bool) {
+	if len(r.Start) < 9 || !freshPrefixes[r.Start[0]] || bytes.Compare(r.End, kv.PrefixEnd(r.Start[:9])) > 0 {
+		return kv.Pair{}, false
+	}
+	ino := base.Ino(binary.BigEndian.Uint64(r.Start[1:9]))
+	if _, ok := s.m.leases.freshIn(ino); !ok {
+		return kv.Pair{}, false
+	}
+	w := s.log
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	ws := w.fresh[ino]
+	if ws == nil {
+		return kv.Pair{}, false // forgotten (wbForget)
+	}
+	if x, ok := ws.firstSet(r.Start, r.End); ok {
+		return pairOf(x), true
+	}
+	return kv.Pair{}, true
+}
+
+// freshAll returns every pair of r, which lies in the records of a fresh
+// inode whose store state the log knows, as the log leaves it; ok false
+// otherwise. The range's first pair in the store becomes a guard.
+func (s *wbTxn) freshAll(r kv.Range) ([]kv.Pair, bool) {
+	if _, ok := s.freshFirst(r); !ok {
+		return nil, false
+	}
+	s.stored(r) // the guard
+	ino := base.Ino(binary.BigEndian.Uint64(r.Start[1:9]))
+	w := s.log
+	merged := newWbWrites()
+	w.fmu.Lock()
+	if ws := w.fresh[ino]; ws != nil {
+		i, _ := slices.BinarySearch(ws.keys, string(r.Start))
+		for ; i < len(ws.keys) && ws.keys[i] < string(r.End); i++ {
+			merged.put(ws.vals[ws.keys[i]])
+		}
+	}
+	w.fmu.Unlock()
+	ls := s.layers()
+	for k := len(ls) - 1; k >= 0; k-- { // oldest first: newer writes replace them
+		ws := ls[k]
+		i, _ := slices.BinarySearch(ws.keys, string(r.Start))
+		for ; i < len(ws.keys) && ws.keys[i] < string(r.End); i++ {
+			merged.put(ws.vals[ws.keys[i]])
+		}
+	}
+	var out []kv.Pair
+	for _, k := range merged.keys {
+		if x := merged.vals[k]; !x.Delete {
+			out = append(out, pairOf(x))
+		}
+	}
+	return out, true
+}
+
+// noteFresh records the writes of a committed log in fresh inodes' records.
+func (w *wbLog) noteFresh(m *Meta, writes []kv.Write) {
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	for _, x := range writes {
+		if len(x.Key) < 9 || !freshPrefixes[x.Key[0]] {
+			continue
+		}
+		ino := base.Ino(binary.BigEndian.Uint64(x.Key[1:9]))
+		if _, ok := m.leases.freshIn(ino); !ok {
+			delete(w.fresh, ino)
+			continue
+		}
+		if ws := w.fresh[ino]; ws != nil { // else forgotten: unknown
+			ws.put(x)
+		}
+	}
+}
+
+// markFresh records that ino was made by the log: the store holds
+// nothing of it yet.
+func (w *wbLog) markFresh(ino base.Ino) {
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	if _, ok := w.fresh[ino]; !ok && len(w.fresh) < maxFresh {
+		v := newWbWrites()
+		w.fresh[ino] = &v
+	}
+}
+
+// layers are the writes over the store's state, the newest first: this
+// change's, the log's next batch's, the batch being committed.
+func (s *wbTxn) layers() []*wbWrites {
+	ls := []*wbWrites{&s.writes, &s.log.cur.writes}
+	if fl := s.log.fl; fl != nil {
+		ls = append(ls, &fl.writes)
+	}
+	return ls
+}
+
+// write returns the newest write of key by this change or the log.
+func (s *wbTxn) write(key []byte) (kv.Write, bool) {
+	for _, ws := range s.layers() {
+		if x, ok := ws.get(key); ok {
+			return x, true
+		}
+	}
+	return kv.Write{}, false
+}
+
+// first returns the first pair of [start, end) as the log leaves it.
+func (s *wbTxn) first(start, end []byte) (kv.Pair, error) {
+	if end == nil || bytes.Compare(start, end) >= 0 {
+		return kv.Pair{}, errNoSpec
+	}
+	st, ok := s.stored(kv.Range{Start: start, End: end})
+	// The smallest key set by this change or the log (a key the change
+	// deleted that the log set is not set).
+	var set *kv.Write
+	for _, ws := range s.layers() {
+		i, _ := slices.BinarySearch(ws.keys, string(start))
+		for ; i < len(ws.keys) && ws.keys[i] < string(end); i++ {
+			x, _ := s.write([]byte(ws.keys[i]))
+			if !x.Delete {
+				if set == nil || bytes.Compare(x.Key, set.Key) < 0 {
+					set = &x
+				}
+				break
+			}
+		}
+	}
+	if !ok {
+		return kv.Pair{}, errSpecMiss // learn the store's state first
+	}
+	if st.Key != nil {
+		if x, w := s.write(st.Key); w && x.Delete {
+			// The store's first pair is gone; the next one is unknown
+			// unless a key set before it comes first.
+			if set != nil && bytes.Compare(set.Key, st.Key) < 0 {
+				return pairOf(*set), nil
+			}
+			return kv.Pair{}, errWbFlush
+		}
+		if set == nil || bytes.Compare(st.Key, set.Key) < 0 {
+			return kv.Pair{Key: bytes.Clone(st.Key), Value: nonNil(st.Value)}, nil
+		}
+	}
+	if set == nil {
+		return kv.Pair{}, nil
+	}
+	return pairOf(*set), nil
+}
+
+func pairOf(x kv.Write) kv.Pair {
+	return kv.Pair{Key: bytes.Clone(x.Key), Value: nonNil(x.Value)}
+}
+
+func nonNil(v []byte) []byte {
+	if v == nil {
+		return []byte{}
+	}
+	return bytes.Clone(v)
+}
+
+// Firsts implements kv.FirstReader.
+func (s *wbTxn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
+	var miss bool
+	out, err := kv.FirstsWith(ranges, func(start, end []byte) (kv.Pair, error) {
+		p, err := s.first(start, end)
+		if errors.Is(err, errSpecMiss) {
+			// Collect every range this read needs, not one per run.
+			miss = true
+			return kv.Pair{}, nil
+		}
+		return p, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if miss {
+		return nil, errSpecMiss
+	}
+	return out, nil
+}
+
+// Get implements kv.Reader.
+func (s *wbTxn) Get(key []byte) ([]byte, error) {
+	p, err := s.first(key, append(bytes.Clone(key), 0))
+	if err != nil || p.Key == nil {
+		return nil, err
+	}
+	return p.Value, nil
+}
+
+// Scan implements kv.Reader: scans of a fresh inode's records (whose
+// store state the log knows whole), and scans elsewhere that stop at
+// their first pair.
+func (s *wbTxn) Scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) error {
+	if reverse || end == nil {
+		return errNoSpec
+	}
+	if ps, ok := s.freshAll(kv.Range{Start: start, End: end}); ok {
+		for _, p := range ps {
+			if !fn(p.Key, p.Value) {
+				break
+			}
+		}
+		return nil
+	}
+	p, err := s.first(start, end)
+	if err != nil {
+		return err
+	}
+	if p.Key == nil || !fn(p.Key, p.Value) {
+		return nil
+	}
+	return errNoSpec // it wants more than the first pair
+}
+
+func (s *wbTxn) Set(key, value []byte) {
+	s.writes.put(kv.Write{Key: bytes.Clone(key), Value: bytes.Clone(value)})
+}
+
+func (s *wbTxn) Delete(key []byte) { s.writes.put(kv.Write{Key: bytes.Clone(key), Delete: true}) }
+
+// firstAfter returns the first pair of r once writes are applied to a
+// state whose first pair there is first; ok false if that is unknown (the
+// first pair deleted, and no key set before it).
+func firstAfter(r kv.Range, first kv.Pair, writes *wbWrites) (kv.Pair, bool) {
+	set, isSet := writes.firstSet(r.Start, r.End)
+	if first.Key != nil {
+		if x, ok := writes.get(first.Key); ok && x.Delete {
+			if isSet && bytes.Compare(set.Key, first.Key) < 0 {
+				return pairOf(set), true
+			}
+			return kv.Pair{}, false
+		}
+		if !isSet || bytes.Compare(first.Key, set.Key) < 0 {
+			return first, true
+		}
+	}
+	if !isSet {
+		return kv.Pair{}, true
+	}
+	return pairOf(set), true
+}
+
+// learnBatch records the state a committed write-back batch left (its
+// guards held, then writes applied): the ranges it read, as they are
+// after it; predictions of other ranges it wrote into are dropped. Its
+// cost follows the cache's size and the batch's guards, not their
+// product with its writes (learn's).
+func (c *specCache) learnBatch(guards []kv.Guard, writes *wbWrites) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m)+len(guards) > specMaxRanges {
+		clear(c.m)
+	}
+	for id, e := range c.m {
+		if _, ok := writes.firstAny(e.r.Start, e.r.End); ok {
+			delete(c.m, id)
+		}
+	}
+	if len(guards) > specMaxRanges {
+		guards = guards[:specMaxRanges]
+	}
+	for _, g := range guards {
+		if p, ok := firstAfter(g.Range, g.Want, writes); ok {
+			c.m[rangeID(g.Range)] = specEntry{r: g.Range, p: p}
+		}
+	}
+}
