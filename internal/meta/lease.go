@@ -345,6 +345,13 @@ func (l *leaseState) installNew(dir base.Ino, a base.Attr) {
 	l.acquired.Add(1)
 }
 
+// forget stops trusting the lease of dir, whose record is gone already.
+func (l *leaseState) forget(dir base.Ino) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.drop(dir)
+}
+
 // maxFresh bounds the fresh inodes a client keeps (lease.go's fresh).
 const maxFresh = 1 << 18
 

@@ -497,16 +497,26 @@ type touchLog struct {
 	// owned are the inodes whose own records (freshPrefixes) the update
 	// wrote, for the write-back log's knowledge of fresh inodes.
 	owned []base.Ino
+	// unleased are the directories whose lease records it deleted.
+	unleased []base.Ino
 }
 
-// noteKey records a write of the record key (any kind).
-func (l *touchLog) noteKey(key []byte) {
-	if len(key) < 9 || !freshPrefixes[key[0]] {
+// noteKey records a write (del: a delete) of the record key (any kind).
+func (l *touchLog) noteKey(key []byte, del bool) {
+	if len(key) < 9 {
 		return
 	}
-	l.mu.Lock()
-	l.owned = append(l.owned, base.Ino(binary.BigEndian.Uint64(key[1:9])))
-	l.mu.Unlock()
+	ino := base.Ino(binary.BigEndian.Uint64(key[1:9]))
+	switch {
+	case freshPrefixes[key[0]]:
+		l.mu.Lock()
+		l.owned = append(l.owned, ino)
+		l.mu.Unlock()
+	case key[0] == pLease && del && len(key) == 9:
+		l.mu.Lock()
+		l.unleased = append(l.unleased, ino)
+		l.mu.Unlock()
+	}
 }
 
 // dirName is an entry's name in its directory.

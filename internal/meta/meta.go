@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -402,6 +403,10 @@ func (m *Meta) updated(touched *touchLog, written map[base.Ino]base.Attr, queued
 	}
 	if touched != nil && m.leases != nil {
 		for _, dir := range m.leases.committed(touched.names, touched.inos, written, err) {
+			if err == nil && slices.Contains(touched.unleased, dir) {
+				m.leases.forget(dir) // the change deleted the lease record itself (rmdir)
+				continue
+			}
 			go m.releaseLease(context.Background(), dir, false)
 		}
 	}

@@ -536,7 +536,7 @@ func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 }
 
 func (m *Meta) rmdir(ctx context.Context, c *Caller, parent base.Ino, name string) error {
-	return m.mutate(kv.Freeing(ctx), func(o *op) error { // as in UnlinkChange
+	fn := func(o *op) error {
 		if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name)); err != nil {
 			return err
 		}
@@ -573,18 +573,33 @@ func (m *Meta) rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 		if moved, err := o.toTrash(parent, name, ino, a); err != nil || moved {
 			return err
 		}
+		if m.wb != nil && m.leases.holds(ino) {
+			// Its lease goes with it, in the same commit.
+			o.Delete(leaseKey(ino))
+		}
 		return o.destroy(ino, a)
-	})
+	}
+	// In a directory this client leases, written back (writeback.go).
+	if m.wb != nil && m.Settings().TrashDays == 0 && m.leases.holds(parent) {
+		if done, err := m.writeBack(ctx, []base.Ino{parent}, nil, fn, fn, nil); done {
+			return err
+		}
+	}
+	return m.mutate(kv.Freeing(ctx), fn) // as in UnlinkChange
 }
 
 // Readdir lists directory dir: entries with name > after in name order, at
 // most limit (0 = all). "." and ".." are not included. With plus, each
 // Entry.Attr is filled. Needs read permission on dir.
 func (m *Meta) Readdir(ctx context.Context, c *Caller, dir base.Ino, after string, limit int, plus bool) ([]base.Entry, error) {
-	if err := m.wbRead(ctx, dir); err != nil {
-		return nil, err
-	}
 	var out []base.Entry
+	// A directory this client's write-back log changes: over the log.
+	if done, err := m.wbView(ctx, []base.Ino{dir}, func(r kv.Reader) (err error) {
+		out, err = readdirAt(r, c, dir, after, limit, plus, latestEpoch)
+		return err
+	}); done {
+		return out, err
+	}
 	for attempt := 0; ; attempt++ {
 		var lease []byte
 		err := m.view(ctx, func(r kv.Reader) (err error) {

@@ -289,7 +289,7 @@ func (t *wtx) Set(key, value []byte) {
 	t.forget(key)
 	t.wrote = true
 	if t.touched != nil {
-		t.touched.noteKey(key)
+		t.touched.noteKey(key, false)
 	}
 	t.Txn.Set(key, value)
 }
@@ -298,7 +298,7 @@ func (t *wtx) Delete(key []byte) {
 	t.forget(key)
 	t.wrote = true
 	if t.touched != nil {
-		t.touched.noteKey(key)
+		t.touched.noteKey(key, true)
 	}
 	t.Txn.Delete(key)
 }

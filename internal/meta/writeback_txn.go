@@ -275,18 +275,30 @@ func (s *wbTxn) first(start, end []byte) (kv.Pair, error) {
 			}
 		}
 	}
+	for hops := 0; ok && st.Key != nil; hops++ {
+		x, w := s.write(st.Key)
+		if !w || !x.Delete {
+			break
+		}
+		// The store's first pair is deleted: a key set before it comes
+		// first, or the store's next one, after it.
+		if set != nil && bytes.Compare(set.Key, st.Key) < 0 {
+			return pairOf(*set), nil
+		}
+		if hops == 64 {
+			return kv.Pair{}, errWbFlush // many deleted in a row: commit them first
+		}
+		next := append(bytes.Clone(st.Key), 0)
+		if bytes.Compare(next, end) >= 0 {
+			st = kv.Pair{} // nothing after it in the range
+			break
+		}
+		st, ok = s.stored(kv.Range{Start: next, End: end})
+	}
 	if !ok {
 		return kv.Pair{}, errSpecMiss // learn the store's state first
 	}
 	if st.Key != nil {
-		if x, w := s.write(st.Key); w && x.Delete {
-			// The store's first pair is gone; the next one is unknown
-			// unless a key set before it comes first.
-			if set != nil && bytes.Compare(set.Key, st.Key) < 0 {
-				return pairOf(*set), nil
-			}
-			return kv.Pair{}, errWbFlush
-		}
 		if set == nil || bytes.Compare(st.Key, set.Key) < 0 {
 			return kv.Pair{Key: bytes.Clone(st.Key), Value: nonNil(st.Value)}, nil
 		}
