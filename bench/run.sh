@@ -35,6 +35,7 @@ META_FILES=${META_FILES:-10000}  # metadata rows (0: skip)
 META_PROCS=${META_PROCS:-4}
 SMALL_FILES=${SMALL_FILES:-4000}   # small-file rows: files written whole, read back, deleted (0: skip)
 SMALL_SIZE=${SMALL_SIZE:-4k}       # their size
+PROGRAMS=${PROGRAMS:-1}            # 1: real programs: tar -x of the Go source tree, rm -rf of it, git on src/crypto (0: skip)
 # Same cache sizes for Cairn and JuiceFS (see bench/README.md for the mapping)
 CACHE_MEM=${CACHE_MEM:-256M}       # Cairn --cache-mem (memory block cache)
 BUFFER_SIZE=${BUFFER_SIZE:-256M}   # Cairn --buffer-size (write buffer)
@@ -50,6 +51,11 @@ BENCH_NAME=bench
 source "$HERE/lib.sh"
 
 need_root "drop_caches and FUSE mounts need it"
+if [[ $PROGRAMS == 1 ]]; then
+	need_cmd git "the programs rows"
+	GOROOT_SRC=$(go env GOROOT)/src
+	[[ -d $GOROOT_SRC/crypto ]] || die "no Go source tree at $GOROOT_SRC (PROGRAMS=0 skips the programs rows)"
+fi
 need_cmd fio scripts/install-test-deps.sh
 need_cmd python3
 [[ $SHARED == 0 || $SHARED == 1 ]] || die "SHARED must be 0 or 1"
@@ -299,6 +305,33 @@ wait_mounted() {
 	die "$1 did not get mounted"
 }
 
+# since NS: seconds since NS (date +%s%N), 3 decimals.
+since() { awk -v a="$1" -v b="$(date +%s%N)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'; }
+
+# programs TARGET DIR: real programs, timed whole: tar -x of the Go
+# source tree (one process), rm -rf of it, and git init/add/commit/gc/fsck
+# of a copy of Go's src/crypto (the copy not timed).
+programs() {
+	local t=$1 dir=$2 s
+	if [[ ! -f $ROOT/gosrc.tar ]]; then
+		tar -C "$GOROOT_SRC/.." -cf "$ROOT/gosrc.tar" src
+	fi
+	mkdir -p "$dir/prog"
+	s=$(date +%s%N)
+	tar -C "$dir/prog" -xf "$ROOT/gosrc.tar"
+	record "$t" prog-untar "$(since "$s")" s
+	s=$(date +%s%N)
+	rm -rf "$dir/prog"
+	record "$t" prog-rmrf "$(since "$s")" s
+	cp -r "$GOROOT_SRC/crypto" "$dir/git"
+	s=$(date +%s%N)
+	(cd "$dir/git" && git init -q && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -q -m tree &&
+		git gc -q && git fsck -q) >"$ROOT/git-$t.log" 2>&1 || log "WARNING: git on $t failed (see $ROOT/git-$t.log)"
+	record "$t" prog-git "$(since "$s")" s
+	rm -rf "$dir/git"
+	log "  programs: untar, rm -rf, git done"
+}
+
 bench_target() {
 	local t=$1 dir
 	log "== $t (run $run of $RUNS): setting up"
@@ -377,6 +410,10 @@ bench_target() {
 			log "  small-$phase: $ops files/s"
 			record "$t" "small-$phase" "$ops" files/s
 		done < <(python3 "$HERE/benchlib.py" small "$dir" "$SMALL_FILES" "$META_PROCS" "$SMALL_SIZE" 0 read,unlink)
+	fi
+
+	if [[ $PROGRAMS == 1 ]]; then
+		programs "$t" "$dir"
 	fi
 
 	if [[ $t != local ]]; then

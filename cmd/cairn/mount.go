@@ -261,7 +261,9 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			mo.Volume.CacheFreeRatio, mo.Volume.CacheWrites = cacheFreeRatio, cacheWrites
 			mo.Volume.NoCacheSmallWrites = !cacheSmallWrites
 			mo.Volume.NoDirLeases = !dirLeases
-			mo.Volume.WriteBack = writeBack
+			// NFS clients take a reply to a CREATE or REMOVE as stable
+			// (RFC 1813): a mount that also serves NFS commits each change.
+			mo.Volume.WriteBack = writeBack && nfsListen == ""
 			mo.Volume.CacheOnStoreFS = cacheOnStoreFS
 			if !cmd.Flags().Changed("attr-timeout") {
 				attrTimeout = time.Second
@@ -306,7 +308,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 	f.Float64Var(&cacheFreeRatio, "cache-free-ratio", 0.1, "stop caching and evict when a cache directory's file system has less than this fraction free (0: no floor)")
 	f.BoolVar(&cacheWrites, "cache-writes", false, "also put the blocks this client writes into the disk cache")
 	f.BoolVar(&cacheSmallWrites, "cache-small-writes", true, "put the blocks shorter than a full block that this client writes (small files, file ends) into the disk cache")
-	f.BoolVar(&writeBack, "write-back", false, "on shared volumes, acknowledge creates and unlinks in a directory this client leases before they commit, and commit them in batches of up to 512 within 50 ms (a crash loses the changes not yet committed, as a local file system loses what was not fsynced; fsync and fsyncdir commit them); needs --dir-leases")
+	f.BoolVar(&writeBack, "write-back", true, "on shared volumes, let creates, unlinks and rmdirs in a directory this client leases, and the data commits, setattrs and closes of the files it made there, return before their commit, and commit them in batches (up to 512 changes in one round trip, within about 50 ms); other clients' lookups there commit them first. A crash loses the changes not yet committed, as a local file system loses what was not fsynced; fsync and fsyncdir commit them. Needs --dir-leases; off with --nfs-listen (NFS clients take a reply as stable)")
 	f.BoolVar(&dirLeases, "dir-leases", true, "on shared volumes, take the lease of a directory this client creates files in, so that a create and its lookup cost one round trip instead of two (another client's change there recalls the lease first)")
 	f.BoolVar(&cacheOnStoreFS, "cache-on-store-fs", false, "use --cache-dir directories even on the file system of a file:// data store (by default skipped: there the cache only copies blocks)")
 	f.DurationVar(&objectLatency, "object-latency", 0, "FOR BENCHMARKS AND FAULT TESTS: delay every data store request by this much (e.g. 10ms), so a local store answers like a remote one")

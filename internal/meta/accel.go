@@ -130,6 +130,7 @@ func (t *wtx) writing(logical []byte, del bool) error {
 	}
 	if t.touched != nil {
 		t.touched.note(logical)
+		t.touched.noteKey(logical, del) // versioned writes reach the store past wtx.Set
 	}
 	return nil
 }

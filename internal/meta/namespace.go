@@ -310,7 +310,7 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 		}
 	}
 	if leased {
-		m.wb.markFresh(ino)
+		m.wb.markFresh(m, ino)
 	}
 	err = m.mutateAhead(ctx, parent, name, build(&a), build(new(base.Attr)))
 	if err != nil {

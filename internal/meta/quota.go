@@ -185,6 +185,13 @@ func (o *op) chargeQuota(q base.Ino, d [2]int64) error {
 // chargeChain is chargeQuota, and returns the quotas it charged (nil if
 // none).
 func (o *op) chargeChain(q base.Ino, d [2]int64) ([]base.Ino, error) {
+	if q != 0 {
+		// A quota's check needs every client's usage, committed: no
+		// write-back (writeback.go) where a quota applies.
+		if err := o.refuseWriteBack(); err != nil {
+			return nil, err
+		}
+	}
 	var chain []base.Ino
 	for depth := 0; q != 0; depth++ {
 		if depth == maxQuotaDepth {

@@ -233,6 +233,7 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 		if err == nil {
 			err = o.flush()
 		}
+		err = st.outcome(err)
 		switch {
 		case errors.Is(err, errSpecMiss):
 			if err := m.wbReadMissed(ctx, st.missed, extra); err != nil {
@@ -392,7 +393,7 @@ func (m *Meta) wbView(ctx context.Context, inos []base.Ino, fn func(r kv.Reader)
 			return false, nil
 		}
 		st := newWbTxn(m, w, m.spec, nil, extra)
-		err := fn(st)
+		err := st.outcome(fn(st))
 		if !errors.Is(err, errSpecMiss) {
 			if errors.Is(err, errNoSpec) || errors.Is(err, errWbFlush) {
 				break

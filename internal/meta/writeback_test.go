@@ -256,3 +256,75 @@ func (m *Meta) takeLeaseNow(dir base.Ino) {
 	l.mu.Unlock()
 	m.acquireLease(dir)
 }
+
+// A file made, closed, opened again, unlinked while open, written and
+// closed: its last close destroys it (no orphan is left unheld), as
+// without write-back.
+func TestSharedWriteBackUnlinkedOpen(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
+	a := ms[0]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	for i := range 10 {
+		name := fmt.Sprint("gone", i)
+		ino, _, err := a.Create(ctx, root, d, name, 0o644, 0)
+		ok(t, err)
+		id, _ := a.NewSliceID(ctx)
+		_, err = a.WriteSlices(ctx, ino, []SliceWrite{{Index: 0, Slice: base.Slice{ID: id, Size: 10, Len: 10}}}, 0)
+		ok(t, err)
+		ok(t, a.CloseFile(ctx, ino))
+		_, _, _, err = a.OpenFileChunk(ctx, ino)
+		ok(t, err)
+		ok(t, a.Unlink(ctx, root, d, name))
+		id, _ = a.NewSliceID(ctx)
+		_, err = a.WriteSlices(ctx, ino, []SliceWrite{{Index: 0, Slice: base.Slice{ID: id, Pos: 10, Size: 1, Len: 1}}}, 0)
+		ok(t, err)
+		ok(t, a.CloseFile(ctx, ino))
+	}
+	ok(t, a.Sync(ctx))
+	ok(t, a.FlushReleases(ctx))
+	probs, err := ms[1].Check(ctx, false)
+	ok(t, err)
+	if len(probs) != 0 {
+		t.Fatalf("after unlinks of open files: %+v (%+v)", probs, wbStats(t, a))
+	}
+}
+
+// As go-fuse's posixtest FstatDeleted: ten files made and closed, each
+// opened again and unlinked; all closed at the end.
+func TestSharedWriteBackFstatDeleted(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
+	a := ms[0]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	var open []base.Ino
+	for i := range 10 {
+		name := fmt.Sprint(i)
+		ino, _, err := a.Create(ctx, root, d, name, 0o644, 0)
+		ok(t, err)
+		if i > 0 {
+			id, _ := a.NewSliceID(ctx)
+			_, err = a.WriteSlices(ctx, ino, []SliceWrite{{Index: 0, Slice: base.Slice{ID: id, Size: uint32(i), Len: uint32(i)}}}, 0)
+			ok(t, err)
+		}
+		ok(t, a.CloseFile(ctx, ino))
+		must[base.Attr](t)(a.GetAttr(ctx, ino))
+		_, _, _, err = a.OpenFileChunk(ctx, ino)
+		ok(t, err)
+		open = append(open, ino)
+		ok(t, a.Unlink(ctx, root, d, name))
+	}
+	for _, ino := range open {
+		must[base.Attr](t)(a.GetAttr(ctx, ino))
+	}
+	for i := len(open) - 1; i >= 0; i-- {
+		ok(t, a.CloseFile(ctx, open[i]))
+	}
+	ok(t, a.Sync(ctx))
+	ok(t, a.FlushReleases(ctx))
+	probs, err := ms[1].Check(ctx, false)
+	ok(t, err)
+	if len(probs) != 0 {
+		t.Fatalf("after unlinks of open files: %+v (%+v)", probs, wbStats(t, a))
+	}
+}

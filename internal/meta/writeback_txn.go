@@ -87,6 +87,27 @@ type wbTxn struct {
 	writes  wbWrites            // this change's writes
 	missed  []kv.Range          // ranges to read loosely before running again
 	missID  map[string]struct{} // rangeID of missed
+	// failed is the first read that could not be answered (errSpecMiss,
+	// errNoSpec, errWbFlush): the run is void even if the change's code
+	// took the error for an answer (destroyIfOrphan reads a missing
+	// attribute as "already gone").
+	failed error
+}
+
+// fail records err, a read's failure, and returns it.
+func (s *wbTxn) fail(err error) error {
+	if err != nil && s.failed == nil {
+		s.failed = err
+	}
+	return err
+}
+
+// outcome is the change's outcome err, or the first failed read.
+func (s *wbTxn) outcome(err error) error {
+	if s.failed != nil {
+		return s.failed
+	}
+	return err
 }
 
 func newWbTxn(m *Meta, w *wbLog, c *specCache, absent map[string]bool, extra map[string]kv.Pair) *wbTxn {
@@ -225,9 +246,17 @@ func (w *wbLog) noteFresh(m *Meta, writes []kv.Write) {
 
 // markFresh records that ino was made by the log: the store holds
 // nothing of it yet.
-func (w *wbLog) markFresh(ino base.Ino) {
+func (w *wbLog) markFresh(m *Meta, ino base.Ino) {
 	w.fmu.Lock()
 	defer w.fmu.Unlock()
+	if len(w.fresh) >= maxFresh {
+		// Forget the inodes no longer fresh (their lease went).
+		for x := range w.fresh {
+			if _, ok := m.leases.freshIn(x); !ok {
+				delete(w.fresh, x)
+			}
+		}
+	}
 	if _, ok := w.fresh[ino]; !ok && len(w.fresh) < maxFresh {
 		v := newWbWrites()
 		w.fresh[ino] = &v
@@ -333,10 +362,10 @@ func (s *wbTxn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 		return p, err
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.fail(err)
 	}
 	if miss {
-		return nil, errSpecMiss
+		return nil, s.fail(errSpecMiss)
 	}
 	return out, nil
 }
@@ -345,7 +374,7 @@ func (s *wbTxn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 func (s *wbTxn) Get(key []byte) ([]byte, error) {
 	p, err := s.first(key, append(bytes.Clone(key), 0))
 	if err != nil || p.Key == nil {
-		return nil, err
+		return nil, s.fail(err)
 	}
 	return p.Value, nil
 }
@@ -355,7 +384,7 @@ func (s *wbTxn) Get(key []byte) ([]byte, error) {
 // their first pair.
 func (s *wbTxn) Scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) error {
 	if reverse || end == nil {
-		return errNoSpec
+		return s.fail(errNoSpec)
 	}
 	if ps, ok := s.freshAll(kv.Range{Start: start, End: end}); ok {
 		for _, p := range ps {
@@ -367,12 +396,12 @@ func (s *wbTxn) Scan(start, end []byte, reverse bool, fn func(key, value []byte)
 	}
 	p, err := s.first(start, end)
 	if err != nil {
-		return err
+		return s.fail(err)
 	}
 	if p.Key == nil || !fn(p.Key, p.Value) {
 		return nil
 	}
-	return errNoSpec // it wants more than the first pair
+	return s.fail(errNoSpec) // it wants more than the first pair
 }
 
 func (s *wbTxn) Set(key, value []byte) {
@@ -427,4 +456,14 @@ func (c *specCache) learnBatch(guards []kv.Guard, writes *wbWrites) {
 			c.m[rangeID(g.Range)] = specEntry{r: g.Range, p: p}
 		}
 	}
+}
+
+// refuseWriteBack fails the change running over t if it runs in
+// write-back: for what the log must not acknowledge before it commits
+// (a quota's check).
+func (o *op) refuseWriteBack() error {
+	if st, ok := o.wtx.Txn.(*wbTxn); ok {
+		return st.fail(errNoSpec)
+	}
+	return nil
 }

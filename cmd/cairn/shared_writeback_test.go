@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSharedWriteBackMounts: three mounts of one volume, all writing
+// back, take turns creating, writing, renaming (in a directory and
+// across two) and removing files, and making directories; after every
+// change another mount, chosen at random, must see exactly what the model
+// says: each directory's names, and each file's content (close-to-open).
+// Its reads recall the lease of the writer, which commits its log first.
+func TestSharedWriteBackMounts(t *testing.T) {
+	v := newSharedVolume(t)
+	ms := []*sharedMount{v.mount(t, "a", "--write-back"), v.mount(t, "b", "--write-back"), v.mount(t, "c", "--write-back")}
+	dirs := []string{"d1", "d2"}
+	for _, d := range dirs {
+		if err := os.Mkdir(ms[0].path(d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	model := map[string][]byte{} // path under the mount -> content; nil: a directory
+	for _, d := range dirs {
+		model[d] = nil
+	}
+	rng := rand.New(rand.NewPCG(36, 1))
+	files := func() []string {
+		var out []string
+		for p, c := range model {
+			if c != nil {
+				out = append(out, p)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	const steps = 300
+	writer := 0
+	lastDir := map[int]string{}
+	for step := range steps {
+		// One mount keeps writing for a while (its leases and log are
+		// used), then another takes over (recalls).
+		if rng.IntN(8) == 0 {
+			writer = rng.IntN(len(ms))
+		}
+		w := ms[writer]
+		// Mostly in a directory the writer made (leased in its create),
+		// else in any.
+		d := dirs[rng.IntN(len(dirs))]
+		if last := lastDir[writer]; last != "" && rng.IntN(3) != 0 {
+			d = last
+		}
+		fs := files()
+		var what string
+		switch k := rng.IntN(10); {
+		case k < 5 || len(fs) == 0: // create and write
+			p := filepath.Join(d, fmt.Sprintf("f%d", step))
+			data := randomBytes(rng.IntN(20 << 10))
+			writeFile(t, w.path(p), data)
+			model[p] = data
+			what = "create " + p
+		case k < 6: // rewrite
+			p := fs[rng.IntN(len(fs))]
+			data := randomBytes(rng.IntN(20 << 10))
+			writeFile(t, w.path(p), data)
+			model[p] = data
+			what = "rewrite " + p
+		case k < 7: // rename, in its directory or to another
+			p := fs[rng.IntN(len(fs))]
+			q := filepath.Join(filepath.Dir(p), fmt.Sprintf("r%d", step))
+			if rng.IntN(2) == 0 {
+				q = filepath.Join(dirs[rng.IntN(len(dirs))], fmt.Sprintf("r%d", step))
+			}
+			if err := os.Rename(w.path(p), w.path(q)); err != nil {
+				t.Fatalf("step %d: rename %s %s: %v", step, p, q, err)
+			}
+			model[q] = model[p]
+			delete(model, p)
+			what = "rename " + p + " " + q
+		case k < 8: // unlink
+			p := fs[rng.IntN(len(fs))]
+			if err := os.Remove(w.path(p)); err != nil {
+				t.Fatalf("step %d: unlink %s: %v", step, p, err)
+			}
+			delete(model, p)
+			what = "unlink " + p
+		default: // a directory with a file in it
+			sub := filepath.Join(d, fmt.Sprintf("s%d", step))
+			if err := os.Mkdir(w.path(sub), 0o755); err != nil {
+				t.Fatalf("step %d: mkdir %s: %v", step, sub, err)
+			}
+			p := filepath.Join(sub, "x")
+			data := randomBytes(100)
+			writeFile(t, w.path(p), data)
+			model[sub], model[p] = nil, data
+			dirs = append(dirs, sub)
+			lastDir[writer] = sub
+			what = "mkdir " + sub
+		}
+		// Now and then another mount checks one directory and one file
+		// (not after every change: the writer would never keep a lease).
+		if rng.IntN(3) != 0 {
+			continue
+		}
+		r := ms[(writer+1+rng.IntN(len(ms)-1))%len(ms)]
+		checkDir(t, r, d, model, step, what)
+		if fs := files(); len(fs) > 0 {
+			p := fs[rng.IntN(len(fs))]
+			if got, err := os.ReadFile(r.path(p)); err != nil || !bytes.Equal(got, model[p]) {
+				t.Fatalf("step %d (%s): %s read from another mount: %d bytes, %v; want %d bytes", step, what, p, len(got), err, len(model[p]))
+			}
+		}
+	}
+	// Every mount sees the whole tree.
+	for _, m := range ms {
+		for _, d := range dirs {
+			checkDir(t, m, d, model, steps, "end")
+		}
+		for _, p := range files() {
+			if got := readFile(t, m.path(p)); !bytes.Equal(got, model[p]) {
+				t.Fatalf("end: %s differs on %s", p, m.mnt)
+			}
+		}
+	}
+	var written int64
+	for _, m := range ms {
+		out, err := v.cairn(t, "stats", "--json", "--count", "1", "--interval", "1ms", m.mnt)
+		if err != nil {
+			t.Fatalf("stats: %v\n%s", err, out)
+		}
+		var st struct {
+			Totals struct {
+				WB *struct {
+					Changes int64 `json:"changes"`
+					Lost    int64 `json:"lost"`
+				} `json:"meta_write_back"`
+			} `json:"totals"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil || st.Totals.WB == nil {
+			t.Fatalf("stats of %s: %v\n%s", m.mnt, err, out)
+		}
+		if st.Totals.WB.Lost != 0 {
+			t.Errorf("%s lost %d written-back changes", m.mnt, st.Totals.WB.Lost)
+		}
+		written += st.Totals.WB.Changes
+	}
+	t.Logf("%d changes written back", written)
+	if written < steps/4 {
+		t.Errorf("only %d changes written back in %d steps: the test did not exercise write-back", written, steps)
+	}
+	for _, m := range ms {
+		m.stop(t)
+	}
+	if out, err := v.cairn(t, "fsck", v.meta); err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+}
+
+// checkDir fails unless mount m lists directory d as the model has it.
+func checkDir(t *testing.T, m *sharedMount, d string, model map[string][]byte, step int, what string) {
+	t.Helper()
+	ents, err := os.ReadDir(m.path(d))
+	if err != nil {
+		t.Fatalf("step %d (%s): readdir %s: %v", step, what, d, err)
+	}
+	var got, want []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	for p := range model {
+		if filepath.Dir(p) == d {
+			want = append(want, filepath.Base(p))
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("step %d (%s): %s lists %v on %s, want %v", step, what, d, got, m.mnt, want)
+	}
+}
+
+// TestSharedWriteBackKill9: a mount writing back is killed with SIGKILL
+// at a random point while tar unpacks a tree into it. What was fsynced
+// before (files, and the directory entries fsyncdir covered) is intact;
+// what tar wrote after is there whole or not at all (each change commits
+// whole), and fsck is clean. Three rounds, each killed at another point.
+func TestSharedWriteBackKill9(t *testing.T) {
+	if _, err := exec.LookPath("tar"); err != nil {
+		t.Skip("no tar")
+	}
+	v := newSharedVolume(t)
+	src, err := filepath.Abs("../../internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "tree.tar")
+	if out, err := exec.Command("tar", "-C", filepath.Dir(src), "-cf", archive, filepath.Base(src)).CombinedOutput(); err != nil {
+		t.Fatalf("tar -c: %v\n%s", err, out)
+	}
+	rng := rand.New(rand.NewPCG(36, 9))
+	synced := map[string][]byte{}
+	for round := range 3 {
+		a := v.mount(t, fmt.Sprintf("a%d", round), "--write-back")
+		dir := fmt.Sprintf("round%d", round)
+		if err := os.Mkdir(a.path(dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// Files made and fsynced (file and directory) before the kill.
+		for i := range 20 {
+			p := filepath.Join(dir, fmt.Sprintf("kept%d", i))
+			data := randomBytes(rng.IntN(64 << 10))
+			f, err := os.Create(a.path(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			synced[p] = data
+		}
+		df, err := os.Open(a.path(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := df.Sync(); err != nil {
+			t.Fatalf("fsyncdir: %v", err)
+		}
+		df.Close()
+		// tar, killed under it.
+		untar := exec.Command("tar", "-C", a.path(dir), "-xf", archive)
+		if err := untar.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(200+rng.IntN(1500)) * time.Millisecond)
+		a.kill(t)
+		_ = untar.Wait() // fails: the mount went away
+	}
+	// A new mount, once the killed sessions expired, reads every fsynced
+	// byte; the volume checks clean.
+	time.Sleep(testSessionTimeout + 2*time.Second)
+	b := v.mount(t, "b", "--write-back")
+	for p, want := range synced {
+		if got, err := os.ReadFile(b.path(p)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("fsynced %s after kill -9: %d bytes, %v; want %d bytes", p, len(got), err, len(want))
+		}
+	}
+	// What tar left is whole: every file there reads without error.
+	n := 0
+	for round := range 3 {
+		err := filepath.Walk(b.path(fmt.Sprintf("round%d/internal", round)), func(p string, info os.FileInfo, err error) error {
+			if err != nil {
+				if os.IsNotExist(err) {
+					return nil
+				}
+				return err
+			}
+			if info.Mode().IsRegular() {
+				if _, err := os.ReadFile(p); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("reading what tar left: %v", err)
+		}
+	}
+	t.Logf("%d files of the killed unpacking read back", n)
+	b.stop(t)
+	out, err := v.cairn(t, "fsck", v.meta)
+	if err != nil || !strings.Contains(out, "checked") {
+		t.Fatalf("fsck after kill -9: %v\n%s", err, out)
+	}
+	t.Logf("fsck: %s", lastLines(out, 1))
+}
