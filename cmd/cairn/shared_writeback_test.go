@@ -22,7 +22,7 @@ import (
 // Its reads recall the lease of the writer, which commits its log first.
 func TestSharedWriteBackMounts(t *testing.T) {
 	v := newSharedVolume(t)
-	ms := []*sharedMount{v.mount(t, "a", "--write-back"), v.mount(t, "b", "--write-back"), v.mount(t, "c", "--write-back")}
+	ms := []*sharedMount{v.mount(t, "a", "--meta-write-back"), v.mount(t, "b", "--meta-write-back"), v.mount(t, "c", "--meta-write-back")}
 	dirs := []string{"d1", "d2"}
 	for _, d := range dirs {
 		if err := os.Mkdir(ms[0].path(d), 0o755); err != nil {
@@ -209,7 +209,7 @@ func TestSharedWriteBackKill9(t *testing.T) {
 	rng := rand.New(rand.NewPCG(36, 9))
 	synced := map[string][]byte{}
 	for round := range 3 {
-		a := v.mount(t, fmt.Sprintf("a%d", round), "--write-back")
+		a := v.mount(t, fmt.Sprintf("a%d", round), "--meta-write-back")
 		dir := fmt.Sprintf("round%d", round)
 		if err := os.Mkdir(a.path(dir), 0o755); err != nil {
 			t.Fatal(err)
@@ -251,7 +251,7 @@ func TestSharedWriteBackKill9(t *testing.T) {
 	// A new mount, once the killed sessions expired, reads every fsynced
 	// byte; the volume checks clean.
 	time.Sleep(testSessionTimeout + 2*time.Second)
-	b := v.mount(t, "b", "--write-back")
+	b := v.mount(t, "b", "--meta-write-back")
 	for p, want := range synced {
 		if got, err := os.ReadFile(b.path(p)); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("fsynced %s after kill -9: %d bytes, %v; want %d bytes", p, len(got), err, len(want))

@@ -109,6 +109,7 @@ type IntervalStats struct {
 	ObjectOut  float64            `json:"object_out_mb_s"`   // sent (puts)
 	ReadMBps   float64            `json:"read_mb_s"`         // returned to readers
 	Meta       MetaRates          `json:"meta"`
+	WriteBack  *WriteBackRates    `json:"write_back,omitempty"` // shared mounts writing back
 	FUSE       FUSERates          `json:"fuse"`
 	Totals     daemon.Stats       `json:"totals"` // cumulative since mount
 }
@@ -120,6 +121,17 @@ type MetaRates struct {
 	TxPerSec      float64 `json:"tx_s"`
 	RetriesPerSec float64 `json:"retries_s"`
 	MeanUs        float64 `json:"mean_us"`
+}
+
+// WriteBackRates are the write-back log's figures over an interval
+// (design 0011): changes acknowledged before their commit, and batches
+// committed, per second; changes waiting now; directory leases this
+// mount gave back (recalled by other clients, or idle) per second.
+type WriteBackRates struct {
+	Pending        int64   `json:"pending"`
+	ChangesPerSec  float64 `json:"changes_s"`
+	BatchesPerSec  float64 `json:"batches_s"`
+	ReleasesPerSec float64 `json:"leases_given_back_s"`
 }
 
 // FUSERates are the FUSE requests of an interval: all kinds per second,
@@ -197,6 +209,13 @@ func interval(cur, prev daemon.Stats) IntervalStats {
 		r := tierRates(*cur.Disk, *prev.Disk, secs)
 		is.Disk = &r
 	}
+	if c, p := cur.WB, prev.WB; c != nil && p != nil {
+		is.WriteBack = &WriteBackRates{Pending: c.Pending,
+			ChangesPerSec: float64(c.Changes-p.Changes) / secs, BatchesPerSec: float64(c.Batches-p.Batches) / secs}
+		if cur.Leases != nil && prev.Leases != nil {
+			is.WriteBack.ReleasesPerSec = float64(cur.Leases.Released-prev.Leases.Released) / secs
+		}
+	}
 	for _, k := range counted.Kinds() {
 		c, p := cur.Object[k.String()], prev.Object[k.String()]
 		is.ObjectReqs[k.String()] = float64(c.Requests-p.Requests) / secs
@@ -225,11 +244,18 @@ func (is IntervalStats) line() string {
 	}
 	o := is.ObjectReqs
 	m := is.Meta
-	return fmt.Sprintf("%s | %11.0f %8.3f | %s | %s %s | %10.0f %5.0f %5.0f %5.0f %5.0f %8.1f %8.1f | %10.0f %7.0f %8.3f",
+	line := fmt.Sprintf("%s | %11.0f %8.3f | %s | %s %s | %10.0f %5.0f %5.0f %5.0f %5.0f %8.1f %8.1f | %10.0f %7.0f %8.3f",
 		is.Time.Format("15:04:05"), is.FUSE.ReqPerSec, is.FUSE.MeanUs/1000, tier(&is.Memory), tier(is.Disk), p99,
 		o["get"], o["range_get"], o["put"], o["delete"], o["list"], is.ObjectInMB, is.ObjectOut,
 		m.TxPerSec, m.RetriesPerSec, m.MeanUs/1000)
+	if wb := is.WriteBack; wb != nil {
+		line += fmt.Sprintf(" | %7d %9.0f %9.1f %9.1f", wb.Pending, wb.ChangesPerSec, wb.BatchesPerSec, wb.ReleasesPerSec)
+	}
+	return line
 }
+
+// writeBackHeader extends statsHeader on mounts writing back.
+const writeBackHeader = " | wb pend changes/s batches/s  leases/s"
 
 func newStatsCommand() *cobra.Command {
 	var (
@@ -248,7 +274,10 @@ hit ratio and the MB/s they served (and the disk tier's p99 hit latency);
 for the object store, requests per second by kind and MB/s in and out; for
 the metadata engine, transactions per second (read-only views and updates
 together), the retries of conflicting ones per second, and their mean
-latency in milliseconds.
+latency in milliseconds; on a shared mount writing back (mount
+--meta-write-back), the changes waiting in its log, the changes acknowledged
+and the batches committed per second, and the directory leases it gave
+back per second (recalled by other clients, or idle).
 
 --json prints one JSON object per interval instead, with the same figures
 and the mount's cumulative counters ("totals"). The same counters are
@@ -289,7 +318,11 @@ served in the Prometheus text format by 'cairn mount --metrics ADDR' (and
 					continue
 				}
 				if i%20 == 0 {
-					fmt.Fprintln(w, statsHeader)
+					if is.WriteBack != nil {
+						fmt.Fprintln(w, statsHeader+writeBackHeader)
+					} else {
+						fmt.Fprintln(w, statsHeader)
+					}
 				}
 				fmt.Fprintln(w, is.line())
 			}

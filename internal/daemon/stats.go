@@ -50,7 +50,7 @@ type Stats struct {
 	Ahead  *meta.AheadStats             `json:"meta_ahead,omitempty"`        // transactions lookups started for the create that followed (shared engines)
 	Leases *meta.LeaseStats             `json:"meta_leases,omitempty"`       // directory leases: lookups answered from memory (shared engines)
 	Spec   *meta.SpecStats              `json:"meta_spec,omitempty"`         // creates committed in one round trip under a lease (shared engines)
-	WB     *meta.WriteBackStats         `json:"meta_write_back,omitempty"`   // changes acknowledged before their commit (mount --write-back)
+	WB     *meta.WriteBackStats         `json:"meta_write_back,omitempty"`   // changes acknowledged before their commit (mount --meta-write-back)
 	NFS    []NFSProcStats               `json:"nfs,omitempty"`               // procedures called, if an NFS gateway runs
 	FUSE   []FUSEOpStats                `json:"fuse,omitempty"`              // requests served, if mounted through FUSE
 	Backup *BackupStats                 `json:"backup,omitempty"`            // scheduled metadata backups, if the mount takes them
