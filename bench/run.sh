@@ -326,7 +326,7 @@ programs() {
 	cp -r "$GOROOT_SRC/crypto" "$dir/git"
 	s=$(date +%s%N)
 	(cd "$dir/git" && git init -q && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -q -m tree &&
-		git gc -q && git fsck -q) >"$ROOT/git-$t.log" 2>&1 || log "WARNING: git on $t failed (see $ROOT/git-$t.log)"
+		git gc -q && git fsck --no-progress) >"$ROOT/git-$t.log" 2>&1 || log "WARNING: git on $t failed (see $ROOT/git-$t.log)"
 	record "$t" prog-git "$(since "$s")" s
 	rm -rf "$dir/git"
 	log "  programs: untar, rm -rf, git done"
