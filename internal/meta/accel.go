@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"strings"
 	"time"
 
@@ -115,6 +116,31 @@ type txnAccel struct {
 	// leaseOut, if set, receives the value of the lease record of the
 	// directory prefetchEntry reads (a lookup's: lookupLoose).
 	leaseOut *[]byte
+}
+
+// keyWritten is the hook the store calls when it writes (del: deletes)
+// the record key, of any kind: the write-back log's knowledge of fresh
+// inodes and of lease records a change deletes (writeback.go).
+func (t *wtx) keyWritten(key []byte, del bool) {
+	if t.touched != nil {
+		t.touched.noteKey(key, del)
+	}
+}
+
+// entryLease is the hook prefetchEntry calls: the range of parent's
+// lease record, to read with the entry, if the lookup wants it
+// (leaseOut).
+func (t *wtx) entryLease(parent base.Ino) (kv.Range, bool) {
+	if t.leaseOut == nil {
+		return kv.Range{}, false
+	}
+	lk := leaseKey(parent)
+	return kv.Range{Start: lk, End: append(bytes.Clone(lk), 0)}, true
+}
+
+// entryLeaseRead receives what entryLease's range held.
+func (t *wtx) entryLeaseRead(p kv.Pair) {
+	*t.leaseOut = p.Value
 }
 
 // writing is the hook the versioned store calls before it writes (or,

@@ -12,12 +12,12 @@ import (
 // knows nothing of the accelerators (layer 3) but the hooks it calls.
 var (
 	storeFiles = []string{"versioned.go", "prefetch.go"}
-	accelFiles = []string{"accel.go", "latestcache.go", "listingcache.go", "lease.go", "groupcommit.go", "startahead.go", "speculative.go"}
+	accelFiles = []string{"accel.go", "latestcache.go", "listingcache.go", "lease.go", "groupcommit.go", "startahead.go", "speculative.go", "writeback.go", "writeback_txn.go"}
 	// storeHooks are the accelerator functions and types the store may
 	// name: the state it holds for them (txnAccel), the write hooks and
 	// the read hooks of the latest-version cache.
 	storeHooks = map[string]bool{
-		"txnAccel": true, "writing": true, "prefetchPlains": true,
+		"txnAccel": true, "writing": true, "keyWritten": true, "prefetchPlains": true, "entryLease": true, "entryLeaseRead": true,
 		"cachedGet": true, "cachedLogicals": true, "cachedPlains": true, "prefetchUnlinkCached": true, "singleVersions": true,
 	}
 )

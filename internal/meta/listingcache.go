@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -503,10 +502,10 @@ type touchLog struct {
 
 // noteKey records a write (del: a delete) of the record key (any kind).
 func (l *touchLog) noteKey(key []byte, del bool) {
-	if len(key) < 9 {
+	ino, ok := keyIno(key)
+	if !ok {
 		return
 	}
-	ino := base.Ino(binary.BigEndian.Uint64(key[1:9]))
 	switch {
 	case freshPrefixes[key[0]]:
 		l.mu.Lock()

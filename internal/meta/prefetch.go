@@ -42,16 +42,15 @@ func (t *wtx) prefetchEntry(parent base.Ino, name string) error {
 	entry := newestRange(dk)
 	entry.Follow = entryFollow(pAttr, u64(nil, ^latestEpoch), bytes.Repeat([]byte{0xff}, epochLen+1))
 	ranges := []kv.Range{newestRange(attrKey(parent)), entry}
-	if t.leaseOut != nil {
-		lk := leaseKey(parent)
-		ranges = append(ranges, kv.Range{Start: lk, End: append(bytes.Clone(lk), 0)})
+	if r, ok := t.entryLease(parent); ok {
+		ranges = append(ranges, r)
 	}
 	ps, err := kv.Firsts(t.Txn, ranges)
 	if err != nil {
 		return err
 	}
-	if t.leaseOut != nil {
-		*t.leaseOut = ps[2].Value
+	if len(ps) > 2 {
+		t.entryLeaseRead(ps[2])
 	}
 	t.keepVersion(attrKey(parent), ps[0])
 	e := ps[1]

@@ -34,9 +34,14 @@ func (m *Meta) Rename(ctx context.Context, c *Caller, sp base.Ino, sn string, dp
 		m.leases.unfreshDir(sp)
 		m.leases.unfreshDir(dp)
 	}
-	return m.trashRetry(ctx, func() error {
-		return m.mutate(ctx, func(o *op) error { return o.rename(c, sp, sn, dp, dn, flags) })
-	})
+	fn := func(o *op) error { return o.rename(c, sp, sn, dp, dn, flags) }
+	// In one directory this client leases, written back (writeback.go).
+	if m.wb != nil && sp == dp && m.Settings().TrashDays == 0 && m.leases.holds(sp) {
+		if done, err := m.writeBack(ctx, []base.Ino{sp}, nil, fn, fn, nil); done {
+			return err
+		}
+	}
+	return m.trashRetry(ctx, func() error { return m.mutate(ctx, fn) })
 }
 
 func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, flags uint32) error {

@@ -288,18 +288,14 @@ func (t *wtx) Get(key []byte) ([]byte, error) {
 func (t *wtx) Set(key, value []byte) {
 	t.forget(key)
 	t.wrote = true
-	if t.touched != nil {
-		t.touched.noteKey(key, false)
-	}
+	t.keyWritten(key, false)
 	t.Txn.Set(key, value)
 }
 
 func (t *wtx) Delete(key []byte) {
 	t.forget(key)
 	t.wrote = true
-	if t.touched != nil {
-		t.touched.noteKey(key, true)
-	}
+	t.keyWritten(key, true)
 	t.Txn.Delete(key)
 }
 

@@ -3,7 +3,6 @@ package meta
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -721,8 +720,8 @@ func (m *Meta) recallWriteBacks(ctx context.Context) error {
 			held = held[:0]
 			return r.Scan(prefixOnly(pLease), kv.PrefixEnd(prefixOnly(pLease)), false, func(k, v []byte) bool {
 				h, wb, ok := leaseHolder(v)
-				if ok && wb && h != m.sessionID() && len(k) == 9 {
-					held = append(held, &leasedError{dir: base.Ino(binary.BigEndian.Uint64(k[1:])), holder: h})
+				if dir, isDir := keyIno(k); ok && isDir && wb && h != m.sessionID() && len(k) == 9 {
+					held = append(held, &leasedError{dir: dir, holder: h})
 				}
 				return true
 			})

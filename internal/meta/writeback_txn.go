@@ -2,7 +2,6 @@ package meta
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"slices"
 
@@ -172,7 +171,7 @@ func (s *wbTxn) freshFirst(r kv.Range) (kv.Pair, bool) {
 	if len(r.Start) < 9 || !freshPrefixes[r.Start[0]] || bytes.Compare(r.End, kv.PrefixEnd(r.Start[:9])) > 0 {
 		return kv.Pair{}, false
 	}
-	ino := base.Ino(binary.BigEndian.Uint64(r.Start[1:9]))
+	ino, _ := keyIno(r.Start)
 	if _, ok := s.m.leases.freshIn(ino); !ok {
 		return kv.Pair{}, false
 	}
@@ -197,7 +196,7 @@ func (s *wbTxn) freshAll(r kv.Range) ([]kv.Pair, bool) {
 		return nil, false
 	}
 	s.stored(r) // the guard
-	ino := base.Ino(binary.BigEndian.Uint64(r.Start[1:9]))
+	ino, _ := keyIno(r.Start)
 	w := s.log
 	merged := newWbWrites()
 	w.fmu.Lock()
@@ -233,7 +232,7 @@ func (w *wbLog) noteFresh(m *Meta, writes []kv.Write) {
 		if len(x.Key) < 9 || !freshPrefixes[x.Key[0]] {
 			continue
 		}
-		ino := base.Ino(binary.BigEndian.Uint64(x.Key[1:9]))
+		ino, _ := keyIno(x.Key)
 		if _, ok := m.leases.freshIn(ino); !ok {
 			delete(w.fresh, ino)
 			continue
