@@ -206,13 +206,21 @@ func (l *leaseState) lookup(c *Caller, dir base.Ino, name string) (hit bool, err
 	return true, fmt.Errorf("%q in %d: %w", name, dir, base.ErrNotFound)
 }
 
+// held returns dir's lease if this client trusts it now. Called with
+// l.mu held.
+func (l *leaseState) held(dir base.Ino, now time.Time) *dirLease {
+	if d := l.dirs[dir]; d != nil && l.trusted(now) {
+		return d
+	}
+	return nil
+}
+
 // absent reports whether name is surely not in dir now (its lease).
 func (l *leaseState) absent(dir base.Ino, name string) bool {
-	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	d := l.dirs[dir]
-	if d == nil || !l.trusted(now) {
+	d := l.held(dir, time.Now())
+	if d == nil {
 		return false
 	}
 	_, ok := d.names[name]
@@ -224,12 +232,11 @@ func (l *leaseState) holds(dir base.Ino) bool {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	d := l.dirs[dir]
-	if d == nil || !l.trusted(now) {
-		return false
+	d := l.held(dir, now)
+	if d != nil {
+		d.used = now
 	}
-	d.used = now
-	return true
+	return d != nil
 }
 
 // missed counts a lookup in dir that the store answered with no entry and
@@ -319,6 +326,11 @@ func (l *leaseState) drop(dir base.Ino) {
 		delete(l.dirs, dir)
 	}
 	l.gen[dir]++
+	l.dropFresh(dir)
+}
+
+// dropFresh forgets the fresh inodes made in dir. Called with l.mu held.
+func (l *leaseState) dropFresh(dir base.Ino) {
 	for ino := range l.fresh[dir] {
 		delete(l.freshDir, ino)
 	}
@@ -361,7 +373,7 @@ func (l *leaseState) heldGen(dir base.Ino) (gen uint64, ok bool) {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.dirs[dir] == nil || !l.trusted(now) {
+	if l.held(dir, now) == nil {
 		return 0, false
 	}
 	return l.gen[dir], true
@@ -399,10 +411,7 @@ func (l *leaseState) freshIn(ino base.Ino) (base.Ino, bool) {
 func (l *leaseState) unfreshDir(dir base.Ino) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for ino := range l.fresh[dir] {
-		delete(l.freshDir, ino)
-	}
-	delete(l.fresh, dir)
+	l.dropFresh(dir)
 }
 
 // unfresh forgets that ino is fresh: it got a name elsewhere.

@@ -494,7 +494,9 @@ type touchLog struct {
 	inos  []base.Ino
 	names []dirName
 	// owned are the inodes whose own records (freshPrefixes) the update
-	// wrote, for the write-back log's knowledge of fresh inodes.
+	// wrote, for the write-back log's knowledge of fresh inodes; noted
+	// only if keys (write-back is on).
+	keys  bool
 	owned []base.Ino
 	// unleased are the directories whose lease records it deleted.
 	unleased []base.Ino
@@ -502,6 +504,9 @@ type touchLog struct {
 
 // noteKey records a write (del: a delete) of the record key (any kind).
 func (l *touchLog) noteKey(key []byte, del bool) {
+	if !l.keys {
+		return
+	}
 	ino, ok := keyIno(key)
 	if !ok {
 		return

@@ -380,7 +380,7 @@ func (m *Meta) newTouchLog() *touchLog {
 	if m.listings == nil && m.leases == nil {
 		return nil
 	}
-	return &touchLog{}
+	return &touchLog{keys: m.wb != nil}
 }
 
 // newWtx returns the transaction state of one attempt of an update over

@@ -89,10 +89,7 @@ func TestSharedWriteBack(t *testing.T) {
 // A change's reads are its own log's writes: a file created then removed
 // then created again, and a directory's nlink, come out right.
 func TestSharedWriteBackChains(t *testing.T) {
-	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
-	a, b := ms[0], ms[1]
-	d := mkdir(t, a, root, base.RootIno, "d")
-	leaseOf(t, a, d)
+	a, b, d := writeBackPair(t)
 	for round := range 3 {
 		x := createLooked(t, a, d, "x")
 		ok(t, a.Unlink(ctx, root, d, "x"))
@@ -125,10 +122,7 @@ func TestSharedWriteBackChains(t *testing.T) {
 // A snapshot another client takes includes every change acknowledged
 // before it: it recalls the write-back leases first.
 func TestSharedWriteBackSnapshot(t *testing.T) {
-	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
-	a, b := ms[0], ms[1]
-	d := mkdir(t, a, root, base.RootIno, "d")
-	leaseOf(t, a, d)
+	a, b, d := writeBackPair(t)
 	createLooked(t, a, d, "warm")
 	ok(t, a.Sync(ctx))
 	for i := range 20 {
@@ -261,10 +255,7 @@ func (m *Meta) takeLeaseNow(dir base.Ino) {
 // closed: its last close destroys it (no orphan is left unheld), as
 // without write-back.
 func TestSharedWriteBackUnlinkedOpen(t *testing.T) {
-	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
-	a := ms[0]
-	d := mkdir(t, a, root, base.RootIno, "d")
-	leaseOf(t, a, d)
+	a, b, d := writeBackPair(t)
 	for i := range 10 {
 		name := fmt.Sprint("gone", i)
 		ino, _, err := a.Create(ctx, root, d, name, 0o644, 0)
@@ -283,7 +274,7 @@ func TestSharedWriteBackUnlinkedOpen(t *testing.T) {
 	}
 	ok(t, a.Sync(ctx))
 	ok(t, a.FlushReleases(ctx))
-	probs, err := ms[1].Check(ctx, false)
+	probs, err := b.Check(ctx, false)
 	ok(t, err)
 	if len(probs) != 0 {
 		t.Fatalf("after unlinks of open files: %+v (%+v)", probs, wbStats(t, a))
@@ -293,10 +284,7 @@ func TestSharedWriteBackUnlinkedOpen(t *testing.T) {
 // As go-fuse's posixtest FstatDeleted: ten files made and closed, each
 // opened again and unlinked; all closed at the end.
 func TestSharedWriteBackFstatDeleted(t *testing.T) {
-	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
-	a := ms[0]
-	d := mkdir(t, a, root, base.RootIno, "d")
-	leaseOf(t, a, d)
+	a, b, d := writeBackPair(t)
 	var open []base.Ino
 	for i := range 10 {
 		name := fmt.Sprint(i)
@@ -322,7 +310,7 @@ func TestSharedWriteBackFstatDeleted(t *testing.T) {
 	}
 	ok(t, a.Sync(ctx))
 	ok(t, a.FlushReleases(ctx))
-	probs, err := ms[1].Check(ctx, false)
+	probs, err := b.Check(ctx, false)
 	ok(t, err)
 	if len(probs) != 0 {
 		t.Fatalf("after unlinks of open files: %+v (%+v)", probs, wbStats(t, a))
@@ -332,10 +320,7 @@ func TestSharedWriteBackFstatDeleted(t *testing.T) {
 // A rename in a leased directory is written back (git renames its
 // temporary files into place); replacing a name drops the replaced file.
 func TestSharedWriteBackRename(t *testing.T) {
-	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
-	a, b := ms[0], ms[1]
-	d := mkdir(t, a, root, base.RootIno, "d")
-	leaseOf(t, a, d)
+	a, b, d := writeBackPair(t)
 	createLooked(t, a, d, "old")
 	tmp := createLooked(t, a, d, "tmp")
 	s0 := wbStats(t, a)
@@ -352,4 +337,16 @@ func TestSharedWriteBackRename(t *testing.T) {
 	if n := names(t, b, d); len(n) != 1 {
 		t.Fatalf("d holds %v, want [old]", n)
 	}
+}
+
+// writeBackPair opens two clients of a new PostgreSQL volume, a writing
+// back as mounts do (hold releases delayed), and a directory d that a
+// leases.
+func writeBackPair(t *testing.T) (a, b *Meta, d base.Ino) {
+	t.Helper()
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
+	a, b = ms[0], ms[1]
+	d = mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	return a, b, d
 }
