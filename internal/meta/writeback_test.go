@@ -317,28 +317,6 @@ func TestSharedWriteBackFstatDeleted(t *testing.T) {
 	}
 }
 
-// A rename in a leased directory is written back (git renames its
-// temporary files into place); replacing a name drops the replaced file.
-func TestSharedWriteBackRename(t *testing.T) {
-	a, b, d := writeBackPair(t)
-	createLooked(t, a, d, "old")
-	tmp := createLooked(t, a, d, "tmp")
-	s0 := wbStats(t, a)
-	ok(t, a.Rename(ctx, root, d, "tmp", d, "final", 0))
-	ok(t, a.Rename(ctx, root, d, "final", d, "old", 0)) // replaces old
-	if s := wbStats(t, a); s.Changes-s0.Changes != 2 {
-		t.Fatalf("%d of 2 renames written back: %+v", s.Changes-s0.Changes, s)
-	}
-	got, _, err := b.Lookup(ctx, root, d, "old")
-	ok(t, err)
-	if got != tmp {
-		t.Fatalf("old is inode %d, want %d", got, tmp)
-	}
-	if n := names(t, b, d); len(n) != 1 {
-		t.Fatalf("d holds %v, want [old]", n)
-	}
-}
-
 // writeBackPair opens two clients of a new PostgreSQL volume, a writing
 // back as mounts do (hold releases delayed), and a directory d that a
 // leases.
