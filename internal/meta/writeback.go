@@ -126,6 +126,13 @@ type wbLog struct {
 
 	n atomic.Int64 // changes not committed, read without mu
 
+	// flyHook, if set (tests only, before the first change), runs in
+	// wbFly before the batch is written, without mu.
+	flyHook func()
+	// replayHook, if set (tests only), runs with mu held before the
+	// changes of a batch whose guard failed run again.
+	replayHook func()
+
 	ops0, batches, replays, replayed, lost, waits, viewed, commitNanos atomic.Int64
 	stickyErr                                                          atomic.Pointer[error]
 }
@@ -477,6 +484,9 @@ func (m *Meta) wbFly(f *wbBatch) {
 	start := time.Now()
 	ctx := context.WithValue(context.Background(), wbFlusherKey{}, true)
 	writes := f.writes.list()
+	if w.flyHook != nil {
+		w.flyHook()
+	}
 	err := gw.WriteIf(ctx, f.guards, writes)
 	for try := 0; errors.Is(err, kv.ErrUnknownOutcome) && try < wbVerifyTries; try++ {
 		// Committed or not: the writes are all in the store, or (the
@@ -509,11 +519,19 @@ func (m *Meta) wbFly(f *wbBatch) {
 		m.spec.drop(f.guards)
 		w.replays.Add(1)
 		// The next batch was computed over this one's predicted effect:
-		// its changes run again too, after these.
+		// its changes run again too, after these. Its inodes stay dirty
+		// in f until the replays end: a read of one waits for them (its
+		// records are not in the store yet).
 		b := w.cur
 		w.dmu.Lock()
+		for ino := range b.dirty {
+			f.dirty[ino] = true
+		}
 		w.cur = newWbBatch()
 		w.dmu.Unlock()
+		if w.replayHook != nil {
+			w.replayHook()
+		}
 		m.wbReplay(ctx, f.ops)
 		m.wbReplay(ctx, b.ops)
 		m.wbDone(b)

@@ -3,6 +3,7 @@ package meta
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -327,4 +328,90 @@ func writeBackPair(t *testing.T) (a, b *Meta, d base.Ino) {
 	d = mkdir(t, a, root, base.RootIno, "d")
 	leaseOf(t, a, d)
 	return a, b, d
+}
+
+// While a batch whose guard failed runs again, change by change, the
+// changes made during its flight (the next batch, run again after it)
+// are not in the store yet: a read of one of their inodes waits for the
+// replays, never reports it missing (a CI run caught a write to a file
+// just created failing with ENOENT in that window).
+func TestSharedWriteBackReplayReads(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
+	a, b := ms[0], ms[1]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	e := mkdir(t, a, root, base.RootIno, "e")
+	f := create(t, a, root, d, "f")
+	_, err := a.Link(ctx, root, f, e, "f2")
+	ok(t, err)
+	leaseOf(t, a, d)
+	createLooked(t, a, d, "warm")
+	ok(t, a.Sync(ctx))
+
+	var (
+		mu    sync.Mutex
+		later []base.Ino // created while the first batch is in flight
+		once  sync.Once
+		reads sync.WaitGroup
+		fails = make(chan error, 16)
+	)
+	// In flight: the unlink's batch. Meanwhile a creates more (the next
+	// batch) and b changes f through e/f2, so the unlink's guard fails.
+	a.wb.flyHook = func() {
+		once.Do(func() {
+			for i := range 5 {
+				name := fmt.Sprint("g", i)
+				if _, _, err := a.Lookup(ctx, root, d, name); !errors.Is(err, base.ErrNotFound) {
+					fails <- fmt.Errorf("lookup of %s before its create: %v", name, err)
+				}
+				ino, _, err := a.Create(ctx, root, d, name, 0o640, 0)
+				if err == nil {
+					err = a.CloseFile(ctx, ino)
+				}
+				if err != nil {
+					fails <- err
+					continue
+				}
+				mu.Lock()
+				later = append(later, ino)
+				mu.Unlock()
+			}
+			if _, err := b.SetAttr(ctx, root, f, SetAttrRequest{Valid: SetMode, Mode: 0o600}); err != nil {
+				fails <- err
+			}
+		})
+	}
+	// Replaying: a reads the files created in flight.
+	a.wb.replayHook = func() {
+		mu.Lock()
+		inos := slices.Clone(later)
+		mu.Unlock()
+		for _, ino := range inos {
+			reads.Add(1)
+			go func() {
+				defer reads.Done()
+				if _, err := a.GetAttr(ctx, ino); err != nil {
+					fails <- fmt.Errorf("getattr of inode %d created in flight, during the replays: %w", ino, err)
+				}
+			}()
+		}
+		time.Sleep(50 * time.Millisecond) // long enough for a read that does not wait
+	}
+	ok(t, a.Unlink(ctx, root, d, "f"))
+	ok(t, a.Sync(ctx))
+	reads.Wait()
+	close(fails)
+	for err := range fails {
+		t.Error(err)
+	}
+	s := wbStats(t, a)
+	t.Logf("%+v", s)
+	if s.Replays == 0 || len(later) != 5 {
+		t.Fatalf("no replay with changes made in flight (%d): %+v", len(later), s)
+	}
+	if s.Lost != 0 {
+		t.Fatalf("lost changes: %+v", s)
+	}
+	if got := names(t, b, d); len(got) != 6 {
+		t.Fatalf("d holds %v", got)
+	}
 }
