@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -359,10 +360,10 @@ func (s *Store) putBlock(ctx context.Context, key string, data []byte, toMemory,
 		return fmt.Errorf("chunk: put block %s: %w", key, err)
 	}
 	s.st.bytesWritten.Add(int64(len(data)))
-	data = data[:len(data):len(data)]
 	if toMemory && s.cache != nil {
-		s.cache.Put(key, data)
+		s.cache.Put(key, memoryCopy(data))
 	}
+	data = data[:len(data):len(data)]
 	if s.cachesWrite(len(data), written) {
 		s.diskPut(key, data, sums, !toMemory)
 	}
@@ -413,6 +414,37 @@ func (s *Store) blockBuf(n int) []byte {
 		return (*p)[:n]
 	}
 	return make([]byte, n, EncodedLen(s.opts.BlockSize))
+}
+
+// memoryCopy returns what the memory tier keeps of an uploaded block:
+// data itself, or a copy of it when it sits in a buffer at least twice as
+// large (a block buffer given to the first write of what looked like a
+// stream, in a file that ended soon after). The tier counts the bytes of
+// its blocks, not their buffers': kept whole, such buffers held three
+// times the tier's bound (measured: 377 MB in use for 140 MB of blocks
+// after a tar -x), and each new one was zeroed.
+func memoryCopy(data []byte) []byte {
+	if oversized(data) {
+		return bytes.Clone(data)
+	}
+	return data[:len(data):len(data)]
+}
+
+// oversized reports whether data's buffer is at least twice its length,
+// and larger by 64 KiB or more (memoryCopy).
+func oversized(data []byte) bool {
+	c := cap(data)
+	return c >= 2*len(data) && c-len(data) >= 64<<10
+}
+
+// recyclesShort reports whether the block buffer buf of an uploaded block
+// shorter than a block is left to nobody (so recycleBlockBuf may take it):
+// the memory tier took a copy (memoryCopy) or is off, and the disk tier
+// does not take it (cachesWrite).
+func (s *Store) recyclesShort(buf []byte) bool {
+	n := len(buf)
+	return cap(buf) == EncodedLen(s.opts.BlockSize) && n < s.opts.BlockSize && !s.cachesWrite(n, true) &&
+		(s.cache == nil || oversized(buf))
 }
 
 // recycleBlockBuf takes back the buffer of a full block that putBlock

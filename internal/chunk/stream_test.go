@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/object"
+	"github.com/cairnfs/cairn/internal/object/mem"
 )
 
 // TestStreamBlocks: a stream's full blocks are put as cold objects and
@@ -121,5 +122,52 @@ func TestCacheWritesCold(t *testing.T) {
 	}
 	if len(disk.badSums) != 0 {
 		t.Errorf("blocks given with checksums that are not their segments': %v", disk.badSums)
+	}
+}
+
+// A short file written by one large write gets a whole block buffer (it
+// looks like the start of a stream). The memory tier must not keep that
+// buffer behind the block: it counts blocks' lengths, and such buffers
+// held three times its bound after a tar -x. memoryCopy gives it a copy
+// of the block's length (and the writer takes the buffer back for the
+// next file); a block that fills most of its buffer is kept as it is.
+func TestShortStreamBlockNotKeptWhole(t *testing.T) {
+	const bs = 4 << 20
+	short := make([]byte, 300<<10, EncodedLen(bs))
+	short[0] = 7
+	got := memoryCopy(short)
+	if &got[0] == &short[0] || oversized(got) || got[0] != 7 {
+		t.Fatalf("a %d-byte block in a %d-byte buffer: kept in place (cap %d)", len(short), cap(short), cap(got))
+	}
+	long := make([]byte, 3<<20, EncodedLen(bs))
+	if got := memoryCopy(long); &got[0] != &long[0] || cap(got) != len(long) {
+		t.Fatalf("a %d-byte block in a %d-byte buffer: copied", len(long), cap(long))
+	}
+	s := newTestStore(t, mem.New(), newMapCache(), Options{BlockSize: bs})
+	if !s.recyclesShort(short) || s.recyclesShort(long) {
+		t.Fatal("the writer takes back the wrong buffers")
+	}
+	// The whole path: what the tier holds reads back right.
+	ctx := context.Background()
+	cache := newMapCache()
+	s = newTestStore(t, mem.New(), cache, Options{BlockSize: bs})
+	w := s.NewWriter(newCommitter())
+	defer w.Close()
+	p := bytes.Repeat([]byte{7}, 300<<10)
+	if err := w.Write(ctx, 0, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	for _, d := range cache.m {
+		if !bytes.Equal(d, p) {
+			t.Fatal("the memory tier holds other bytes than the block written")
+		}
+	}
+	if len(cache.m) != 1 {
+		t.Fatalf("the memory tier holds %d blocks, want 1", len(cache.m))
 	}
 }

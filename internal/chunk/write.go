@@ -843,10 +843,10 @@ func (w *Writer) uploadEnded(blocks []*wblock, done chan struct{}, err error) {
 	defer w.mu.Unlock()
 	for _, b := range blocks {
 		if err == nil {
-			if b.n == w.s.opts.BlockSize {
+			if b.n == w.s.opts.BlockSize || w.s.recyclesShort(b.buf[:b.n]) {
 				// Nothing reads an uploaded block's buffer (Overlay
 				// reads the object), and putBlock kept no reference
-				// to a full one.
+				// to a full one, nor to a short one it copied.
 				w.s.recycleBlockBuf(b.buf)
 			}
 			b.state, b.buf = uploaded, nil
