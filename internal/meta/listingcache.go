@@ -511,15 +511,13 @@ func (l *touchLog) noteKey(key []byte, del bool) {
 	if !ok {
 		return
 	}
-	switch {
-	case freshPrefixes[key[0]]:
-		l.mu.Lock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if freshPrefixes[key[0]] {
 		l.owned = append(l.owned, ino)
-		l.mu.Unlock()
-	case key[0] == pLease && del && len(key) == 9:
-		l.mu.Lock()
+	}
+	if key[0] == pLease && del && len(key) == 9 {
 		l.unleased = append(l.unleased, ino)
-		l.mu.Unlock()
 	}
 }
 

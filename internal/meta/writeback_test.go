@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv/counted"
 )
 
 func wbStats(t *testing.T, m *Meta) WriteBackStats {
@@ -414,4 +415,48 @@ func TestSharedWriteBackReplayReads(t *testing.T) {
 	if got := names(t, b, d); len(got) != 6 {
 		t.Fatalf("d holds %v", got)
 	}
+}
+
+// What tar -x does to each file it unpacks (create, set its times, owner
+// and mode, close) is written back without a read of the store: every
+// record those changes read is predicted, the lease record of the new
+// file among them (a change reads the lease record of every inode whose
+// attribute it reads; before, each file cost a loose read of it).
+func TestSharedWriteBackUnpackNoReads(t *testing.T) {
+	ms, counter := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
+	a := ms[0]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	unpack := func(name string) {
+		if _, _, err := a.Lookup(ctx, root, d, name); !errors.Is(err, base.ErrNotFound) {
+			t.Fatalf("lookup of %s before its create: %v", name, err)
+		}
+		ino, _, err := a.Create(ctx, root, d, name, 0o600, 0)
+		ok(t, err)
+		for _, req := range []SetAttrRequest{
+			{Valid: SetMtime, Mtime: 1_700_000_000_000_000_000},
+			{Valid: SetUid | SetGid, Uid: 0, Gid: 0},
+			{Valid: SetMode, Mode: 0o644},
+		} {
+			_, err := a.SetAttr(ctx, root, ino, req)
+			ok(t, err)
+		}
+		ok(t, a.CloseFile(ctx, ino))
+	}
+	unpack("warm") // learns the directory's records
+	ok(t, a.Sync(ctx))
+	loose := func() int64 { return counter.Stats().Kinds[counted.LooseView.String()].Transactions }
+	before, s0 := loose(), wbStats(t, a)
+	const files = 50
+	for i := range files {
+		unpack(fmt.Sprint("f", i))
+	}
+	s := wbStats(t, a)
+	if n := s.Changes - s0.Changes; n != 5*files {
+		t.Fatalf("%d changes written back for %d files, want %d: %+v", n, files, 5*files, s)
+	}
+	if n := loose() - before; n > 2 {
+		t.Fatalf("%d files unpacked with %d loose reads of the store, want none", files, n)
+	}
+	ok(t, a.Sync(ctx))
 }

@@ -162,8 +162,14 @@ func (s *wbTxn) stored(r kv.Range) (kv.Pair, bool) {
 }
 
 // freshPrefixes are the key kinds of an inode's own records that only
-// the client that made a fresh inode writes.
-var freshPrefixes = [256]bool{pAttr: true, pDentry: true, pSymlink: true, pXattr: true, pChunk: true, pOrphan: true, pHold: true}
+// the client that made a fresh inode writes. Its lease record too: no
+// other client can name a fresh inode to lease it (it would have looked
+// it up in a directory this client leases, recalling that lease, which
+// ends the inode's freshness). A change reads the lease record of every
+// inode whose attribute it reads (wtx.withLeases); answered here, a
+// fresh file's costs no read of the store (one loose read per file of a
+// tar -x before).
+var freshPrefixes = [256]bool{pAttr: true, pDentry: true, pSymlink: true, pXattr: true, pChunk: true, pOrphan: true, pHold: true, pLease: true}
 
 // freshFirst returns the first pair of r in the store if r lies in the
 // records of a fresh inode whose store state the log knows.
