@@ -312,7 +312,7 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 	if leased {
 		m.wb.markFresh(m, ino)
 	}
-	err = m.mutateAhead(ctx, parent, name, build(&a), build(new(base.Attr)))
+	err = m.mutateAhead(ctx, parent, name, ino, build(&a), build(new(base.Attr)))
 	if err != nil {
 		if leaseNew && errors.Is(err, kv.ErrUnknownOutcome) {
 			go m.releaseLease(context.Background(), ino, false) // the record may be there

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -243,8 +244,10 @@ func (m *Meta) lookupAhead(ctx context.Context, c *Caller, parent base.Ino, name
 // mutateAhead runs a create's fn in the transaction its lookup parked, if
 // there is one; else as mutateGrouped.
 // replay, if not nil, is fn with outputs nobody reads: with it, a create
-// in a leased directory may be written back (writeback.go).
-func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, fn, replay func(o *op) error) error {
+// in a leased directory may be written back (writeback.go). ino is the
+// inode the create makes, a number never used before: it has no lease
+// record (a new directory's create reads that record).
+func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, ino base.Ino, fn, replay func(o *op) error) error {
 	ah := m.ahead
 	var p *parked
 	if ah != nil {
@@ -259,7 +262,8 @@ func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, fn
 		// In a directory this client leases, the name is known absent:
 		// the create may run in one round trip (speculative.go), or none.
 		if m.leases != nil && m.leases.absent(parent, name) {
-			absent := []kv.Range{newestRange(dentryKey(parent, name))}
+			lk := leaseKey(ino)
+			absent := []kv.Range{newestRange(dentryKey(parent, name)), {Start: lk, End: append(bytes.Clone(lk), 0)}}
 			if replay != nil {
 				if done, err := m.writeBack(ctx, []base.Ino{parent}, absent, fn, replay, nil); done {
 					return err

@@ -417,17 +417,18 @@ func TestSharedWriteBackReplayReads(t *testing.T) {
 	}
 }
 
-// What tar -x does to each file it unpacks (create, set its times, owner
-// and mode, close) is written back without a read of the store: every
-// record those changes read is predicted, the lease record of the new
-// file among them (a change reads the lease record of every inode whose
-// attribute it reads; before, each file cost a loose read of it).
+// What tar -x does to each directory and file it unpacks (mkdir; create,
+// set its times, owner and mode, close) is written back without a read of
+// the store: every record those changes read is predicted, the lease
+// records of the new inodes among them (a change reads the lease record
+// of every inode whose attribute it reads, a new directory's create its
+// own; before, each file and each directory cost a loose read of it).
 func TestSharedWriteBackUnpackNoReads(t *testing.T) {
 	ms, counter := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
 	a := ms[0]
 	d := mkdir(t, a, root, base.RootIno, "d")
 	leaseOf(t, a, d)
-	unpack := func(name string) {
+	unpack := func(d base.Ino, name string) {
 		if _, _, err := a.Lookup(ctx, root, d, name); !errors.Is(err, base.ErrNotFound) {
 			t.Fatalf("lookup of %s before its create: %v", name, err)
 		}
@@ -443,20 +444,27 @@ func TestSharedWriteBackUnpackNoReads(t *testing.T) {
 		}
 		ok(t, a.CloseFile(ctx, ino))
 	}
-	unpack("warm") // learns the directory's records
+	unpack(d, "warm") // learns the directory's records
 	ok(t, a.Sync(ctx))
 	loose := func() int64 { return counter.Stats().Kinds[counted.LooseView.String()].Transactions }
 	before, s0 := loose(), wbStats(t, a)
-	const files = 50
-	for i := range files {
-		unpack(fmt.Sprint("f", i))
+	const dirs, files = 10, 5
+	for i := range dirs {
+		name := fmt.Sprint("d", i)
+		if _, _, err := a.Lookup(ctx, root, d, name); !errors.Is(err, base.ErrNotFound) {
+			t.Fatalf("lookup of %s before its mkdir: %v", name, err)
+		}
+		sub := mkdir(t, a, root, d, name)
+		for j := range files {
+			unpack(sub, fmt.Sprint("f", j))
+		}
 	}
 	s := wbStats(t, a)
-	if n := s.Changes - s0.Changes; n != 5*files {
-		t.Fatalf("%d changes written back for %d files, want %d: %+v", n, files, 5*files, s)
+	if n, want := s.Changes-s0.Changes, int64(dirs*(1+5*files)); n != want {
+		t.Fatalf("%d changes written back for %d directories of %d files, want %d: %+v", n, dirs, files, want, s)
 	}
 	if n := loose() - before; n > 2 {
-		t.Fatalf("%d files unpacked with %d loose reads of the store, want none", files, n)
+		t.Fatalf("%d directories of %d files unpacked with %d loose reads of the store, want none", dirs, files, n)
 	}
 	ok(t, a.Sync(ctx))
 }
