@@ -795,5 +795,3 @@ func (m *Meta) freshDir(ino base.Ino) (base.Ino, bool) {
 	}
 	return m.leases.freshIn(ino)
 }
-
-var debugWB = false
