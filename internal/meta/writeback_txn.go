@@ -21,10 +21,15 @@ type wbWrites struct {
 	order []string
 }
 
-func newWbWrites() wbWrites { return wbWrites{vals: make(map[string]kv.Write)} }
+// newWbWrites returns an empty set; its map is made by the first put (a
+// change's set, made for every change, often stays empty or small).
+func newWbWrites() wbWrites { return wbWrites{} }
 
 func (w *wbWrites) put(x kv.Write) {
 	k := string(x.Key)
+	if w.vals == nil {
+		w.vals = make(map[string]kv.Write)
+	}
 	if _, ok := w.vals[k]; !ok {
 		i, _ := slices.BinarySearch(w.keys, k)
 		w.keys = slices.Insert(w.keys, i, k)
@@ -110,8 +115,8 @@ func (s *wbTxn) outcome(err error) error {
 }
 
 func newWbTxn(m *Meta, w *wbLog, c *specCache, absent map[string]bool, extra map[string]kv.Pair) *wbTxn {
-	return &wbTxn{m: m, log: w, cache: c, absent: absent, extra: extra, gidx: make(map[string]bool), inherit: make(map[string]kv.Range),
-		writes: newWbWrites(), missID: make(map[string]struct{})}
+	// Its maps are made when first written.
+	return &wbTxn{m: m, log: w, cache: c, absent: absent, extra: extra}
 }
 
 // stored returns the first pair of r in the store before the log, and
@@ -121,6 +126,9 @@ func (s *wbTxn) stored(r kv.Range) (kv.Pair, bool) {
 	if fl := s.log.fl; fl != nil {
 		if i, ok := fl.gidx[id]; ok {
 			if _, own := s.log.cur.gidx[id]; !own {
+				if s.inherit == nil {
+					s.inherit = make(map[string]kv.Range)
+				}
 				s.inherit[id] = cloneRange(r)
 			}
 			return fl.guards[i].Want, true
@@ -148,12 +156,18 @@ func (s *wbTxn) stored(r kv.Range) (kv.Pair, bool) {
 		c, ok := s.cache.get(r)
 		if !ok {
 			if _, seen := s.missID[id]; !seen {
+				if s.missID == nil {
+					s.missID = make(map[string]struct{})
+				}
 				s.missID[id] = struct{}{}
 				s.missed = append(s.missed, cloneRange(r))
 			}
 			return kv.Pair{}, false
 		}
 		p = c
+	}
+	if s.gidx == nil {
+		s.gidx = make(map[string]bool)
 	}
 	s.gidx[id] = true
 	s.guards = append(s.guards, kv.Guard{Range: kv.Range{Start: bytes.Clone(r.Start), End: bytes.Clone(r.End)},
