@@ -146,16 +146,7 @@ func TestSharedWriteBackSnapshot(t *testing.T) {
 // read, through a name outside the leased directory) runs the log's
 // changes again, one by one: nothing is lost, the outcome is the store's.
 func TestSharedWriteBackReplay(t *testing.T) {
-	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
-	a, b := ms[0], ms[1]
-	d := mkdir(t, a, root, base.RootIno, "d")
-	e := mkdir(t, a, root, base.RootIno, "e")
-	f := create(t, a, root, d, "f")
-	_, err := a.Link(ctx, root, f, e, "f2")
-	ok(t, err)
-	leaseOf(t, a, d)
-	createLooked(t, a, d, "warm")
-	ok(t, a.Sync(ctx))
+	a, b, d, f := replayPair(t)
 	// The unlink reads f's attribute; b changes it through e/f2 before
 	// a's log commits.
 	var wg sync.WaitGroup
@@ -337,16 +328,7 @@ func writeBackPair(t *testing.T) (a, b *Meta, d base.Ino) {
 // replays, never reports it missing (a CI run caught a write to a file
 // just created failing with ENOENT in that window).
 func TestSharedWriteBackReplayReads(t *testing.T) {
-	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
-	a, b := ms[0], ms[1]
-	d := mkdir(t, a, root, base.RootIno, "d")
-	e := mkdir(t, a, root, base.RootIno, "e")
-	f := create(t, a, root, d, "f")
-	_, err := a.Link(ctx, root, f, e, "f2")
-	ok(t, err)
-	leaseOf(t, a, d)
-	createLooked(t, a, d, "warm")
-	ok(t, a.Sync(ctx))
+	a, b, d, f := replayPair(t)
 
 	var (
 		mu    sync.Mutex
@@ -467,4 +449,23 @@ func TestSharedWriteBackUnpackNoReads(t *testing.T) {
 		t.Fatalf("%d directories of %d files unpacked with %d loose reads of the store, want none", dirs, files, n)
 	}
 	ok(t, a.Sync(ctx))
+}
+
+// replayPair opens two clients of a new PostgreSQL volume, a writing back
+// in directory d, which it leases and which holds file f; f is also
+// e/f2, a name outside d through which b can change f's attribute while
+// a's log holds a change that read it (its guard then fails at commit).
+func replayPair(t *testing.T) (a, b *Meta, d, f base.Ino) {
+	t.Helper()
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
+	a, b = ms[0], ms[1]
+	d = mkdir(t, a, root, base.RootIno, "d")
+	e := mkdir(t, a, root, base.RootIno, "e")
+	f = create(t, a, root, d, "f")
+	_, err := a.Link(ctx, root, f, e, "f2")
+	ok(t, err)
+	leaseOf(t, a, d)
+	createLooked(t, a, d, "warm")
+	ok(t, a.Sync(ctx))
+	return a, b, d, f
 }
