@@ -87,6 +87,9 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 		}
 		return 0, base.Attr{}, base.Attr{}, err
 	}
+	if err := m.wbAttr(ctx, ino, &a); err != nil {
+		return 0, base.Attr{}, base.Attr{}, err
+	}
 	if m.listings != nil && name != "." && name != ".." && m.listings.found(parent) {
 		go m.listings.load(context.WithoutCancel(ctx), m, parent)
 	}
@@ -621,6 +624,13 @@ func (m *Meta) Readdir(ctx context.Context, c *Caller, dir base.Ino, after strin
 			return nil, err
 		}
 		if !again {
+			if plus {
+				for i := range out {
+					if err := m.wbAttr(ctx, out[i].Ino, out[i].Attr); err != nil {
+						return nil, err
+					}
+				}
+			}
 			return out, nil
 		}
 	}

@@ -424,6 +424,26 @@ func (w *wbLog) changes(inos []base.Ino) bool {
 	})
 }
 
+// wbAttr sets *a to ino's attribute as the log leaves it, if the log
+// changes ino: for an attribute read from the store by a read of another
+// inode (a lookup's target, a listing's entries), which the log does not
+// change. An unlink written back in one directory changes the link count
+// of a file that a name in another directory shows.
+func (m *Meta) wbAttr(ctx context.Context, ino base.Ino, a *base.Attr) error {
+	w := m.wb
+	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) || !w.changes([]base.Ino{ino}) {
+		return nil
+	}
+	read := func(r kv.Reader) (err error) {
+		*a, err = getAttr(r, ino)
+		return err
+	}
+	if done, err := m.wbView(ctx, []base.Ino{ino}, read); done {
+		return err
+	}
+	return m.looseView(ctx, read) // the log committed first
+}
+
 // wbRead commits the log before a read of inos if the log changes one.
 func (m *Meta) wbRead(ctx context.Context, inos ...base.Ino) error {
 	w := m.wb
