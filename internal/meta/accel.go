@@ -1,7 +1,6 @@
 package meta
 
 import (
-	"bytes"
 	"strings"
 	"time"
 
@@ -134,8 +133,7 @@ func (t *wtx) entryLease(parent base.Ino) (kv.Range, bool) {
 	if t.leaseOut == nil {
 		return kv.Range{}, false
 	}
-	lk := leaseKey(parent)
-	return kv.Range{Start: lk, End: append(bytes.Clone(lk), 0)}, true
+	return exactRange(leaseKey(parent)), true
 }
 
 // entryLeaseRead receives what entryLease's range held.

@@ -237,7 +237,7 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 	if dir, ok := m.freshDir(ino); ok {
 		var absent []kv.Range
 		for _, k := range pendingKeys(ws) {
-			absent = append(absent, kv.Range{Start: k, End: append(bytes.Clone(k), 0)})
+			absent = append(absent, exactRange(k))
 		}
 		if done, err := m.writeBack(ctx, []base.Ino{dir}, absent, build(&compact), build(new([]uint32)), forget); done {
 			return compact, err

@@ -277,6 +277,11 @@ func (p *probeTxn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 func (p *probeTxn) Set(key, value []byte) {}
 func (p *probeTxn) Delete(key []byte)     {}
 
+// exactRange is the range of exactly the plain record key.
+func exactRange(key []byte) kv.Range {
+	return kv.Range{Start: key, End: append(bytes.Clone(key), 0)}
+}
+
 // cloneRange returns a deep copy of r.
 func cloneRange(r kv.Range) kv.Range {
 	c := kv.Range{Start: bytes.Clone(r.Start), End: bytes.Clone(r.End)}

@@ -227,7 +227,7 @@ func (s *specTxn) Firsts(ranges []kv.Range) ([]kv.Pair, error) {
 
 // Get implements kv.Reader.
 func (s *specTxn) Get(key []byte) ([]byte, error) {
-	ps, err := s.Firsts([]kv.Range{{Start: key, End: append(bytes.Clone(key), 0)}})
+	ps, err := s.Firsts([]kv.Range{exactRange(key)})
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package meta
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -262,8 +261,7 @@ func (m *Meta) mutateAhead(ctx context.Context, parent base.Ino, name string, in
 		// In a directory this client leases, the name is known absent:
 		// the create may run in one round trip (speculative.go), or none.
 		if m.leases != nil && m.leases.absent(parent, name) {
-			lk := leaseKey(ino)
-			absent := []kv.Range{newestRange(dentryKey(parent, name)), {Start: lk, End: append(bytes.Clone(lk), 0)}}
+			absent := []kv.Range{newestRange(dentryKey(parent, name)), exactRange(leaseKey(ino))}
 			if replay != nil {
 				if done, err := m.writeBack(ctx, []base.Ino{parent}, absent, fn, replay, nil); done {
 					return err

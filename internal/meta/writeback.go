@@ -686,7 +686,7 @@ func (m *Meta) wbDone(b *wbBatch) {
 func (m *Meta) wbVerify(ctx context.Context, writes []kv.Write) (bool, error) {
 	ranges := make([]kv.Range, len(writes))
 	for i, x := range writes {
-		ranges[i] = kv.Range{Start: x.Key, End: append(bytes.Clone(x.Key), 0)}
+		ranges[i] = exactRange(x.Key)
 	}
 	var ps []kv.Pair
 	if err := m.looseView(ctx, func(r kv.Reader) (err error) {
