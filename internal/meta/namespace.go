@@ -22,6 +22,7 @@ func (m *Meta) Lookup(ctx context.Context, c *Caller, parent base.Ino, name stri
 // LookupDir is Lookup, and also returns the attributes of parent, read in
 // the same view (an NFS LOOKUP reply carries both).
 func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name string) (base.Ino, base.Attr, base.Attr, error) {
+	seq := m.wbSeq() // before any read of the store (wbAttr)
 	if m.listings != nil && name != "." && name != ".." {
 		if ino, a, p, ok := m.listings.lookup(c, parent, name); ok {
 			return ino, a, p, nil
@@ -87,7 +88,7 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 		}
 		return 0, base.Attr{}, base.Attr{}, err
 	}
-	if err := m.wbAttr(ctx, ino, &a); err != nil {
+	if err := m.wbAttr(ctx, ino, &a, seq); err != nil {
 		return 0, base.Attr{}, base.Attr{}, err
 	}
 	if m.listings != nil && name != "." && name != ".." && m.listings.found(parent) {
@@ -596,6 +597,7 @@ func (m *Meta) rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 // Entry.Attr is filled. Needs read permission on dir.
 func (m *Meta) Readdir(ctx context.Context, c *Caller, dir base.Ino, after string, limit int, plus bool) ([]base.Entry, error) {
 	var out []base.Entry
+	seq := m.wbSeq() // before any read of the store (wbAttr)
 	// A directory this client's write-back log changes: over the log.
 	if done, err := m.wbView(ctx, []base.Ino{dir}, func(r kv.Reader) (err error) {
 		out, err = readdirAt(r, c, dir, after, limit, plus, latestEpoch)
@@ -626,7 +628,7 @@ func (m *Meta) Readdir(ctx context.Context, c *Caller, dir base.Ino, after strin
 		if !again {
 			if plus {
 				for i := range out {
-					if err := m.wbAttr(ctx, out[i].Ino, out[i].Attr); err != nil {
+					if err := m.wbAttr(ctx, out[i].Ino, out[i].Attr, seq); err != nil {
 						return nil, err
 					}
 				}

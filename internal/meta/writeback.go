@@ -116,6 +116,11 @@ type wbLog struct {
 	// held is the store's state before the log only if it did not move
 	// (and overlaps no write of a batch in flight).
 	commits uint64
+	// seq moves, like commits, at the end of every commit, but before the
+	// batch's inodes stop being dirty and without mu: a reader that took
+	// it before a read of the store and finds it unmoved after, with the
+	// inode not dirty, read no state a commit changed meanwhile (wbAttr).
+	seq atomic.Uint64
 
 	// fresh holds what committed logs wrote in the key spaces of fresh
 	// inodes (lease.go): the store holds exactly that there, since no
@@ -132,6 +137,9 @@ type wbLog struct {
 	// replayHook, if set (tests only), runs with mu held before the
 	// changes of a batch whose guard failed run again.
 	replayHook func()
+	// attrHook, if set (tests only), runs in wbAttr before it looks at
+	// the log, after the store's attribute was read.
+	attrHook func()
 
 	ops0, batches, replays, replayed, lost, waits, viewed, commitNanos atomic.Int64
 	stickyErr                                                          atomic.Pointer[error]
@@ -424,24 +432,45 @@ func (w *wbLog) changes(inos []base.Ino) bool {
 	})
 }
 
+// wbSeq returns the log's commit sequence (wbLog.seq), to be taken
+// before a read of the store whose attributes wbAttr then checks.
+func (m *Meta) wbSeq() uint64 {
+	if m.wb == nil {
+		return 0
+	}
+	return m.wb.seq.Load()
+}
+
 // wbAttr sets *a to ino's attribute as the log leaves it, if the log
 // changes ino: for an attribute read from the store by a read of another
 // inode (a lookup's target, a listing's entries), which the log does not
 // change. An unlink written back in one directory changes the link count
-// of a file that a name in another directory shows.
-func (m *Meta) wbAttr(ctx context.Context, ino base.Ino, a *base.Attr) error {
+// of a file that a name in another directory shows. seq is wbSeq taken
+// before *a was read: a batch that committed since may have changed ino
+// after the read (and its inodes are no longer dirty), so ino is read
+// again from the store.
+func (m *Meta) wbAttr(ctx context.Context, ino base.Ino, a *base.Attr, seq uint64) error {
 	w := m.wb
-	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) || !w.changes([]base.Ino{ino}) {
+	if w == nil || isWbFlusher(ctx) {
 		return nil
+	}
+	if w.attrHook != nil {
+		w.attrHook()
 	}
 	read := func(r kv.Reader) (err error) {
 		*a, err = getAttr(r, ino)
 		return err
 	}
-	if done, err := m.wbView(ctx, []base.Ino{ino}, read); done {
-		return err
+	if w.n.Load() != 0 && w.changes([]base.Ino{ino}) {
+		if done, err := m.wbView(ctx, []base.Ino{ino}, read); done {
+			return err
+		}
+		return m.looseView(ctx, read) // the log committed first
 	}
-	return m.looseView(ctx, read) // the log committed first
+	if w.seq.Load() != seq {
+		return m.looseView(ctx, read)
+	}
+	return nil
 }
 
 // wbRead commits the log before a read of inos if the log changes one.
@@ -596,6 +625,7 @@ func (m *Meta) wbFly(f *wbBatch) {
 	}
 	m.wbDone(f)
 	w.dmu.Lock()
+	w.seq.Add(1)
 	w.fl = nil
 	w.dmu.Unlock()
 	w.commits++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -468,4 +469,66 @@ func replayPair(t *testing.T) (a, b *Meta, d, f base.Ino) {
 	createLooked(t, a, d, "warm")
 	ok(t, a.Sync(ctx))
 	return a, b, d, f
+}
+
+// TestSharedWriteBackAttrAfterCommit: a listing (or a lookup) reads a
+// file's attribute from the store while the log holds an unlink of
+// another of its names; the log commits before the read looks at the
+// log. The attribute read is older than the store now is, and the log no
+// longer says so: it is read again (wbLog.seq). Metamorphic seed 24.
+func TestSharedWriteBackAttrAfterCommit(t *testing.T) {
+	a, _, d, f := replayPair(t)
+	e, _, err := a.Lookup(ctx, root, base.RootIno, "e")
+	ok(t, err)
+	var commits atomic.Int64
+	a.wb.attrHook = func() {
+		if a.wb.n.Load() > 0 {
+			commits.Add(1)
+			ok(t, a.Sync(ctx))
+		}
+	}
+	for _, read := range []string{"readdir", "lookup"} {
+		name := "f2"
+		if read == "lookup" {
+			// Another name of f in e, and another name to unlink.
+			_, err = a.Link(ctx, root, f, e, "f3")
+			ok(t, err)
+			name = "f3"
+			ok(t, a.Sync(ctx))
+		}
+		// The unlink of f's name in d: written back, f's link count
+		// lowered in the log only.
+		ok(t, a.Unlink(ctx, root, d, map[string]string{"readdir": "f", "lookup": "f4"}[read]))
+		if a.wb.n.Load() == 0 {
+			t.Fatalf("%s: the unlink was not written back", read)
+		}
+		want := map[string]uint32{"readdir": 1, "lookup": 2}[read]
+		before := commits.Load()
+		var got uint32
+		switch read {
+		case "readdir":
+			es := must[[]base.Entry](t)(a.Readdir(ctx, root, e, "", 0, true))
+			for _, en := range es {
+				if en.Name == name {
+					got = en.Attr.Nlink
+				}
+			}
+		case "lookup":
+			_, at, err := a.Lookup(ctx, root, e, name)
+			ok(t, err)
+			got = at.Nlink
+		}
+		if commits.Load() == before {
+			t.Fatalf("%s: the log did not commit between the read and its check", read)
+		}
+		if got != want {
+			t.Errorf("%s: link count %d, the file has %d", read, got, want)
+		}
+		if read == "readdir" {
+			// f4: f's name in d again, for the lookup round.
+			_, err = a.Link(ctx, root, f, d, "f4")
+			ok(t, err)
+			ok(t, a.Sync(ctx))
+		}
+	}
 }
