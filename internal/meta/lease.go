@@ -590,6 +590,9 @@ func (m *Meta) acquireLease(dir base.Ino) {
 		})
 		cancel()
 	}
+	// Before the lease is trusted: no prediction read before it (another
+	// client may have changed dir since) is used or learned under it.
+	m.spec.newTerm()
 	l.mu.Lock()
 	noted := l.noted[dir]
 	delete(l.noted, dir)
@@ -652,6 +655,19 @@ func (m *Meta) releaseLease(ctx context.Context, dir base.Ino, recalled bool) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if w := m.wb; w != nil && held {
+		// A change that found the lease held before l.drop may be
+		// running over the log now, which may be empty (rawUpdate's
+		// barrier would then not wait for it): the log commits it
+		// before the record goes, or others would change dir under it.
+		w.mu.Lock()
+		err := m.wbCommitLocked(ctx)
+		w.mu.Unlock()
+		if err != nil {
+			m.log.Warn("giving back a directory lease: committing the write-back log", "dir", dir, "err", err)
+			return
+		}
+	}
 	err := m.rawUpdate(ctx, func(t *wtx) error {
 		v, err := t.Get(leaseKey(dir))
 		if err != nil {
@@ -663,6 +679,8 @@ func (m *Meta) releaseLease(ctx context.Context, dir base.Ino, recalled bool) {
 		t.Delete(recallKey(sid, dir))
 		return nil
 	})
+	// Others may change dir from now on: predictions of it go.
+	m.spec.newTerm()
 	if err != nil {
 		m.log.Warn("giving back a directory lease", "dir", dir, "err", err)
 		return

@@ -34,10 +34,13 @@ func (m *Meta) Rename(ctx context.Context, c *Caller, sp base.Ino, sn string, dp
 		m.leases.unfreshDir(sp)
 		m.leases.unfreshDir(dp)
 	}
-	// Not written back: a rename acknowledged from predictions made
-	// before the lease was taken could be refused at commit (two
-	// clients renaming one name, TestSharedNamespace).
 	fn := func(o *op) error { return o.rename(c, sp, sn, dp, dn, flags) }
+	// In one directory this client leases, written back (writeback.go).
+	if m.wb != nil && sp == dp && m.Settings().TrashDays == 0 && m.leases.holds(sp) {
+		if done, err := m.writeBack(ctx, []base.Ino{sp}, nil, fn, fn, nil); done {
+			return err
+		}
+	}
 	return m.trashRetry(ctx, func() error { return m.mutate(ctx, fn) })
 }
 

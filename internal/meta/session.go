@@ -200,7 +200,7 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 	}
 	if m.leases != nil {
 		m.leases.forgetAll()
-		m.spec.invalidate()
+		m.spec.newTerm()
 	}
 	m.mu.Lock()
 	m.sid = 0

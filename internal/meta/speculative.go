@@ -53,6 +53,13 @@ type specCache struct {
 	m      map[string]specEntry
 	shards []byte // usage shards of committed speculations, latest last
 	group  specGroup
+	// term moves, with every prediction forgotten, when this client takes
+	// or gives back a directory lease (newTerm): predictions of a
+	// directory's records hold only while the lease that kept others out
+	// is the one under which they were read. What a mutation learns is
+	// kept only if the term did not move since it began (its reads may
+	// predate a change another client made between two leases).
+	term uint64
 
 	ok, missed, failed, fallback atomic.Int64
 }
@@ -83,10 +90,36 @@ func (c *specCache) get(r kv.Range) (kv.Pair, bool) {
 	return e.p, ok
 }
 
-// put records first pairs read (ps[i] of ranges[i]).
-func (c *specCache) put(ranges []kv.Range, ps []kv.Pair) {
+// curTerm returns the term, to be taken before the reads a put, learn
+// or learnBatch records.
+func (c *specCache) curTerm() uint64 {
+	if c == nil {
+		return 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.term
+}
+
+// newTerm forgets every prediction and moves the term: a lease of this
+// client was taken or given back.
+func (c *specCache) newTerm() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+	c.term++
+}
+
+// put records first pairs read (ps[i] of ranges[i]) in term.
+func (c *specCache) put(term uint64, ranges []kv.Range, ps []kv.Pair) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.term != term {
+		return
+	}
 	if len(c.m)+len(ranges) > specMaxRanges {
 		clear(c.m)
 	}
@@ -106,10 +139,13 @@ func (c *specCache) drop(guards []kv.Guard) {
 
 // learn records the state a committed speculation left: its guards held,
 // then its writes applied. skip are ranges not worth keeping (the new
-// entry: read once).
-func (c *specCache) learn(guards []kv.Guard, writes []kv.Write, skip map[string]bool) {
+// entry: read once). term is the one the speculation began in.
+func (c *specCache) learn(term uint64, guards []kv.Guard, writes []kv.Write, skip map[string]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.term != term {
+		return
+	}
 	if len(c.m)+len(guards) > specMaxRanges {
 		clear(c.m)
 	}
@@ -298,6 +334,7 @@ func (m *Meta) speculate(ctx context.Context, fn func(o *op) error, absent []kv.
 		overlay[rangeID(r)] = kv.Pair{}
 		skip[rangeID(r)] = true
 	}
+	term := c.curTerm()
 	for try := 0; ; try++ {
 		st := &specTxn{cache: c, overlay: overlay, guarded: make(map[string]bool), wrote: make(map[string]int)}
 		touched := m.newTouchLog()
@@ -316,7 +353,7 @@ func (m *Meta) speculate(ctx context.Context, fn func(o *op) error, absent []kv.
 			}); err != nil {
 				return false, nil
 			}
-			c.put(st.missing, ps)
+			c.put(term, st.missing, ps)
 			continue
 		}
 		if err != nil {
@@ -340,7 +377,7 @@ func (m *Meta) speculate(ctx context.Context, fn func(o *op) error, absent []kv.
 		}
 		if err == nil {
 			c.ok.Add(1)
-			c.learn(st.guards, st.writes, skip)
+			c.learn(term, st.guards, st.writes, skip)
 			c.usedShard(shard)
 		}
 		return true, err

@@ -20,10 +20,10 @@ func keyRange(k string) kv.Range {
 func TestSpecCacheLearn(t *testing.T) {
 	c := newSpecCache()
 	wide := kv.Range{Start: []byte("b"), End: []byte("d")}
-	c.put([]kv.Range{keyRange("a"), wide, keyRange("x")},
+	c.put(0, []kv.Range{keyRange("a"), wide, keyRange("x")},
 		[]kv.Pair{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("c"), Value: []byte("3")}, {}})
 	skip := map[string]bool{rangeID(keyRange("x")): true}
-	c.learn([]kv.Guard{{Range: keyRange("x")}}, []kv.Write{
+	c.learn(0, []kv.Guard{{Range: keyRange("x")}}, []kv.Write{
 		{Key: []byte("a"), Value: []byte("2")},  // overwritten
 		{Key: []byte("bb"), Value: []byte("4")}, // now first in wide
 		{Key: []byte("x"), Value: []byte("5")},  // skipped range
@@ -39,10 +39,26 @@ func TestSpecCacheLearn(t *testing.T) {
 	check(wide, kv.Pair{Key: []byte("bb"), Value: []byte("4")}, true)
 	check(keyRange("x"), kv.Pair{}, false)
 	// Deleting the first pair of a range makes the next one unknown.
-	c.learn(nil, []kv.Write{{Key: []byte("bb"), Delete: true}}, nil)
+	c.learn(0, nil, []kv.Write{{Key: []byte("bb"), Delete: true}}, nil)
 	check(wide, kv.Pair{}, false)
-	c.learn(nil, []kv.Write{{Key: []byte("a"), Delete: true}}, nil)
+	c.learn(0, nil, []kv.Write{{Key: []byte("a"), Delete: true}}, nil)
 	check(keyRange("a"), kv.Pair{}, false)
+
+	// A lease taken or given back since a mutation's reads began (the
+	// term moved): every prediction is gone and what it read or wrote
+	// is not learned.
+	c.put(0, []kv.Range{keyRange("a")}, []kv.Pair{{Key: []byte("a"), Value: []byte("6")}})
+	old := c.curTerm()
+	c.newTerm()
+	check(keyRange("a"), kv.Pair{}, false)
+	one := kv.Pair{Key: []byte("a"), Value: []byte("7")}
+	c.put(old, []kv.Range{keyRange("a")}, []kv.Pair{one})
+	c.learn(old, []kv.Guard{{Range: keyRange("a"), Want: one}}, nil, nil)
+	ws := newWbWrites()
+	c.learnBatch(old, []kv.Guard{{Range: keyRange("a"), Want: one}}, &ws)
+	check(keyRange("a"), kv.Pair{}, false)
+	c.put(c.curTerm(), []kv.Range{keyRange("a")}, []kv.Pair{one})
+	check(keyRange("a"), one, true)
 }
 
 // gatedWriter is kv.WriteIf on a memkv store whose first calls wait for

@@ -96,7 +96,8 @@ type wbBatch struct {
 	// commits, this batch guards them itself (cur only).
 	inherit map[string]kv.Range
 	started time.Time
-	err     error // a commit that could not reach the store (fl)
+	err     error  // a commit that could not reach the store (fl)
+	term    uint64 // the predictions' term when its flight began (fl)
 }
 
 func newWbBatch() *wbBatch {
@@ -140,6 +141,9 @@ type wbLog struct {
 	// attrHook, if set (tests only), runs in wbAttr before it looks at
 	// the log, after the store's attribute was read.
 	attrHook func()
+	// ranHook, if set (tests only), runs in writeBack with mu held once
+	// a change ran over the log, before it joins the batch.
+	ranHook func()
 
 	ops0, batches, replays, replayed, lost, waits, viewed, commitNanos atomic.Int64
 	stickyErr                                                          atomic.Pointer[error]
@@ -265,6 +269,9 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 			// may be stale: the usual path decides, after the log.
 			return false, nil
 		}
+		if w.ranHook != nil {
+			w.ranHook()
+		}
 		b := w.cur
 		if len(b.shards) == 0 {
 			b.shards, own = append(b.shards, myShard), false // the batch's now
@@ -315,7 +322,7 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 // cleared (after that batch ended) and the caller runs again.
 func (m *Meta) wbReadMissed(ctx context.Context, missed []kv.Range, extra map[string]kv.Pair) error {
 	w := m.wb
-	commits := w.commits
+	commits, term := w.commits, m.spec.curTerm()
 	w.mu.Unlock()
 	var ps []kv.Pair
 	err := m.looseView(ctx, func(r kv.Reader) (err error) {
@@ -326,7 +333,9 @@ func (m *Meta) wbReadMissed(ctx context.Context, missed []kv.Range, extra map[st
 	if err != nil {
 		return err
 	}
-	if w.commits != commits {
+	if w.commits != commits || m.spec.curTerm() != term {
+		// A commit ended, or a lease was given back or taken (another
+		// client may have changed what was read before it).
 		clear(extra)
 		return nil
 	}
@@ -519,6 +528,7 @@ func (m *Meta) wbStartLocked() *wbBatch {
 		w.timer = nil
 	}
 	f := w.cur
+	f.term = m.spec.curTerm()
 	w.dmu.Lock()
 	w.fl, w.cur = f, newWbBatch()
 	w.dmu.Unlock()
@@ -558,7 +568,7 @@ func (m *Meta) wbFly(f *wbBatch) {
 	switch {
 	case err == nil:
 		w.batches.Add(1)
-		m.spec.learnBatch(f.guards, &f.writes)
+		m.spec.learnBatch(f.term, f.guards, &f.writes)
 		for _, s := range f.shards {
 			m.spec.usedShard(s)
 		}

@@ -532,3 +532,69 @@ func TestSharedWriteBackAttrAfterCommit(t *testing.T) {
 		}
 	}
 }
+
+// A rename in a leased directory is written back (git renames its
+// temporary files into place); replacing a name drops the replaced file.
+func TestSharedWriteBackRename(t *testing.T) {
+	a, b, d := writeBackPair(t)
+	createLooked(t, a, d, "old")
+	tmp := createLooked(t, a, d, "tmp")
+	s0 := wbStats(t, a)
+	ok(t, a.Rename(ctx, root, d, "tmp", d, "final", 0))
+	ok(t, a.Rename(ctx, root, d, "final", d, "old", 0)) // replaces old
+	if s := wbStats(t, a); s.Changes-s0.Changes != 2 {
+		t.Fatalf("%d of 2 renames written back: %+v", s.Changes-s0.Changes, s)
+	}
+	got, _, err := b.Lookup(ctx, root, d, "old")
+	ok(t, err)
+	if got != tmp {
+		t.Fatalf("old is inode %d, want %d", got, tmp)
+	}
+	if n := names(t, b, d); len(n) != 1 {
+		t.Fatalf("d holds %v, want [old]", n)
+	}
+}
+
+// TestSharedWriteBackReleaseDuringChange: the lease is given back (a
+// recall) while a change that found it held runs over an empty log. The
+// release must commit that change before it deletes the lease record:
+// otherwise another client renames the same name in the store, both are
+// told success, and the holder's change is lost when its batch commits
+// (a clean-clone CI run caught this in TestSharedNamespace's rename race).
+func TestSharedWriteBackReleaseDuringChange(t *testing.T) {
+	a, b, d := writeBackPair(t)
+	createLooked(t, a, d, "race")
+	ok(t, a.Sync(ctx))
+	var (
+		once     sync.Once
+		released sync.WaitGroup
+	)
+	a.wb.ranHook = func() {
+		once.Do(func() {
+			released.Add(1)
+			go func() {
+				defer released.Done()
+				a.releaseLease(ctx, d, true)
+			}()
+			time.Sleep(100 * time.Millisecond) // long enough for a release that does not wait
+		})
+	}
+	s0 := wbStats(t, a)
+	ok(t, a.Rename(ctx, root, d, "race", d, "by-a", 0))
+	released.Wait()
+	if s := wbStats(t, a); s.Changes == s0.Changes {
+		t.Fatalf("the rename was not written back: %+v", s)
+	}
+	if err := b.Rename(ctx, root, d, "race", d, "by-b", 0); !errors.Is(err, base.ErrNotFound) {
+		t.Errorf("b renamed the name a renamed, after a's lease went: %v", err)
+	}
+	if err := a.Sync(ctx); err != nil {
+		t.Errorf("a's sync: %v", err)
+	}
+	if s := wbStats(t, a); s.Lost != 0 {
+		t.Errorf("lost changes: %+v", s)
+	}
+	if n := names(t, b, d); !slices.Equal(n, []string{"by-a"}) {
+		t.Errorf("d holds %v, want [by-a]", n)
+	}
+}

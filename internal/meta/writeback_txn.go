@@ -456,9 +456,13 @@ func firstAfter(r kv.Range, first kv.Pair, writes *wbWrites) (kv.Pair, bool) {
 // after it; predictions of other ranges it wrote into are dropped. Its
 // cost follows the cache's size and the batch's guards, not their
 // product with its writes (learn's).
-func (c *specCache) learnBatch(guards []kv.Guard, writes *wbWrites) {
+func (c *specCache) learnBatch(term uint64, guards []kv.Guard, writes *wbWrites) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.term != term {
+		clear(c.m) // what the batch wrote may be predicted wrong now
+		return
+	}
 	if len(c.m)+len(guards) > specMaxRanges {
 		clear(c.m)
 	}
