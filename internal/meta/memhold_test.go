@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
 )
 
 // newMemHoldMeta opens a client with holds in memory and a session, as a
@@ -202,8 +203,10 @@ func TestMemoryHoldsConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, ino := range inos {
-			if _, err := m.GetAttr(ctx, ino); !errorsIs(err, base.ErrNotFound) {
-				t.Fatalf("round %d: inode %d not destroyed after its last close: %v", round, ino, err)
+			if a, err := m.GetAttr(ctx, ino); !errorsIs(err, base.ErrNotFound) {
+				var orphan []byte
+				_ = m.store.View(ctx, func(r kv.Reader) (err error) { orphan, err = r.Get(orphanKey(ino)); return err })
+				t.Fatalf("round %d: inode %d not destroyed after its last close: %v (nlink %d, open count %d, orphan record %v)", round, ino, err, a.Nlink, m.openCount(ino), orphan != nil)
 			}
 		}
 	}
