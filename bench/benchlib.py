@@ -83,6 +83,20 @@ def _meta_worker(args):
     return time.perf_counter() - t0
 
 
+def drop_caches():
+    """Write dirty pages back, then drop the page cache, dentries and inodes."""
+    os.system("sync")
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def meta_phase(pool, phase, dirs, per):
+    """Runs one _meta_worker phase in each of dirs at once (per files
+    each) on pool; returns the slowest worker's time."""
+    start_at = time.time() + 0.2
+    return max(pool.map(_meta_worker, [(phase, d, per, start_at) for d in dirs]))
+
+
 def meta(root, files, procs, pause="0"):
     """create, stat, unlink: ops/s of each. With pause, that many seconds
     between phases (2: past the kernel's 1 s attribute and entry timeouts)

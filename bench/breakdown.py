@@ -65,18 +65,6 @@ def cpu(pid):
     return (int(f[11]) + int(f[12])) / TICK
 
 
-def drop_caches():
-    os.system("sync")
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
-def meta_phase(pool, phase, dirs, per):
-    start_at = time.time() + 0.2
-    times = pool.map(benchlib._meta_worker, [(phase, d, per, start_at) for d in dirs])
-    return max(times)
-
-
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -104,10 +92,10 @@ def main():
         rows.append((name, ops, wall, c1 - c0, tx1 - tx0, reqs))
 
     with mp.get_context("fork").Pool(procs) as pool:
-        measure("create", per * procs, lambda: meta_phase(pool, "create", dirs, per))
-        drop_caches()
-        measure("stat", per * procs, lambda: meta_phase(pool, "stat", dirs, per))
-        measure("unlink", per * procs, lambda: meta_phase(pool, "unlink", dirs, per))
+        measure("create", per * procs, lambda: benchlib.meta_phase(pool, "create", dirs, per))
+        benchlib.drop_caches()
+        measure("stat", per * procs, lambda: benchlib.meta_phase(pool, "stat", dirs, per))
+        measure("unlink", per * procs, lambda: benchlib.meta_phase(pool, "unlink", dirs, per))
     if tar:
         names = subprocess.run(["tar", "-tf", tar], capture_output=True, text=True, check=True).stdout.split()
         dest = os.path.join(root, "untar")

@@ -29,17 +29,6 @@ import benchlib  # noqa: E402
 ROWS = ("create/s", "stat/s", "unlink/s", "tar -x s", "rm -rf s")
 
 
-def drop_caches():
-    os.system("sync")
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
-def phase(pool, name, dirs, per):
-    start_at = time.time() + 0.2
-    return max(pool.map(benchlib._meta_worker, [(name, d, per, start_at) for d in dirs]))
-
-
 def timed(args):
     t0 = time.perf_counter()
     subprocess.run(args, check=True)
@@ -50,10 +39,10 @@ def run(pool, root, tar, files, procs):
     per = files // procs
     os.mkdir(root)
     dirs = [os.path.join(root, f"meta.{p}") for p in range(procs)]
-    out = [per * procs / phase(pool, "create", dirs, per)]
-    drop_caches()
-    out.append(per * procs / phase(pool, "stat", dirs, per))
-    out.append(per * procs / phase(pool, "unlink", dirs, per))
+    out = [per * procs / benchlib.meta_phase(pool, "create", dirs, per)]
+    benchlib.drop_caches()
+    out.append(per * procs / benchlib.meta_phase(pool, "stat", dirs, per))
+    out.append(per * procs / benchlib.meta_phase(pool, "unlink", dirs, per))
     dest = os.path.join(root, "untar")
     os.mkdir(dest)
     out.append(timed(["tar", "-C", dest, "-xf", tar]))

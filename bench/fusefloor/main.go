@@ -74,16 +74,26 @@ func (fs *memFS) touch(n *node) {
 	n.attr.Mtime, n.attr.Ctime, n.attr.Mtimensec, n.attr.Ctimensec = s, s, ns, ns
 }
 
-func (fs *memFS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	d := fs.nodes[h.NodeId]
+// child returns directory dir and the inode its entry name names
+// (fs.mu held).
+func (fs *memFS) child(dir uint64, name string) (*node, uint64, gofuse.Status) {
+	d := fs.nodes[dir]
 	if d == nil || d.children == nil {
-		return gofuse.ENOTDIR
+		return nil, 0, gofuse.ENOTDIR
 	}
 	ino, ok := d.children[name]
 	if !ok {
-		return gofuse.ENOENT
+		return d, 0, gofuse.ENOENT
+	}
+	return d, ino, gofuse.OK
+}
+
+func (fs *memFS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	_, ino, s := fs.child(h.NodeId, name)
+	if s != gofuse.OK {
+		return s
 	}
 	fill(ino, fs.nodes[ino], out)
 	return gofuse.OK
@@ -199,13 +209,9 @@ func (fs *memFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, g
 func (fs *memFS) remove(h *gofuse.InHeader, name string, dir bool) gofuse.Status {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	d := fs.nodes[h.NodeId]
-	if d == nil || d.children == nil {
-		return gofuse.ENOTDIR
-	}
-	ino, ok := d.children[name]
-	if !ok {
-		return gofuse.ENOENT
+	d, ino, s := fs.child(h.NodeId, name)
+	if s != gofuse.OK {
+		return s
 	}
 	n := fs.nodes[ino]
 	if dir {
@@ -238,13 +244,13 @@ func (fs *memFS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) 
 func (fs *memFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newName string) gofuse.Status {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	sd, dd := fs.nodes[in.NodeId], fs.nodes[in.Newdir]
-	if sd == nil || dd == nil || sd.children == nil || dd.children == nil {
-		return gofuse.ENOTDIR
+	sd, ino, s := fs.child(in.NodeId, oldName)
+	if s != gofuse.OK {
+		return s
 	}
-	ino, ok := sd.children[oldName]
-	if !ok {
-		return gofuse.ENOENT
+	dd := fs.nodes[in.Newdir]
+	if dd == nil || dd.children == nil {
+		return gofuse.ENOTDIR
 	}
 	if old, ok := dd.children[newName]; ok && old != ino {
 		if o := fs.nodes[old]; o.children != nil && len(o.children) > 0 {
