@@ -504,8 +504,7 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 			return nil
 		}
 	}
-	// In a directory this client leases, written back (writeback.go).
-	if m.wb != nil && m.Settings().TrashDays == 0 && m.leases.holds(parent) {
+	if m.wbRemovesIn(parent) {
 		if done, err := m.writeBack(ctx, []base.Ino{parent}, nil, build(&ch), build(new(DirChange)), nil); done {
 			if err != nil {
 				return DirChange{}, err
@@ -583,8 +582,7 @@ func (m *Meta) rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 		}
 		return o.destroy(ino, a)
 	}
-	// In a directory this client leases, written back (writeback.go).
-	if m.wb != nil && m.Settings().TrashDays == 0 && m.leases.holds(parent) {
+	if m.wbRemovesIn(parent) {
 		if done, err := m.writeBack(ctx, []base.Ino{parent}, nil, fn, fn, nil); done {
 			return err
 		}

@@ -35,8 +35,7 @@ func (m *Meta) Rename(ctx context.Context, c *Caller, sp base.Ino, sn string, dp
 		m.leases.unfreshDir(dp)
 	}
 	fn := func(o *op) error { return o.rename(c, sp, sn, dp, dn, flags) }
-	// In one directory this client leases, written back (writeback.go).
-	if m.wb != nil && sp == dp && m.Settings().TrashDays == 0 && m.leases.holds(sp) {
+	if sp == dp && m.wbRemovesIn(sp) {
 		if done, err := m.writeBack(ctx, []base.Ino{sp}, nil, fn, fn, nil); done {
 			return err
 		}

@@ -200,6 +200,7 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 	}
 	if m.leases != nil {
 		m.leases.forgetAll()
+		m.spec.invalidate() // predictions and usage shards
 		m.spec.newTerm()
 	}
 	m.mu.Lock()

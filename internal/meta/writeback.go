@@ -441,6 +441,14 @@ func (w *wbLog) changes(inos []base.Ino) bool {
 	})
 }
 
+// wbRemovesIn reports whether a change that removes or renames names in
+// dir (unlink, rmdir, a rename within dir) may be written back: the log
+// is on, dir is leased, and no trash is kept (a removal would move the
+// name into the trash, another directory).
+func (m *Meta) wbRemovesIn(dir base.Ino) bool {
+	return m.wb != nil && m.Settings().TrashDays == 0 && m.leases.holds(dir)
+}
+
 // wbSeq returns the log's commit sequence (wbLog.seq), to be taken
 // before a read of the store whose attributes wbAttr then checks.
 func (m *Meta) wbSeq() uint64 {
