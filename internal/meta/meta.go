@@ -178,6 +178,7 @@ type Meta struct {
 	spec       *specCache    // nil: no speculative mutations
 	wb         *wbLog        // nil: no write-back (writeback.go)
 	shards     shardPool     // usage shards of the transactions in flight
+	contention contention    // directories whose changes queue in the store (contention.go)
 	stopLatest func()
 }
 
@@ -350,7 +351,11 @@ func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(
 	var last *wtx
 	lease := shardLease{p: &m.shards}
 	defer lease.done()
+	ctx, dir, entries := m.queueOnDir(ctx)
 	run := func(tx kv.Txn) error {
+		if last != nil && entries {
+			m.contention.mark(dir) // an attempt ran again
+		}
 		if st == nil || last != nil {
 			shard = lease.next()
 		}

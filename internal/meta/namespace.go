@@ -55,7 +55,9 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 	var err error
 	ahead := false
 	if ah := m.ahead; ah != nil && name != "." && name != ".." {
-		if ah.wantStart() {
+		// Not in a contended directory: the create would queue there,
+		// and a transaction begun ahead of it would not have.
+		if ah.wantStart() && !m.contention.has(parent) {
 			ino, a, p, ahead, err = m.lookupAhead(ctx, c, parent, name, &lease)
 			if ahead && (err == nil || errors.Is(err, base.ErrNotFound)) {
 				if h, wb, ok := leaseHolder(lease); ok && wb && h != m.sessionID() {
@@ -83,7 +85,10 @@ func (m *Meta) LookupDir(ctx context.Context, c *Caller, parent base.Ino, name s
 		}
 	}
 	if err != nil {
-		if m.leases != nil && errors.Is(err, base.ErrNotFound) && name != "." && name != ".." && m.leases.missed(parent) {
+		// Not a directory other clients are changing too (contention.go):
+		// the lease would be recalled at once.
+		if m.leases != nil && errors.Is(err, base.ErrNotFound) && name != "." && name != ".." &&
+			!m.contention.has(parent) && m.leases.missed(parent) {
 			go m.acquireLease(parent)
 		}
 		return 0, base.Attr{}, base.Attr{}, err
@@ -228,6 +233,7 @@ func (m *Meta) mknod(ctx context.Context, c *Caller, parent base.Ino, name strin
 	if typ < base.TypeFile || typ > base.TypeSocket {
 		return 0, base.Attr{}, fmt.Errorf("file type %d: %w", typ, base.ErrInvalid)
 	}
+	ctx = changingEntries(ctx, parent)
 	if typ == base.TypeSymlink {
 		if target == "" {
 			return 0, base.Attr{}, fmt.Errorf("empty symlink target: %w", base.ErrNotFound)
@@ -343,6 +349,7 @@ func (m *Meta) Link(ctx context.Context, c *Caller, ino, parent base.Ino, name s
 	if m.wb != nil {
 		m.leases.unfresh(ino) // it can be reached through parent now
 	}
+	ctx = changingEntries(ctx, parent)
 	err := m.mutate(ctx, func(o *op) error {
 		a, err := o.attr(ino)
 		if err != nil {
@@ -455,6 +462,7 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 	if err := validName(name); err != nil {
 		return DirChange{}, err
 	}
+	ctx = changingEntries(ctx, parent)
 	var ch DirChange
 	// build returns the mutation, which sets *out to what it did.
 	build := func(out *DirChange) func(o *op) error {
@@ -535,6 +543,7 @@ func (m *Meta) Rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 	if err := validName(name); err != nil {
 		return err
 	}
+	ctx = changingEntries(ctx, parent)
 	return m.trashRetry(ctx, func() error { return m.rmdir(ctx, c, parent, name) })
 }
 

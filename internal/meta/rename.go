@@ -34,6 +34,9 @@ func (m *Meta) Rename(ctx context.Context, c *Caller, sp base.Ino, sn string, dp
 		m.leases.unfreshDir(sp)
 		m.leases.unfreshDir(dp)
 	}
+	// Across directories, queued on the destination (one queue per
+	// transaction: two could deadlock).
+	ctx = changingEntries(ctx, dp)
 	fn := func(o *op) error { return o.rename(c, sp, sn, dp, dn, flags) }
 	if sp == dp && m.wbRemovesIn(sp) {
 		if done, err := m.writeBack(ctx, []base.Ino{sp}, nil, fn, fn, nil); done {

@@ -164,6 +164,12 @@ const (
 	beginExclusive = "BEGIN ISOLATION LEVEL READ COMMITTED"
 	commitSQL      = "COMMIT"
 	rollbackSQL    = "ROLLBACK"
+	// kv.Serialize: the session-level advisory lock of an update's key,
+	// taken before its BEGIN (so its snapshot is taken once the lock is
+	// held), and every lock of the connection given back after COMMIT or
+	// ROLLBACK.
+	serialLockSQL   = "SELECT pg_advisory_lock($1)"
+	serialUnlockSQL = "SELECT pg_advisory_unlock_all()"
 )
 
 // Open connects to the PostgreSQL database at url and creates the store's
@@ -781,7 +787,7 @@ func (s *Store) guarded(o *op, guard []any, w *writeSet) error {
 	}
 	w.queue(s, &b)
 	b.Queue(commitSQL)
-	tag, err := sendAll(ctx, c, &b)
+	tag, err := sendAll(ctx, c, &b, b.Len()-1)
 	if err == nil {
 		if tag.String() != "COMMIT" {
 			return fmt.Errorf("%s: COMMIT answered %q: the transaction was rolled back", s.name, tag)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -51,6 +52,26 @@ type txn struct {
 	seen map[string]struct{}
 	// pre holds what Preread read, by kv.RangeKey.
 	pre map[string]kv.Pair
+	// locked: the advisory lock of kv.Serialize was sent on conn, so the
+	// connection may hold it until serialUnlockSQL runs on it.
+	locked bool
+}
+
+// serialLock returns the advisory lock an update marked by kv.Serialize
+// takes before its BEGIN: a hash of the store's table and the key, so
+// that the volumes of one database do not queue on each other's keys.
+// Views, exclusive updates and a store's own single-statement
+// transactions take none.
+func (tx *txn) serialLock() (int64, bool) {
+	key, ok := kv.SerializeKey(tx.o.ctx)
+	if !ok || !tx.rw || tx.exclusive || tx.loose {
+		return 0, false
+	}
+	h := fnv.New64a()
+	h.Write([]byte(tx.s.opts.Table))
+	h.Write([]byte{0})
+	h.Write(key)
+	return int64(h.Sum64()), true
 }
 
 // put is a buffered write: a value, or a deletion.
@@ -117,6 +138,17 @@ func (tx *txn) begin(sql string, args []any, read func(pgx.Rows) error) error {
 		return err
 	}
 	var b pgx.Batch
+	lock, serial := tx.serialLock()
+	if serial {
+		// Queued behind the transactions that hold it, before the
+		// snapshot is taken: it does not see them as concurrent. The
+		// statements of a batch share an implicit transaction until one
+		// ends it: COMMIT ends the lock's, so that BEGIN starts a new
+		// one (which may then set its isolation level).
+		b.Queue(serialLockSQL, lock)
+		b.Queue(commitSQL)
+		tx.locked = true // sent: held or not, drop gives it back
+	}
 	switch {
 	case tx.exclusive:
 		b.Queue(beginExclusive)
@@ -127,7 +159,15 @@ func (tx *txn) begin(sql string, args []any, read func(pgx.Rows) error) error {
 	}
 	b.Queue(sql, args...)
 	br := tx.conn.SendBatch(ctx, &b)
-	_, err := br.Exec()
+	var err error
+	if serial {
+		if _, err = br.Exec(); err == nil {
+			_, err = br.Exec()
+		}
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
 	if err == nil {
 		rows, _ := br.Query()
 		err = readRows(rows, read)
@@ -156,13 +196,19 @@ func readRows(rows pgx.Rows, read func(pgx.Rows) error) error {
 // An open server transaction is rolled back in the background, since
 // nothing the caller waits for depends on it; a broken connection goes
 // back to the pool, which closes it.
+//
+// A connection that may hold the advisory lock of kv.Serialize gives it
+// back first, or is closed: the pool must never hand out a connection
+// holding one, or the updates queued on it would wait forever.
 func (tx *txn) drop() {
 	c := tx.conn
-	tx.conn, tx.began = nil, false
+	locked := tx.locked
+	tx.conn, tx.began, tx.locked = nil, false, false
 	if c == nil {
 		return
 	}
-	if c.Conn().IsClosed() || c.Conn().PgConn().TxStatus() == 'I' {
+	idle := c.Conn().PgConn().TxStatus() == 'I'
+	if c.Conn().IsClosed() || idle && !locked {
 		c.Release()
 		return
 	}
@@ -171,7 +217,14 @@ func (tx *txn) drop() {
 		defer tx.s.inflight.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 		defer cancel()
-		_, _ = c.Exec(ctx, rollbackSQL) // on failure, Release closes the connection
+		if !idle {
+			_, _ = c.Exec(ctx, rollbackSQL) // on failure, Release closes the connection
+		}
+		if locked {
+			if _, err := c.Exec(ctx, serialUnlockSQL); err != nil {
+				_ = c.Conn().Close(ctx)
+			}
+		}
 		c.Release()
 	}()
 }
@@ -206,6 +259,12 @@ func (tx *txn) commit() error {
 		w.queue(s, &b)
 	}
 	b.Queue(commitSQL)
+	at := b.Len() - 1
+	if tx.locked {
+		// Given back in the same round trip. If a statement before it
+		// fails, the rest are skipped and drop gives the lock back.
+		b.Queue(serialUnlockSQL)
+	}
 	if tx.conn == nil {
 		c, err := s.pool.Acquire(tx.o.ctx)
 		if err != nil {
@@ -213,8 +272,9 @@ func (tx *txn) commit() error {
 		}
 		tx.conn = c
 	}
-	tag, err := sendAll(ctx, tx.conn, &b)
+	tag, err := sendAll(ctx, tx.conn, &b, at)
 	if err == nil {
+		tx.locked = false
 		if tag.String() != "COMMIT" {
 			// COMMIT of a transaction that had failed rolls it back.
 			return fmt.Errorf("%s: COMMIT answered %q: the transaction was rolled back", s.name, tag)
@@ -292,21 +352,23 @@ func (w *writeSet) queue(s *Store, b *pgx.Batch) int {
 }
 
 // sendAll sends b on conn and reads every result. It returns the command
-// tag of the last statement, or the first error. Once every result is in,
+// tag of statement at, or the first error. Once every result is in,
 // an error that follows (the FATAL message of a server shutting down,
 // which arrives after the answer to the batch's last statement) does not
 // undo them and is ignored: the connection is closed and will not be
 // reused.
-func sendAll(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch) (pgconn.CommandTag, error) {
+func sendAll(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, at int) (pgconn.CommandTag, error) {
 	br := conn.SendBatch(ctx, b)
 	var tag pgconn.CommandTag
-	for range b.Len() {
+	for i := range b.Len() {
 		t, err := br.Exec()
 		if err != nil {
 			br.Close()
 			return tag, err
 		}
-		tag = t
+		if i == at {
+			tag = t
+		}
 	}
 	br.Close()
 	return tag, nil

@@ -1,0 +1,155 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
+	"github.com/cairnfs/cairn/internal/kv/counted"
+	"github.com/cairnfs/cairn/internal/kv/postgres"
+	"github.com/cairnfs/cairn/internal/testenv/pgtest"
+)
+
+// TestSharedContendedDirectory: a change of a directory's entries that
+// conflicts and runs again marks the directory contended on its client
+// (and only there); then clients that have it marked create and unlink
+// files in it all at once, each change queued in the store, and none
+// runs again; every file is there, then gone, and the counters agree.
+func TestSharedContendedDirectory(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	const clients, workers, files = 3, 3, 40
+	var ms []*Meta
+	var stores []*counted.Store
+	for i := range clients {
+		inner, err := postgres.Open(ctx, url, postgres.Options{})
+		ok(t, err)
+		t.Cleanup(func() { _ = inner.Close() })
+		s := counted.New(inner)
+		if i == 0 {
+			ok(t, Format(ctx, s, Settings{Name: "pg"}, false))
+		}
+		m, err := Open(ctx, s, Options{})
+		ok(t, err)
+		t.Cleanup(func() { _ = m.Close() })
+		must[uint64](t)(m.NewSession(ctx, SessionInfo{Host: fmt.Sprint("c", i)}))
+		ms, stores = append(ms, m), append(stores, s)
+	}
+	checkOnCleanup(t, ms[0])
+	a, b := ms[0], ms[1]
+
+	// An entry change of d on a that runs again, because b changed d's
+	// entries between its read of d and its commit.
+	d := mkdir(t, a, root, base.RootIno, "d")
+	runs := 0
+	err := a.update(changingEntries(ctx, d), func(tx *wtx) error {
+		runs++
+		o := a.newOp(tx)
+		p, err := o.dirAttr(d)
+		if err != nil {
+			return err
+		}
+		if runs == 1 {
+			create(t, b, root, d, "by-b")
+		}
+		o.touchDir(d, p)
+		return o.flush()
+	})
+	ok(t, err)
+	if runs != 2 {
+		t.Fatalf("the conflicting change ran %d times", runs)
+	}
+	if !a.contention.has(d) || b.contention.has(d) {
+		t.Fatalf("after a's change ran again: contended on a %v, on b %v", a.contention.has(d), b.contention.has(d))
+	}
+
+	// Every client has d2 marked: their changes of its entries queue.
+	d2 := mkdir(t, a, root, base.RootIno, "d2")
+	for _, m := range ms {
+		m.contention.mark(d2)
+	}
+	var before int64
+	for _, s := range stores {
+		before += s.Stats().Total().Retries
+	}
+	var wg sync.WaitGroup
+	for c, m := range ms {
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range files {
+					name := fmt.Sprintf("f%d-%d-%d", c, w, k)
+					if _, _, err := m.Lookup(ctx, root, d2, name); !errors.Is(err, base.ErrNotFound) {
+						t.Errorf("lookup of %s: %v", name, err)
+						return
+					}
+					if err := createClose(m, d2, name); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				for k := range files {
+					if k%2 == 0 {
+						if err := m.Unlink(ctx, root, d2, fmt.Sprintf("f%d-%d-%d", c, w, k)); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	var after int64
+	for _, s := range stores {
+		after += s.Stats().Total().Retries
+	}
+	if n := after - before; n != 0 {
+		t.Errorf("%d creates and %d unlinks in a contended directory by %d clients ran %d transactions again",
+			clients*workers*files, clients*workers*files/2, clients, n)
+	}
+	es, err := b.Readdir(ctx, root, d2, "", 0, false)
+	ok(t, err)
+	if len(es) != clients*workers*files/2 {
+		t.Fatalf("%d entries left, want %d", len(es), clients*workers*files/2)
+	}
+	u := must[Usage](t)(a.Usage(ctx))
+	if want := uint64(1 + 2 + 1 + clients*workers*files/2); u.Inodes != want {
+		t.Fatalf("usage counts %d inodes, want %d", u.Inodes, want)
+	}
+}
+
+// TestContentionExpires: a directory is contended for contendedFor after
+// its last mark, and a change not of entries is never queued.
+func TestContentionExpires(t *testing.T) {
+	var c contention
+	c.mark(7)
+	if !c.has(7) || c.has(8) {
+		t.Fatal("marked directory not contended, or another one is")
+	}
+	c.mu.Lock()
+	c.until[7] = c.until[7].Add(-contendedFor - 1)
+	c.mu.Unlock()
+	if c.has(7) {
+		t.Fatal("contended after contendedFor")
+	}
+	m := &Meta{}
+	m.contention.mark(9)
+	if qctx, dir, ok := m.queueOnDir(changingEntries(context.Background(), 9)); !ok || dir != 9 {
+		t.Fatal("the change of 9's entries is not seen as one")
+	} else if _, queued := kv.SerializeKey(qctx); !queued {
+		t.Fatal("a change of a contended directory's entries is not queued")
+	}
+	if qctx, _, _ := m.queueOnDir(changingEntries(context.Background(), 10)); func() bool { _, q := kv.SerializeKey(qctx); return q }() {
+		t.Fatal("a change of a directory not contended is queued")
+	}
+	if qctx, _, ok := m.queueOnDir(context.Background()); ok {
+		t.Fatal("an update not of entries is seen as a change of entries")
+	} else if _, q := kv.SerializeKey(qctx); q {
+		t.Fatal("an update not of entries is queued")
+	}
+}
