@@ -121,6 +121,10 @@ type MetaRates struct {
 	TxPerSec      float64 `json:"tx_s"`
 	RetriesPerSec float64 `json:"retries_s"`
 	MeanUs        float64 `json:"mean_us"`
+	// Shared engines: changes queued in the store on contended
+	// directories per second, and the directories contended now.
+	QueuedPerSec float64 `json:"queued_s,omitempty"`
+	Contended    int64   `json:"contended_dirs,omitempty"`
 }
 
 // WriteBackRates are the write-back log's figures over an interval
@@ -176,11 +180,16 @@ func fuseRates(cur, prev daemon.Stats, secs float64) FUSERates {
 
 func metaRates(cur, prev daemon.Stats, secs float64) MetaRates {
 	c, p := cur.Meta.Total(), prev.Meta.Total()
-	return MetaRates{
+	r := MetaRates{
 		TxPerSec:      float64(c.Transactions-p.Transactions) / secs,
 		RetriesPerSec: float64(c.Retries-p.Retries) / secs,
 		MeanUs:        float64(c.Latency.Sub(p.Latency).Mean()) / 1e3,
 	}
+	if cur.Queue != nil && prev.Queue != nil {
+		r.QueuedPerSec = float64(cur.Queue.Queued-prev.Queue.Queued) / secs
+		r.Contended = cur.Queue.Directories
+	}
+	return r
 }
 
 func tierRates(cur, prev daemon.TierStats, secs float64) TierRates {
@@ -274,7 +283,9 @@ hit ratio and the MB/s they served (and the disk tier's p99 hit latency);
 for the object store, requests per second by kind and MB/s in and out; for
 the metadata engine, transactions per second (read-only views and updates
 together), the retries of conflicting ones per second, and their mean
-latency in milliseconds; on a shared mount writing back (mount
+latency in milliseconds (in --json on a shared mount also the changes
+queued per second on directories other clients change at the same time,
+and how many such directories there are); on a shared mount writing back (mount
 --meta-write-back), the changes waiting in its log, the changes acknowledged
 and the batches committed per second, and the directory leases it gave
 back per second (recalled by other clients, or idle).

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -34,6 +35,36 @@ const contendedFor = 10 * time.Second
 type contention struct {
 	mu    sync.Mutex
 	until map[base.Ino]time.Time
+	// marked counts the directories that became contended, queued the
+	// updates queued on one (ContentionStats).
+	marked, queued atomic.Int64
+}
+
+// ContentionStats counts the work of contended directories (shared
+// engines).
+type ContentionStats struct {
+	Directories int64 `json:"directories"` // contended on this client now
+	Marked      int64 `json:"marked"`      // times a directory became contended: a change of its entries ran again
+	Queued      int64 `json:"queued"`      // changes of a contended directory's entries queued in the store
+}
+
+// ContentionStats returns the counters; ok is false on an embedded engine,
+// whose updates are not queued.
+func (m *Meta) ContentionStats() (s ContentionStats, ok bool) {
+	if m.lc != nil {
+		return s, false
+	}
+	c := &m.contention
+	now := time.Now()
+	c.mu.Lock()
+	for _, t := range c.until {
+		if !now.After(t) {
+			s.Directories++
+		}
+	}
+	c.mu.Unlock()
+	s.Marked, s.Queued = c.marked.Load(), c.queued.Load()
+	return s, true
 }
 
 // mark makes dir contended for contendedFor from now.
@@ -50,6 +81,9 @@ func (c *contention) mark(dir base.Ino) {
 				delete(c.until, d)
 			}
 		}
+	}
+	if t, ok := c.until[dir]; !ok || now.After(t) {
+		c.marked.Add(1)
 	}
 	c.until[dir] = now.Add(contendedFor)
 }
@@ -81,6 +115,7 @@ func (m *Meta) queueOnDir(ctx context.Context) (_ context.Context, dir base.Ino,
 	dir, ok = ctx.Value(entriesOfKey{}).(base.Ino)
 	if ok && m.contention.has(dir) {
 		ctx = kv.Serialize(ctx, attrKey(dir))
+		m.contention.queued.Add(1)
 	}
 	return ctx, dir, ok
 }

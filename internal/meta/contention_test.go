@@ -152,4 +152,9 @@ func TestContentionExpires(t *testing.T) {
 	} else if _, q := kv.SerializeKey(qctx); q {
 		t.Fatal("an update not of entries is queued")
 	}
+	m.contention.mark(9) // again while contended: not a new contention
+	m.contention.mark(11)
+	if s, ok := m.ContentionStats(); !ok || s != (ContentionStats{Directories: 2, Marked: 2, Queued: 1}) {
+		t.Fatalf("stats %+v (ok %v), want 2 contended, 2 marked, 1 queued", s, ok)
+	}
 }
