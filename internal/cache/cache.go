@@ -76,6 +76,12 @@ func (m *Memory) Max() int64 { return m.max }
 // MaxItem returns the cost above which Put ignores items.
 func (m *Memory) MaxItem() int64 { return m.maxItem }
 
+// Keeps reports whether Put would keep an item of n bytes under key (its
+// cost is at most MaxItem).
+func (m *Memory) Keeps(key string, n int) bool {
+	return int64(len(key))+int64(n)+entryOverhead <= m.maxItem
+}
+
 // Get returns the data cached under key. The slice is shared: do not modify
 // it.
 func (m *Memory) Get(key string) ([]byte, bool) {

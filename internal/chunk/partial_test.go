@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/cache"
 	"github.com/cairnfs/cairn/internal/object"
 )
 
@@ -66,5 +67,55 @@ func testPartialBlockReads(t *testing.T, local bool) {
 	}
 	if _, err := s.ReadChunk(ctx, c.chunk(0), 6*SegmentSize, p); err != nil || !bytes.Equal(p, data[6*SegmentSize:6*SegmentSize+100]) {
 		t.Fatalf("intact segment: %v", err)
+	}
+}
+
+// TestSequentialReadsSmallMemoryTier: a sequential reader with no disk
+// tier fetches each byte about once, whatever the memory tier's size:
+//   - one too small to keep a block (cache.Memory keeps nothing above a
+//     quarter of its size): before, each 128 KiB read of a 4 MiB block
+//     fetched the whole block again, and read-ahead fetched blocks no
+//     tier kept (33 times the file's bytes here);
+//   - one smaller than the read-ahead window: the blocks fetched ahead
+//     evicted the ones not yet read, which were fetched again.
+func TestSequentialReadsSmallMemoryTier(t *testing.T) {
+	const bs = 4 << 20
+	for _, tc := range []struct {
+		name          string
+		mem, size     int
+		readAhead     int
+		wantReadAhead bool
+	}{
+		{"tier smaller than a block", 8 << 20, 4 * bs, 16, false},
+		{"tier smaller than the window", 32 << 20, 12 * bs, 16, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := newTestStore(t, memStore(), cache.NewMemory(int64(tc.mem)), Options{BlockSize: bs, ReadAhead: tc.readAhead})
+			c := newCommitter()
+			w := s.NewWriter(c)
+			defer w.Close()
+			data := fill(tc.size)
+			writeFlush(t, w, 0, data)
+			before := s.Stats()
+			r := s.NewReader()
+			p := make([]byte, 128<<10)
+			for off := 0; off < len(data); off += len(p) {
+				if _, err := r.ReadChunk(ctx, 0, c.chunk(0), uint32(off), p); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(p, data[off:off+len(p)]) {
+					t.Fatalf("wrong data at %d", off)
+				}
+			}
+			st := s.Stats()
+			fetched, ahead := st.BytesFetched-before.BytesFetched, st.Prefetches-before.Prefetches
+			if fetched > int64(len(data))*5/4 {
+				t.Fatalf("a sequential read of %d bytes fetched %d from the object store (%d prefetches)", len(data), fetched, ahead)
+			}
+			if (ahead > 0) != tc.wantReadAhead {
+				t.Fatalf("%d blocks read ahead", ahead)
+			}
+		})
 	}
 }

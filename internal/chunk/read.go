@@ -158,7 +158,8 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 		owner[i] = b
 	}
 	// A block that is not in the memory tier whole and of which the read
-	// needs only a small part is read partially: just the 64 KiB segments
+	// needs only a small part, or that the memory tier would not keep
+	// (memKeeps), is read partially: just the 64 KiB segments
 	// covering the part, from the memory tier, else from the disk tier
 	// (which reads and verifies only those segments of its file), else
 	// with their CRC entries from the object store (random reads would
@@ -171,7 +172,7 @@ func (s *Store) readParts(ctx context.Context, parts []blockPart, p []byte, allo
 	}
 	partial := make(map[*blk]bool)
 	for _, b := range blocks {
-		if allowPartial && b.length > 2*SegmentSize && need[b] <= b.length/8 {
+		if b.length > 2*SegmentSize && (allowPartial && need[b] <= b.length/8 || !s.memKeeps(b.key, b.length)) {
 			if d, ok := s.cacheGet(b.key, b.length); ok {
 				s.st.cacheHits.Add(1)
 				b.data = d // one lookup of the memory tier, not two
@@ -424,7 +425,7 @@ func (r *Reader) ReadChunk(ctx context.Context, index uint32, slices []base.Slic
 		} else if r.nxChunk == index && r.nxUpTo > from {
 			from = r.nxUpTo
 		}
-		want := end + uint64(s.opts.ReadAhead)*uint64(s.opts.BlockSize)
+		want := end + uint64(s.readAheadBlocks())*uint64(s.opts.BlockSize)
 		to = min(want, base.ChunkSize)
 		if from < to {
 			r.raChunk, r.raUpTo = index, to
@@ -506,6 +507,9 @@ func (s *Store) prefetch(ctx context.Context, slices []base.Slice, a, b uint64) 
 		// one fetch and leave later blocks of the window unfetched.
 		if s.fetching(pt.key) {
 			continue
+		}
+		if s.disk == nil && !s.memKeeps(pt.key, pt.length) {
+			return // no tier would keep it for the read to come
 		}
 		select {
 		case s.raSem <- struct{}{}:

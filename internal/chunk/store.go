@@ -193,6 +193,45 @@ func (s *Store) getBlock(ctx context.Context, key string, length int) ([]byte, e
 	}
 }
 
+// keeper is the optional ability of a BlockCache to tell whether it would
+// keep an item (cache.Memory keeps none larger than a quarter of its size).
+type keeper interface {
+	Keeps(key string, n int) bool
+}
+
+// memKeeps reports whether the memory tier would keep the block key of
+// length bytes. A sequential read of a block it would not keep must not
+// fetch the whole block: the block would be thrown away once the read's
+// part is copied, and the next read of the same block would fetch it all
+// again (with a memory tier of 8 MiB and blocks of 4 MiB, a sequential
+// reader fetched each block about four times and read at a quarter of
+// its link).
+func (s *Store) memKeeps(key string, length int) bool {
+	if s.cache == nil {
+		return false
+	}
+	k, ok := s.cache.(keeper)
+	return !ok || k.Keeps(key, length)
+}
+
+// sizer is the optional ability of a BlockCache to tell its bound.
+type sizer interface {
+	Max() int64
+}
+
+// readAheadBlocks is how many blocks a sequential reader's window holds:
+// Options.ReadAhead, but without a disk tier no more than half of what
+// the memory tier holds, so that the blocks fetched ahead do not evict
+// the ones not yet read (16 blocks of 4 MiB ahead of a reader with a
+// 64 MiB memory tier fetched a quarter of the blocks twice).
+func (s *Store) readAheadBlocks() int {
+	n := s.opts.ReadAhead
+	if sz, ok := s.cache.(sizer); ok && s.disk == nil {
+		n = min(n, max(1, int(sz.Max()/2/int64(s.opts.BlockSize))))
+	}
+	return n
+}
+
 func (s *Store) cacheGet(key string, length int) ([]byte, bool) {
 	if s.cache == nil {
 		return nil, false
