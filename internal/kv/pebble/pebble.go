@@ -371,6 +371,15 @@ func (s *Store) Touch(ctx context.Context, keys [][]byte) error {
 
 // acquire takes the writer slot, honouring ctx.
 func (s *Store) acquire(ctx context.Context) error {
+	// A free slot is taken without asking ctx for its Done channel: a
+	// FUSE request's context starts a goroutine that watches for the
+	// request's interrupt when first asked (internal/fuse/interrupt.go),
+	// and wakes it again when the request ends.
+	select {
+	case s.writer <- struct{}{}:
+		return nil
+	default:
+	}
 	select {
 	case s.writer <- struct{}{}:
 		return nil
