@@ -611,3 +611,40 @@ func TestReadHoleAfterData(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteAttrs: the attributes a WRITE answers with (post-op, built from
+// the ones read before the write with the write applied) are the file's:
+// its new size, and the times a GETATTR then reports, for unstable and
+// stable writes, extending the file and not.
+func TestWriteAttrs(t *testing.T) {
+	e := newEnv(t)
+	c, root := e.client(t)
+	fh, err := c.Create(root, "f", proto.CreateGuarded, proto.Sattr3{Mode: u32(0o640)}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := uint64(0)
+	for i, w := range []struct {
+		off    uint64
+		n      int
+		stable uint32
+	}{{0, 5000, proto.Unstable}, {5000, 70000, proto.Unstable}, {100, 10, proto.Unstable}, {75000, 3, proto.FileSync}, {1 << 20, 1, proto.Unstable}} {
+		time.Sleep(2 * time.Millisecond) // distinct modification times
+		res, err := c.Write(fh, w.off, randBytes(w.n, int64(i)), w.stable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size = max(size, w.off+uint64(w.n))
+		if !res.AfterOK || res.After.Size != size {
+			t.Fatalf("write %d: post-op attributes %v, size %d; want size %d", i, res.AfterOK, res.After.Size, size)
+		}
+		a, err := c.GetAttr(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Size != res.After.Size || a.Mtime != res.After.Mtime || a.Ctime != res.After.Ctime || a.Mode != res.After.Mode {
+			t.Fatalf("write %d: answered size %d mtime %v ctime %v mode %o, GETATTR then %d %v %v %o",
+				i, res.After.Size, res.After.Mtime, res.After.Ctime, res.After.Mode, a.Size, a.Mtime, a.Ctime, a.Mode)
+		}
+	}
+}

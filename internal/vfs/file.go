@@ -388,6 +388,12 @@ func (v *VFS) holdCommits(ino base.Ino, fn func() error) error {
 }
 
 // overlay adjusts committed attributes with this process's buffered writes.
+// Overlay applies to a, attributes of ino read before, what this VFS
+// has buffered for the file since (its length and modification time),
+// as GetAttr does: a caller that read the attributes before a write
+// learns those after it without reading the store again.
+func (v *VFS) Overlay(ino base.Ino, a *base.Attr) { v.overlay(ino, a) }
+
 func (v *VFS) overlay(ino base.Ino, a *base.Attr) {
 	v.mu.Lock()
 	f := v.files[ino]

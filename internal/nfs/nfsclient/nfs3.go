@@ -230,6 +230,10 @@ type WriteResult struct {
 	Count     uint32
 	Committed uint32
 	Verf      [8]byte
+	// After are the file's attributes after the write, if the server
+	// sent them (AfterOK).
+	After   proto.Fattr3
+	AfterOK bool
 }
 
 // Write writes data at off with the stable_how stable.
@@ -266,8 +270,13 @@ func (k *WriteCall) Wait() (WriteResult, error) {
 	if err != nil {
 		return WriteResult{}, err
 	}
-	proto.SkipWcc(r)
 	var res WriteResult
+	if r.Bool() { // pre_op_attr
+		r.Uint64()
+		r.Uint64()
+		r.Uint64()
+	}
+	res.After, res.AfterOK = proto.DecodePostOpAttr(r)
 	res.Count = r.Uint32()
 	res.Committed = r.Uint32()
 	copy(res.Verf[:], r.Fixed(8))
