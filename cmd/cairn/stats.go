@@ -185,9 +185,9 @@ func metaRates(cur, prev daemon.Stats, secs float64) MetaRates {
 		RetriesPerSec: float64(c.Retries-p.Retries) / secs,
 		MeanUs:        float64(c.Latency.Sub(p.Latency).Mean()) / 1e3,
 	}
-	if cur.Queue != nil && prev.Queue != nil {
-		r.QueuedPerSec = float64(cur.Queue.Queued-prev.Queue.Queued) / secs
-		r.Contended = cur.Queue.Directories
+	if cur.Contention != nil && prev.Contention != nil {
+		r.QueuedPerSec = float64(cur.Contention.Queued-prev.Contention.Queued) / secs
+		r.Contended = cur.Contention.Directories
 	}
 	return r
 }

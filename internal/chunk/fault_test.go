@@ -326,6 +326,21 @@ func TestConcurrentBlockFetches(t *testing.T) {
 	}
 }
 
+// readSequentially reads data, chunk 0 of c's file, through r in reads of
+// n bytes from its start, checking each.
+func readSequentially(t *testing.T, r *Reader, c *memCommitter, data []byte, n int) {
+	t.Helper()
+	p := make([]byte, n)
+	for off := 0; off < len(data); off += len(p) {
+		if _, err := r.ReadChunk(context.Background(), 0, c.chunk(0), uint32(off), p); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(p, data[off:off+len(p)]) {
+			t.Fatalf("wrong data at %d", off)
+		}
+	}
+}
+
 func TestReadAhead(t *testing.T) {
 	ctx := context.Background()
 	obj := memStore()
@@ -351,16 +366,7 @@ func TestReadAhead(t *testing.T) {
 
 	// Sequential reads prefetch, and later reads find the blocks cached.
 	clear(cache.m)
-	r = s.NewReader()
-	p = make([]byte, 4096)
-	for off := 0; off < len(data); off += len(p) {
-		if _, err := r.ReadChunk(ctx, 0, c.chunk(0), uint32(off), p); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(p, data[off:off+len(p)]) {
-			t.Fatalf("wrong data at %d", off)
-		}
-	}
+	readSequentially(t, s.NewReader(), c, data, 4096)
 	st := s.Stats()
 	if st.Prefetches == 0 {
 		t.Fatal("sequential reads prefetched nothing")

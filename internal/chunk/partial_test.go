@@ -90,7 +90,6 @@ func TestSequentialReadsSmallMemoryTier(t *testing.T) {
 		{"tier smaller than the window", 32 << 20, 12 * bs, 16, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
 			s := newTestStore(t, memStore(), cache.NewMemory(int64(tc.mem)), Options{BlockSize: bs, ReadAhead: tc.readAhead})
 			c := newCommitter()
 			w := s.NewWriter(c)
@@ -98,16 +97,7 @@ func TestSequentialReadsSmallMemoryTier(t *testing.T) {
 			data := fill(tc.size)
 			writeFlush(t, w, 0, data)
 			before := s.Stats()
-			r := s.NewReader()
-			p := make([]byte, 128<<10)
-			for off := 0; off < len(data); off += len(p) {
-				if _, err := r.ReadChunk(ctx, 0, c.chunk(0), uint32(off), p); err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(p, data[off:off+len(p)]) {
-					t.Fatalf("wrong data at %d", off)
-				}
-			}
+			readSequentially(t, s.NewReader(), c, data, 128<<10)
 			st := s.Stats()
 			fetched, ahead := st.BytesFetched-before.BytesFetched, st.Prefetches-before.Prefetches
 			if fetched > int64(len(data))*5/4 {

@@ -425,7 +425,7 @@ func (r *Reader) ReadChunk(ctx context.Context, index uint32, slices []base.Slic
 		} else if r.nxChunk == index && r.nxUpTo > from {
 			from = r.nxUpTo
 		}
-		want := end + uint64(s.readAheadBlocks())*uint64(s.opts.BlockSize)
+		want := end + uint64(s.raBlocks)*uint64(s.opts.BlockSize)
 		to = min(want, base.ChunkSize)
 		if from < to {
 			r.raChunk, r.raUpTo = index, to

@@ -67,9 +67,14 @@ type Store struct {
 	obj   object.Store
 	cache BlockCache // may be nil
 	disk  DiskCache  // may be nil
-	opts  Options
-	log   *slog.Logger
-	bad   *badBlocks // logs bad blocks, rate-limited
+	// keeps is the cache's ability to tell whether it would keep a
+	// block (nil: it keeps every block; memKeeps); raBlocks is a
+	// sequential reader's read-ahead window (readAheadBlocks).
+	keeps    keeper
+	raBlocks int
+	opts     Options
+	log      *slog.Logger
+	bad      *badBlocks // logs bad blocks, rate-limited
 
 	upSem   chan struct{} // upload slots (global)
 	raSem   chan struct{} // read-ahead slots (global, try-acquire only)
@@ -127,6 +132,8 @@ func New(obj object.Store, cache BlockCache, opts Options) (*Store, error) {
 	if s.disk != nil && opts.DiskFills > 0 {
 		s.fillSem = make(chan struct{}, opts.DiskFills)
 	}
+	s.keeps, _ = cache.(keeper)
+	s.raBlocks = s.readAheadBlocks()
 	return s, nil
 }
 
@@ -207,11 +214,7 @@ type keeper interface {
 // reader fetched each block about four times and read at a quarter of
 // its link).
 func (s *Store) memKeeps(key string, length int) bool {
-	if s.cache == nil {
-		return false
-	}
-	k, ok := s.cache.(keeper)
-	return !ok || k.Keeps(key, length)
+	return s.cache != nil && (s.keeps == nil || s.keeps.Keeps(key, length))
 }
 
 // sizer is the optional ability of a BlockCache to tell its bound.
@@ -219,7 +222,8 @@ type sizer interface {
 	Max() int64
 }
 
-// readAheadBlocks is how many blocks a sequential reader's window holds:
+// readAheadBlocks is how many blocks a sequential reader's window holds
+// (New keeps it in raBlocks):
 // Options.ReadAhead, but without a disk tier no more than half of what
 // the memory tier holds, so that the blocks fetched ahead do not evict
 // the ones not yet read (16 blocks of 4 MiB ahead of a reader with a

@@ -40,21 +40,21 @@ type Stats struct {
 	// Inline counts the requests for the blocks of small slices, which
 	// the metadata engine keeps (Settings.InlineMax), by kind; each is
 	// also one of Meta's transactions. Nil without an inline limit.
-	Inline map[string]counted.KindStats `json:"inline,omitempty"`
-	Chunk  ChunkStats                   `json:"chunk"`
-	Meta   kvcounted.Stats              `json:"meta"`                        // metadata engine transactions
-	OCC    *pebble.OCCStats             `json:"meta_occ,omitempty"`          // how the embedded engine ran updates
-	Latest *meta.LatestCacheStats       `json:"meta_cache,omitempty"`        // attributes and entries kept in memory (embedded engine)
-	Listed *meta.ListingStats           `json:"meta_listings,omitempty"`     // lookups answered from directory listings (shared engines)
-	Group  *meta.GroupStats             `json:"meta_group_commit,omitempty"` // creates and unlinks that shared a transaction (shared engines)
-	Ahead  *meta.AheadStats             `json:"meta_ahead,omitempty"`        // transactions lookups started for the create that followed (shared engines)
-	Queue  *meta.ContentionStats        `json:"meta_contention,omitempty"`   // changes of directories other clients change too, queued in the store (shared engines)
-	Leases *meta.LeaseStats             `json:"meta_leases,omitempty"`       // directory leases: lookups answered from memory (shared engines)
-	Spec   *meta.SpecStats              `json:"meta_spec,omitempty"`         // creates committed in one round trip under a lease (shared engines)
-	WB     *meta.WriteBackStats         `json:"meta_write_back,omitempty"`   // changes acknowledged before their commit (mount --meta-write-back)
-	NFS    []NFSProcStats               `json:"nfs,omitempty"`               // procedures called, if an NFS gateway runs
-	FUSE   []FUSEOpStats                `json:"fuse,omitempty"`              // requests served, if mounted through FUSE
-	Backup *BackupStats                 `json:"backup,omitempty"`            // scheduled metadata backups, if the mount takes them
+	Inline     map[string]counted.KindStats `json:"inline,omitempty"`
+	Chunk      ChunkStats                   `json:"chunk"`
+	Meta       kvcounted.Stats              `json:"meta"`                        // metadata engine transactions
+	OCC        *pebble.OCCStats             `json:"meta_occ,omitempty"`          // how the embedded engine ran updates
+	Latest     *meta.LatestCacheStats       `json:"meta_cache,omitempty"`        // attributes and entries kept in memory (embedded engine)
+	Listed     *meta.ListingStats           `json:"meta_listings,omitempty"`     // lookups answered from directory listings (shared engines)
+	Group      *meta.GroupStats             `json:"meta_group_commit,omitempty"` // creates and unlinks that shared a transaction (shared engines)
+	Ahead      *meta.AheadStats             `json:"meta_ahead,omitempty"`        // transactions lookups started for the create that followed (shared engines)
+	Contention *meta.ContentionStats        `json:"meta_contention,omitempty"`   // changes of directories other clients change too, queued in the store (shared engines)
+	Leases     *meta.LeaseStats             `json:"meta_leases,omitempty"`       // directory leases: lookups answered from memory (shared engines)
+	Spec       *meta.SpecStats              `json:"meta_spec,omitempty"`         // creates committed in one round trip under a lease (shared engines)
+	WB         *meta.WriteBackStats         `json:"meta_write_back,omitempty"`   // changes acknowledged before their commit (mount --meta-write-back)
+	NFS        []NFSProcStats               `json:"nfs,omitempty"`               // procedures called, if an NFS gateway runs
+	FUSE       []FUSEOpStats                `json:"fuse,omitempty"`              // requests served, if mounted through FUSE
+	Backup     *BackupStats                 `json:"backup,omitempty"`            // scheduled metadata backups, if the mount takes them
 }
 
 // TierStats are the counters of one cache tier. Hits and misses count
@@ -144,7 +144,7 @@ func (v *Volume) Stats() Stats {
 			st.Ahead = &as
 		}
 		if cs, ok := v.Meta.ContentionStats(); ok {
-			st.Queue = &cs
+			st.Contention = &cs
 		}
 		if ls, ok := v.Meta.LeaseStats(); ok {
 			st.Leases = &ls
@@ -251,10 +251,10 @@ func emitStats(p metricSink, s Stats) {
 		p.Counter("cairn_meta_ahead_used_total", "Of those, the ones a create committed in.", float64(s.Ahead.Used))
 		p.Counter("cairn_meta_ahead_abandoned_total", "Of those, the ones rolled back: the name existed, or no create came.", float64(s.Ahead.Abandoned))
 	}
-	if s.Queue != nil {
-		p.Gauge("cairn_meta_contended_directories", "Directories whose entry changes this client queues in the store, because other clients change them too (shared engines).", float64(s.Queue.Directories))
-		p.Counter("cairn_meta_contended_total", "Times a directory became contended: a change of its entries conflicted and ran again.", float64(s.Queue.Marked))
-		p.Counter("cairn_meta_queued_total", "Changes of a contended directory's entries queued in the store.", float64(s.Queue.Queued))
+	if s.Contention != nil {
+		p.Gauge("cairn_meta_contended_directories", "Directories whose entry changes this client queues in the store, because other clients change them too (shared engines).", float64(s.Contention.Directories))
+		p.Counter("cairn_meta_contended_total", "Times a directory became contended: a change of its entries conflicted and ran again.", float64(s.Contention.Marked))
+		p.Counter("cairn_meta_queued_total", "Changes of a contended directory's entries queued in the store.", float64(s.Contention.Queued))
 	}
 	if s.Leases != nil {
 		p.Gauge("cairn_meta_leases_held", "Directory leases this client holds (shared engines).", float64(s.Leases.Held))

@@ -31,8 +31,11 @@ import (
 const contendedFor = 10 * time.Second
 
 // contention is the set of directories contended on this client, each
-// with when it stops being so.
+// with when it stops being so. A store with a single writer (the embedded
+// engines) has no other clients to contend with: off.
 type contention struct {
+	off   bool
+	n     atomic.Int32 // len(until), for has without the lock
 	mu    sync.Mutex
 	until map[base.Ino]time.Time
 	// marked counts the directories that became contended, queued the
@@ -51,7 +54,7 @@ type ContentionStats struct {
 // ContentionStats returns the counters; ok is false on an embedded engine,
 // whose updates are not queued.
 func (m *Meta) ContentionStats() (s ContentionStats, ok bool) {
-	if m.lc != nil {
+	if m.contention.off {
 		return s, false
 	}
 	c := &m.contention
@@ -69,6 +72,9 @@ func (m *Meta) ContentionStats() (s ContentionStats, ok bool) {
 
 // mark makes dir contended for contendedFor from now.
 func (c *contention) mark(dir base.Ino) {
+	if c.off {
+		return
+	}
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -86,15 +92,22 @@ func (c *contention) mark(dir base.Ino) {
 		c.marked.Add(1)
 	}
 	c.until[dir] = now.Add(contendedFor)
+	c.n.Store(int32(len(c.until)))
 }
 
-// has reports whether dir is contended.
+// has reports whether dir is contended. Every change of entries and
+// every lookup on a shared engine asks: with no directory contended, it
+// takes no lock.
 func (c *contention) has(dir base.Ino) bool {
+	if c.n.Load() == 0 {
+		return false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.until[dir]
 	if ok && time.Now().After(t) {
 		delete(c.until, dir)
+		c.n.Store(int32(len(c.until)))
 		return false
 	}
 	return ok
@@ -108,14 +121,33 @@ func changingEntries(ctx context.Context, dir base.Ino) context.Context {
 	return context.WithValue(ctx, entriesOfKey{}, dir)
 }
 
-// queueOnDir returns ctx for the store: marked by kv.Serialize with
-// dir's attribute if the update changes the entries of a directory dir
-// (changingEntries) that is contended. ok reports whether it changes one.
-func (m *Meta) queueOnDir(ctx context.Context) (_ context.Context, dir base.Ino, ok bool) {
-	dir, ok = ctx.Value(entriesOfKey{}).(base.Ino)
-	if ok && m.contention.has(dir) {
-		ctx = kv.Serialize(ctx, attrKey(dir))
+// entryChange is an update that changes the entries of a directory
+// (changingEntries), across its attempts.
+type entryChange struct {
+	c    *contention
+	dir  base.Ino
+	ok   bool // the update changes dir's entries
+	runs int
+}
+
+// queueOnDir returns ctx for the store, marked by kv.Serialize with the
+// directory's attribute if the update changes the entries of a contended
+// directory, and the change, whose attempt the update calls at the start
+// of each of its attempts.
+func (m *Meta) queueOnDir(ctx context.Context) (context.Context, *entryChange) {
+	ch := &entryChange{c: &m.contention}
+	ch.dir, ch.ok = ctx.Value(entriesOfKey{}).(base.Ino)
+	if ch.ok && m.contention.has(ch.dir) {
+		ctx = kv.Serialize(ctx, attrKey(ch.dir))
 		m.contention.queued.Add(1)
 	}
-	return ctx, dir, ok
+	return ctx, ch
+}
+
+// attempt notes an attempt of the update: one that runs again marks its
+// directory contended.
+func (ch *entryChange) attempt() {
+	if ch.runs++; ch.runs > 1 && ch.ok {
+		ch.c.mark(ch.dir)
+	}
 }

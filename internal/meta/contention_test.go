@@ -139,15 +139,15 @@ func TestContentionExpires(t *testing.T) {
 	}
 	m := &Meta{}
 	m.contention.mark(9)
-	if qctx, dir, ok := m.queueOnDir(changingEntries(context.Background(), 9)); !ok || dir != 9 {
+	if qctx, ch := m.queueOnDir(changingEntries(context.Background(), 9)); !ch.ok || ch.dir != 9 {
 		t.Fatal("the change of 9's entries is not seen as one")
 	} else if _, queued := kv.SerializeKey(qctx); !queued {
 		t.Fatal("a change of a contended directory's entries is not queued")
 	}
-	if qctx, _, _ := m.queueOnDir(changingEntries(context.Background(), 10)); func() bool { _, q := kv.SerializeKey(qctx); return q }() {
+	if qctx, _ := m.queueOnDir(changingEntries(context.Background(), 10)); func() bool { _, q := kv.SerializeKey(qctx); return q }() {
 		t.Fatal("a change of a directory not contended is queued")
 	}
-	if qctx, _, ok := m.queueOnDir(context.Background()); ok {
+	if qctx, ch := m.queueOnDir(context.Background()); ch.ok {
 		t.Fatal("an update not of entries is seen as a change of entries")
 	} else if _, q := kv.SerializeKey(qctx); q {
 		t.Fatal("an update not of entries is queued")

@@ -178,12 +178,9 @@ func (m *Meta) runGroup(ctx context.Context, batch []*groupReq) {
 	var queued bool
 	var dirAttrs map[base.Ino]base.Attr
 	lease := shardLease{p: &m.shards}
-	ctx, dir, entries := m.queueOnDir(ctx) // the leader's
-	attempts := 0
+	ctx, change := m.queueOnDir(ctx) // the leader's
 	err := m.store.Update(ctx, func(tx kv.Txn) error {
-		if attempts++; attempts > 1 && entries {
-			m.contention.mark(dir)
-		}
+		change.attempt()
 		queued, dirAttrs = false, nil
 		shard := lease.next()
 		if pr, ok := tx.(kv.Prereader); ok {

@@ -210,6 +210,7 @@ func Open(ctx context.Context, store kv.Store, opts Options) (*Meta, error) {
 	m.settings.Store(&s)
 	m.profile = kv.ProfileOf(store)
 	m.accel = chooseAccelerators(m.profile, opts)
+	m.contention.off = m.profile.SingleWriter
 	if m.accel.LatestCache {
 		if err := m.openLatestCache(ctx); err != nil {
 			return nil, err
@@ -351,11 +352,9 @@ func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(
 	var last *wtx
 	lease := shardLease{p: &m.shards}
 	defer lease.done()
-	ctx, dir, entries := m.queueOnDir(ctx)
+	ctx, change := m.queueOnDir(ctx)
 	run := func(tx kv.Txn) error {
-		if last != nil && entries {
-			m.contention.mark(dir) // an attempt ran again
-		}
+		change.attempt()
 		if st == nil || last != nil {
 			shard = lease.next()
 		}
