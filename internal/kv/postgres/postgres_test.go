@@ -733,10 +733,23 @@ func counter(ctx context.Context, s kv.Store, key string) (int, error) {
 // Update is lost or applied twice. The first outage is a clean shutdown,
 // the second a crash, after which an Update whose commit was cut off may
 // report kv.ErrUnknownOutcome; the worker then finds out by reading.
+// Serialized, the Updates all queue on one advisory lock (kv.Serialize),
+// which the outage takes away with the connections that held or awaited
+// it; afterwards no connection holds one.
 func TestOutage(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		t.Run(map[bool]string{false: "optimistic", true: "serialized"}[serial], func(t *testing.T) { testOutage(t, serial) })
+	}
+}
+
+func testOutage(t *testing.T, serial bool) {
 	srv := pgtest.Shared(t)
-	s := openClosed(t, srv.NewDatabase(t), postgres.Options{MaxConns: 4})
+	url := srv.NewDatabase(t)
+	s := openClosed(t, url, postgres.Options{MaxConns: 4})
 	ctx := context.Background()
+	if serial {
+		ctx = kv.Serialize(ctx, []byte("queue"))
+	}
 	var stop atomic.Bool
 	var done, unknown atomic.Int64
 	var wg sync.WaitGroup
@@ -821,6 +834,9 @@ func TestOutage(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+	if serial {
+		noAdvisoryLocks(t, url)
 	}
 }
 

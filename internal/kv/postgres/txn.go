@@ -352,11 +352,13 @@ func (w *writeSet) queue(s *Store, b *pgx.Batch) int {
 }
 
 // sendAll sends b on conn and reads every result. It returns the command
-// tag of statement at, or the first error. Once every result is in,
-// an error that follows (the FATAL message of a server shutting down,
-// which arrives after the answer to the batch's last statement) does not
-// undo them and is ignored: the connection is closed and will not be
-// reused.
+// tag of statement at, or the first error up to it. Once the result of
+// statement at is in (a COMMIT), an error that follows (a statement after
+// it failed, or the FATAL message of a server shutting down, which
+// arrives after the answer to the batch's last statement) does not undo
+// it and is not reported: the caller must not run a committed
+// transaction again. The connection is then closed, which also gives back
+// any advisory lock the failed statement was to release.
 func sendAll(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, at int) (pgconn.CommandTag, error) {
 	br := conn.SendBatch(ctx, b)
 	var tag pgconn.CommandTag
@@ -364,6 +366,10 @@ func sendAll(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, at int) (pgc
 		t, err := br.Exec()
 		if err != nil {
 			br.Close()
+			if i > at {
+				_ = conn.Conn().Close(ctx)
+				return tag, nil
+			}
 			return tag, err
 		}
 		if i == at {
