@@ -435,6 +435,10 @@ func (v *Volume) startBackups(s BackupSchedule, log *slog.Logger) (stop func()) 
 	}
 }
 
+// pruneTimeout bounds a scheduled rotation of backups, which a mount
+// that is ending waits for.
+const pruneTimeout = time.Minute
+
 // run takes this interval's backup, unless another mount claimed it.
 func (l *backupLoop) run(ctx context.Context) {
 	claim, ok, err := l.v.Meta.ClaimBackup(ctx, time.Now(), l.s.Interval)
@@ -469,11 +473,17 @@ func (l *backupLoop) run(ctx context.Context) {
 		attrs = append(attrs, "snapshot", r.Snapshot)
 	}
 	l.log.Info("metadata backup", attrs...)
-	deleted, err := PruneBackups(ctx, l.v, l.s.Keep, l.s.Interval)
+	// The rotation runs to its end even when the mount is ending: stopped
+	// between a backup's object and its snapshot, it would leave the
+	// snapshot holding data for a day (staleBackupAge). It is a listing
+	// and a few deletions, bounded by pruneTimeout.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pruneTimeout)
+	defer cancel()
+	deleted, err := PruneBackups(pctx, l.v, l.s.Keep, l.s.Interval)
 	for _, name := range deleted {
 		l.log.Info("metadata backup deleted (more than --backup-keep)", "name", name, "keep", l.s.Keep)
 	}
-	if err != nil && ctx.Err() == nil {
+	if err != nil {
 		l.log.Warn("metadata backup: deleting the oldest backups", "err", err)
 	}
 }

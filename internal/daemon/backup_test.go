@@ -313,3 +313,27 @@ func TestBackupLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestBackupLoopStopFinishesRotation: a mount that ends while a scheduled
+// rotation deletes an old backup waits for the rotation, so no snapshot
+// is left holding a backup whose object is gone (a CI failure: the stop
+// fell between the object's deletion and its snapshot's).
+func TestBackupLoopStopFinishesRotation(t *testing.T) {
+	ctx := context.Background()
+	vol, _ := newVolume(t, "bkstop")
+	writeFiles(t, vol, "a")
+	f := faulty.New(vol.objStats.Unwrap(), 1)
+	vol.objStats = counted.New(f)
+	f.Inject(faulty.Rule{Ops: faulty.OpDelete, Prefix: BackupPrefix, Latency: 300 * time.Millisecond})
+	stop := vol.startBackups(BackupSchedule{Interval: 100 * time.Millisecond, Keep: 1, Hold: true}, vol.Log)
+	deadline := time.Now().Add(10 * time.Second)
+	for vol.Stats().Backup.Taken < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop() // the second backup's rotation is deleting the first
+	got := backupNames(t, vol.data())
+	snaps, err := vol.Meta.Snapshots(ctx)
+	if err != nil || len(got) != 1 || len(snaps) != 1 || snaps[0].Name != backupSnapshotName(got[0]) {
+		t.Fatalf("after the stop: backups %v, snapshots %v (%v); want one of each, matching", got, snaps, err)
+	}
+}
