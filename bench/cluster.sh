@@ -323,15 +323,18 @@ phase() {
 	seqr) args=(--workloads seq-read --size "$SEQ_SIZE" --bs "$SEQ_BS") ;;
 	idle) ;; # no workload: what the mounts or gateways do alone (heartbeats, session checks)
 	esac
-	local start
-	start=$(($(date +%s) + 2))
-	read -r busy0 total0 < <(cpu_ticks)
 	local srv0 own0 t0=$SECONDS
 	srv0=$(proc_ticks $(server_pids))
 	own0=$(proc_ticks "${SRV_PIDS[@]}")
 	local tx0 la0 lr0 lc0
 	tx0=$(db_commits)
 	read -r la0 lr0 lc0 < <(leases "$n")
+	# The start is set after the counters above are read (reading the
+	# leases of 16 mounts takes seconds), two seconds ahead: every client
+	# is running and has made its directory by then.
+	local start
+	start=$(python3 -c 'import time; print(f"{time.time() + 2:.3f}")')
+	read -r busy0 total0 < <(cpu_ticks)
 	if [[ $ph == idle ]]; then
 		sleep "$IDLE_SECONDS"
 		n=0
@@ -341,7 +344,7 @@ phase() {
 		files+=("$f")
 		# shellcheck disable=SC2086  # TARGET is a word list
 		local keep=()
-		[[ $ph != seqw && $ph != seqr ]] || keep=(--seq-file "seq-c$i.dat")
+		[[ $ph != seqw && $ph != seqr ]] || keep=(--seq-file "seq-c$i/seq.dat")
 		nsenter "$(netns "$P-c$i")" -- "$CAIRN" bench ${TARGET[i]} "${args[@]}" "${keep[@]}" --start-at "$start" --json >"$OUT/$f" 2>"$OUT/${f%.json}.err" &
 		pids+=($!)
 	done

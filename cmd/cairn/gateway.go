@@ -35,6 +35,7 @@ func newGatewayNFSCommand() *cobra.Command {
 		portmap                   string
 		portmapRegister           bool
 		backups                   backupFlags
+		pprofAddr                 string
 	)
 	cmd := &cobra.Command{
 		Use:   "nfs [options] META-URL",
@@ -111,6 +112,7 @@ clients ask every 30 s; the gateway sends no GRANTED callback).`,
 				return err
 			}
 			defer closeLog()
+			servePprof(pprofAddr, log)
 			out := cmd.OutOrStdout()
 			ex, err := export.export()
 			if err != nil {
@@ -149,6 +151,7 @@ clients ask every 30 s; the gateway sends no GRANTED callback).`,
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")
 	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long this gateway may miss heartbeats before other clients declare it dead")
 	metricsFlag(f, &metricsAddr)
+	pprofFlag(f, &pprofAddr)
 	export.register(f)
 	return cmd
 }

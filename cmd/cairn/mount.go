@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
-	_ "net/http/pprof" // served only with --pprof
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,13 +227,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 				return err
 			}
 			defer closeLog()
-			if pprofAddr != "" {
-				go func() {
-					if err := http.ListenAndServe(pprofAddr, nil); err != nil {
-						log.Warn("pprof listener", "err", err)
-					}
-				}()
-			}
+			servePprof(pprofAddr, log)
 			mo := daemon.MountOptions{
 				Volume:      vo,
 				MetricsAddr: metricsAddr,
@@ -319,7 +311,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 	f.StringVar(&maxReadAhead, "max-readahead", "1M", "the kernel's read-ahead window per file (FUSE starts at 128K; raised as root, see docs/fuse-tuning.md)")
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Second, "how often the session reports it is alive and looks for dead sessions")
 	f.DurationVar(&sessionTimeout, "session-timeout", 60*time.Second, "how long this client may miss heartbeats before other clients declare it dead and release its locks")
-	f.StringVar(&pprofAddr, "pprof", "", "serve Go profiling endpoints (net/http/pprof) on this address, e.g. 127.0.0.1:6060")
+	pprofFlag(f, &pprofAddr)
 	f.DurationVar(&negTimeout, "negative-timeout", 0, "how long the kernel caches failed lookups")
 	f.StringVar(&snapshot, "snapshot", "", "mount this snapshot of the volume, read-only, instead of the live volume")
 	f.StringVar(&nfsListen, "nfs-listen", "", "also serve the volume over NFSv3 (and MOUNTv3, NLMv4, NSMv1) on this TCP address, from this process (see cairn gateway nfs)")

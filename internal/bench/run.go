@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -172,6 +173,13 @@ func Run(ctx context.Context, t Target, o Options) (*Report, error) {
 	r.base = fmt.Sprintf("cairn-bench-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
 	if err := main.Mkdir(r.base); err != nil {
 		return nil, fmt.Errorf("mkdir %s: %w", r.base, err)
+	}
+	if d := path.Dir(strings.Trim(o.SeqFile, "/")); o.SeqFile != "" && d != "." {
+		// Made before the start: clients started together should not
+		// meet in a directory they all create in while they are timed.
+		if err := mkdirAll(main, d); err != nil {
+			return nil, err
+		}
 	}
 	if !o.StartAt.IsZero() {
 		select {
@@ -458,8 +466,13 @@ func (r *runner) setupWorkers() error {
 
 // mkdirShared makes SharedDir and its parents, if other runs have not.
 func (r *runner) mkdirShared() error {
-	c := r.workers[0]
-	parts := strings.Split(strings.Trim(r.o.SharedDir, "/"), "/")
+	return mkdirAll(r.workers[0], r.o.SharedDir)
+}
+
+// mkdirAll makes dir and its parents where they are missing; another run
+// may be making them at the same time.
+func mkdirAll(c Conn, dir string) error {
+	parts := strings.Split(strings.Trim(dir, "/"), "/")
 	for i := range parts {
 		p := strings.Join(parts[:i+1], "/")
 		if _, err := c.Stat(p); err == nil {

@@ -151,14 +151,12 @@ func TestAppendAndSharedDir(t *testing.T) {
 // later run's seq-read reads it back without writing it again.
 func TestSeqFileKept(t *testing.T) {
 	dir := t.TempDir()
-	o := Options{Workloads: []string{SeqWrite}, BlockSizes: []int{4096}, FileSize: 40000, SeqFile: "keep/seq.dat"}
-	if err := os.Mkdir(filepath.Join(dir, "keep"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// The file's directory is made by the run (before its start).
+	o := Options{Workloads: []string{SeqWrite}, BlockSizes: []int{4096}, FileSize: 40000, SeqFile: "keep/d/seq.dat"}
 	if _, err := Run(context.Background(), PathTarget{Dir: dir}, o); err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(filepath.Join(dir, "keep/seq.dat"))
+	fi, err := os.Stat(filepath.Join(dir, "keep/d/seq.dat"))
 	if err != nil || fi.Size() != 40000 {
 		t.Fatalf("kept file: %v, %v", fi, err)
 	}
@@ -170,7 +168,7 @@ func TestSeqFileKept(t *testing.T) {
 	if len(rep.Results) != 1 || rep.Results[0].Workload != "seq-read-4K" || rep.Results[0].Bytes != 40000 {
 		t.Fatalf("%+v", rep.Results)
 	}
-	if fi2, _ := os.Stat(filepath.Join(dir, "keep/seq.dat")); !fi2.ModTime().Equal(fi.ModTime()) {
+	if fi2, _ := os.Stat(filepath.Join(dir, "keep/d/seq.dat")); !fi2.ModTime().Equal(fi.ModTime()) {
 		t.Error("the read-back run wrote the file again")
 	}
 }
