@@ -345,50 +345,75 @@ func (m *Meta) Link(ctx context.Context, c *Caller, ino, parent base.Ino, name s
 	if err := createName(name); err != nil {
 		return base.Attr{}, err
 	}
-	var out base.Attr
+	// A file this client made in parent and links there again (git's
+	// temporary file, then a link to the object's name) is still reached
+	// through parent only: it stays fresh, and the link joins the
+	// write-back log like the create did. A link into another directory
+	// makes the file reachable there: no longer fresh, and committed.
+	inDir := false
 	if m.wb != nil {
-		m.leases.unfresh(ino) // it can be reached through parent now
+		if d, ok := m.freshDir(ino); ok && d == parent {
+			inDir = true
+		} else {
+			m.leases.unfresh(ino)
+		}
 	}
 	ctx = changingEntries(ctx, parent)
-	err := m.mutate(ctx, func(o *op) error {
-		a, err := o.attr(ino)
-		if err != nil {
-			return err
+	link := func(out *base.Attr) func(o *op) error {
+		return func(o *op) error { return o.link(c, ino, parent, name, out) }
+	}
+	var out base.Attr
+	if inDir {
+		var absent []kv.Range
+		if m.leases.absent(parent, name) {
+			absent = []kv.Range{newestRange(dentryKey(parent, name))}
 		}
-		if a.Type == base.TypeDir {
-			return fmt.Errorf("hard link to directory %d: %w", ino, base.ErrPermission)
+		if done, err := m.writeBack(ctx, []base.Ino{parent}, absent, link(&out), link(new(base.Attr)), nil); done {
+			return out, err
 		}
-		if a.Nlink == 0 {
-			return fmt.Errorf("inode %d was unlinked: %w", ino, base.ErrNotFound)
-		}
-		if a.Nlink >= MaxLinks {
-			return fmt.Errorf("inode %d: %w", ino, base.ErrTooManyLinks)
-		}
-		if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name), attrKey(ino)); err != nil {
-			return err
-		}
-		p, err := o.freeName(c, parent, name, "link")
-		if err != nil {
-			return err
-		}
-		if a.Quota != p.Quota {
-			// An inode counts in one quota: a link from a tree that
-			// another quota counts is refused, as XFS refuses links
-			// across project quotas (ln and cp fall back to a copy).
-			return fmt.Errorf("link inode %d (quota of directory %d) into directory %d (quota of directory %d): %w",
-				ino, a.Quota, parent, p.Quota, base.ErrCrossDevice)
-		}
-		if err := o.vset(dentryKey(parent, name), encodeDentry(ino, a.Type)); err != nil {
-			return err
-		}
-		a.Nlink++
-		a.Ctime = o.now
-		o.put(ino, a)
-		o.touchDir(parent, p)
-		out = *a
-		return nil
-	})
+	}
+	err := m.mutate(ctx, link(&out))
 	return out, err
+}
+
+// link adds name in parent for ino, and sets *out to ino's attributes.
+func (o *op) link(c *Caller, ino, parent base.Ino, name string, out *base.Attr) error {
+	a, err := o.attr(ino)
+	if err != nil {
+		return err
+	}
+	if a.Type == base.TypeDir {
+		return fmt.Errorf("hard link to directory %d: %w", ino, base.ErrPermission)
+	}
+	if a.Nlink == 0 {
+		return fmt.Errorf("inode %d was unlinked: %w", ino, base.ErrNotFound)
+	}
+	if a.Nlink >= MaxLinks {
+		return fmt.Errorf("inode %d: %w", ino, base.ErrTooManyLinks)
+	}
+	if err := o.prefetchOp(attrKey(parent), dentryKey(parent, name), attrKey(ino)); err != nil {
+		return err
+	}
+	p, err := o.freeName(c, parent, name, "link")
+	if err != nil {
+		return err
+	}
+	if a.Quota != p.Quota {
+		// An inode counts in one quota: a link from a tree that
+		// another quota counts is refused, as XFS refuses links
+		// across project quotas (ln and cp fall back to a copy).
+		return fmt.Errorf("link inode %d (quota of directory %d) into directory %d (quota of directory %d): %w",
+			ino, a.Quota, parent, p.Quota, base.ErrCrossDevice)
+	}
+	if err := o.vset(dentryKey(parent, name), encodeDentry(ino, a.Type)); err != nil {
+		return err
+	}
+	a.Nlink++
+	a.Ctime = o.now
+	o.put(ino, a)
+	o.touchDir(parent, p)
+	*out = *a
+	return nil
 }
 
 // freeName checks that a new entry name may be added to directory parent

@@ -598,3 +598,62 @@ func TestSharedWriteBackReleaseDuringChange(t *testing.T) {
 		t.Errorf("d holds %v, want [by-a]", n)
 	}
 }
+
+// TestSharedWriteBackLink: a file linked again in the directory it was
+// made in (git writes an object to a temporary name, links it to its own
+// name, and unlinks the temporary one) stays fresh, and the link and the
+// unlink are written back; another client sees the result. A link into
+// another directory is committed, and ends the file's freshness.
+func TestSharedWriteBackLink(t *testing.T) {
+	a, b, d := writeBackPair(t)
+	tmp := createLooked(t, a, d, "tmp")
+	s0 := wbStats(t, a)
+	at, err := a.Link(ctx, root, tmp, d, "obj")
+	ok(t, err)
+	if at.Nlink != 2 {
+		t.Fatalf("link count after the link: %d, want 2", at.Nlink)
+	}
+	ok(t, a.Unlink(ctx, root, d, "tmp"))
+	if s := wbStats(t, a); s.Changes-s0.Changes != 2 {
+		t.Fatalf("%d of the link and the unlink written back: %+v", s.Changes-s0.Changes, s)
+	}
+	if _, ok := a.freshDir(tmp); !ok {
+		t.Fatal("a link in the file's own directory ended its freshness")
+	}
+	if _, err := a.Link(ctx, root, tmp, d, "obj"); !errors.Is(err, base.ErrExist) {
+		t.Fatalf("a link over an existing name, written back: %v", err)
+	}
+	// Into another directory: committed, and no longer fresh.
+	e := mkdir(t, a, root, base.RootIno, "e")
+	f := createLooked(t, a, d, "f")
+	if _, ok := a.freshDir(f); !ok {
+		t.Fatal("a file made in a leased directory is not fresh")
+	}
+	s0 = wbStats(t, a)
+	_, err = a.Link(ctx, root, f, e, "f2")
+	ok(t, err)
+	if s := wbStats(t, a); s.Changes != s0.Changes {
+		t.Fatalf("a link into another directory was written back: %+v", s)
+	}
+	if _, ok := a.freshDir(f); ok {
+		t.Fatal("a file linked into another directory is still fresh")
+	}
+	// The other client sees both.
+	got, _, err := b.Lookup(ctx, root, d, "obj")
+	ok(t, err)
+	if got != tmp {
+		t.Fatalf("obj is inode %d, want %d", got, tmp)
+	}
+	if n := names(t, b, d); len(n) != 2 {
+		t.Fatalf("d holds %v, want [f obj]", n)
+	}
+	ab := must[base.Attr](t)(b.GetAttr(ctx, tmp))
+	if ab.Nlink != 1 {
+		t.Fatalf("link count seen by the other client: %d, want 1", ab.Nlink)
+	}
+	got, _, err = b.Lookup(ctx, root, e, "f2")
+	ok(t, err)
+	if got != f {
+		t.Fatalf("e/f2 is inode %d, want %d", got, f)
+	}
+}
