@@ -92,10 +92,8 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 		}
 	case !inTxn:
 		a, err = m.GetAttr(ctx, ino)
-	case m.accel.BlindOpens:
-		a, first, ok, err = m.openBlind(ctx, ino, sid)
 	default:
-		a, first, ok, err = m.openTxn(ctx, ino, sid)
+		a, first, ok, err = m.openHeld(ctx, ino, sid)
 	}
 	if err != nil || a.Type != base.TypeFile {
 		m.mu.Lock()
@@ -121,6 +119,52 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 	}
 	return a, first, ok, nil
 }
+
+// openHeld is the first open of ino by session sid, which holds it
+// (openTxn). A regular file this client made in a directory it leases,
+// and which is still fresh there, is opened over the write-back log: no
+// other client can reach it without recalling that lease, which commits
+// the log first, so its hold may be committed later, like its close's
+// release (CloseFile); its attributes and first chunk are what the log
+// knows of it. git reads back every object it wrote.
+func (m *Meta) openHeld(ctx context.Context, ino base.Ino, sid uint64) (a base.Attr, first []base.Slice, ok bool, err error) {
+	if dir, fresh := m.freshDir(ino); fresh {
+		open := func(a *base.Attr, first *[]base.Slice, ok *bool) func(o *op) error {
+			return func(o *op) error {
+				x, err := o.attr(ino)
+				if err != nil {
+					return err
+				}
+				if x.Type != base.TypeFile || x.Nlink == 0 {
+					return errOpenNotFresh // the usual path decides
+				}
+				*a, *first, *ok = *x, nil, false
+				if x.Length > 0 {
+					if *first, err = readChunkAt(o.wtx, ino, 0, latestEpoch); err != nil {
+						return err
+					}
+					*ok = true
+				}
+				o.Set(holdKey(ino, sid), nil)
+				return nil
+			}
+		}
+		var ra base.Attr
+		var rf []base.Slice
+		var rok bool
+		if done, err := m.writeBack(ctx, []base.Ino{dir}, nil, open(&a, &first, &ok), open(&ra, &rf, &rok), nil); done {
+			return a, first, ok, err
+		}
+	}
+	if m.accel.BlindOpens {
+		return m.openBlind(ctx, ino, sid)
+	}
+	return m.openTxn(ctx, ino, sid)
+}
+
+// errOpenNotFresh: an open over the write-back log found no linked
+// regular file; the usual path runs.
+var errOpenNotFresh = errors.New("meta: open needs the store")
 
 // openTxn is the transaction of a first open by session sid: it reads
 // the attributes of ino (and, without the latest-version cache, the

@@ -657,3 +657,38 @@ func TestSharedWriteBackLink(t *testing.T) {
 		t.Fatalf("e/f2 is inode %d, want %d", got, f)
 	}
 }
+
+// TestSharedWriteBackOpen: the open of a fresh file (git reading back
+// the objects it wrote) goes over the log, and its hold reaches the
+// store before another client can reach the file: that client's unlink
+// leaves it to the holder until the last close.
+func TestSharedWriteBackOpen(t *testing.T) {
+	a, b, d := writeBackPair(t)
+	f := createLooked(t, a, d, "f")
+	s0 := wbStats(t, a)
+	at := must[base.Attr](t)(a.OpenFile(ctx, f))
+	if s := wbStats(t, a); s.Changes-s0.Changes != 1 {
+		t.Fatalf("%d changes written back for the open of a fresh file, want 1: %+v", s.Changes-s0.Changes, s)
+	}
+	if at.Type != base.TypeFile || at.Nlink != 1 {
+		t.Fatalf("open of a fresh file: %+v", at)
+	}
+	// The other client unlinks it (its lookup recalls the lease: the
+	// holder commits the log, the hold with it).
+	ok(t, b.Unlink(ctx, root, d, "f"))
+	if got, err := a.GetAttr(ctx, f); err != nil || got.Nlink != 0 {
+		t.Fatalf("an open file unlinked by another client: %+v, %v (want it kept, unlinked)", got, err)
+	}
+	ok(t, a.CloseFile(ctx, f))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := b.GetAttr(ctx, f)
+		if errors.Is(err, base.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the unlinked file outlived its last close: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
