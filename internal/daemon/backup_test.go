@@ -253,10 +253,7 @@ func TestBackupTakePruneRestore(t *testing.T) {
 // object and no snapshot, and the error says where it failed.
 func TestBackupFailures(t *testing.T) {
 	ctx := context.Background()
-	vol, _ := newVolume(t, "bkfail")
-	writeFiles(t, vol, "a")
-	f := faulty.New(vol.objStats.Unwrap(), 1)
-	vol.objStats = counted.New(f)
+	vol, f := faultyVolume(t, "bkfail")
 	f.Inject(faulty.Rule{Ops: faulty.OpPut, Prefix: BackupPrefix, Err: errors.New("disk on fire")})
 	_, err := TakeBackup(ctx, vol, BackupOptions{Hold: true})
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") || !strings.Contains(err.Error(), "data store") {
@@ -320,10 +317,7 @@ func TestBackupLoop(t *testing.T) {
 // fell between the object's deletion and its snapshot's).
 func TestBackupLoopStopFinishesRotation(t *testing.T) {
 	ctx := context.Background()
-	vol, _ := newVolume(t, "bkstop")
-	writeFiles(t, vol, "a")
-	f := faulty.New(vol.objStats.Unwrap(), 1)
-	vol.objStats = counted.New(f)
+	vol, f := faultyVolume(t, "bkstop")
 	f.Inject(faulty.Rule{Ops: faulty.OpDelete, Prefix: BackupPrefix, Latency: 300 * time.Millisecond})
 	stop := vol.startBackups(BackupSchedule{Interval: 100 * time.Millisecond, Keep: 1, Hold: true}, vol.Log)
 	deadline := time.Now().Add(10 * time.Second)
@@ -336,4 +330,15 @@ func TestBackupLoopStopFinishesRotation(t *testing.T) {
 	if err != nil || len(got) != 1 || len(snaps) != 1 || snaps[0].Name != backupSnapshotName(got[0]) {
 		t.Fatalf("after the stop: backups %v, snapshots %v (%v); want one of each, matching", got, snaps, err)
 	}
+}
+
+// faultyVolume is a volume holding a file, whose data store takes
+// injected faults.
+func faultyVolume(t *testing.T, name string) (*Volume, *faulty.Store) {
+	t.Helper()
+	vol, _ := newVolume(t, name)
+	writeFiles(t, vol, "a")
+	f := faulty.New(vol.objStats.Unwrap(), 1)
+	vol.objStats = counted.New(f)
+	return vol, f
 }

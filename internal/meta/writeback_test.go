@@ -545,11 +545,7 @@ func TestSharedWriteBackRename(t *testing.T) {
 	if s := wbStats(t, a); s.Changes-s0.Changes != 2 {
 		t.Fatalf("%d of 2 renames written back: %+v", s.Changes-s0.Changes, s)
 	}
-	got, _, err := b.Lookup(ctx, root, d, "old")
-	ok(t, err)
-	if got != tmp {
-		t.Fatalf("old is inode %d, want %d", got, tmp)
-	}
+	lookupIs(t, b, d, "old", tmp)
 	if n := names(t, b, d); len(n) != 1 {
 		t.Fatalf("d holds %v, want [old]", n)
 	}
@@ -639,11 +635,7 @@ func TestSharedWriteBackLink(t *testing.T) {
 		t.Fatal("a file linked into another directory is still fresh")
 	}
 	// The other client sees both.
-	got, _, err := b.Lookup(ctx, root, d, "obj")
-	ok(t, err)
-	if got != tmp {
-		t.Fatalf("obj is inode %d, want %d", got, tmp)
-	}
+	lookupIs(t, b, d, "obj", tmp)
 	if n := names(t, b, d); len(n) != 2 {
 		t.Fatalf("d holds %v, want [f obj]", n)
 	}
@@ -651,11 +643,7 @@ func TestSharedWriteBackLink(t *testing.T) {
 	if ab.Nlink != 1 {
 		t.Fatalf("link count seen by the other client: %d, want 1", ab.Nlink)
 	}
-	got, _, err = b.Lookup(ctx, root, e, "f2")
-	ok(t, err)
-	if got != f {
-		t.Fatalf("e/f2 is inode %d, want %d", got, f)
-	}
+	lookupIs(t, b, e, "f2", f)
 }
 
 // TestSharedWriteBackOpen: the open of a fresh file (git reading back
@@ -690,5 +678,15 @@ func TestSharedWriteBackOpen(t *testing.T) {
 			t.Fatalf("the unlinked file outlived its last close: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lookupIs checks that name in dir is inode want, as m looks it up.
+func lookupIs(t *testing.T, m *Meta, dir base.Ino, name string, want base.Ino) {
+	t.Helper()
+	got, _, err := m.Lookup(ctx, root, dir, name)
+	ok(t, err)
+	if got != want {
+		t.Fatalf("%s in %d is inode %d, want %d", name, dir, got, want)
 	}
 }
