@@ -241,11 +241,20 @@ func (o *op) trashBucket() (base.Ino, error) {
 		}
 		switch _, err := o.dirAttr(hint.bino); {
 		case err == nil:
-			o.m.trashMu.Lock()
-			if o.m.trash.bino == hint.bino {
-				o.m.trash.seen = true
+			// In a group commit (a kv.Sub of the group's transaction) the
+			// attribute read may be another member's write, which is not
+			// committed: if the group then ran again or failed, a seen
+			// bucket that was never made would take the entries of every
+			// later removal (a CI run caught one on Pebble). Only a read
+			// of committed state, or of this transaction's own write,
+			// marks it seen.
+			if _, grouped := o.wtx.Txn.(*kv.Sub); !grouped {
+				o.m.trashMu.Lock()
+				if o.m.trash.bino == hint.bino {
+					o.m.trash.seen = true
+				}
+				o.m.trashMu.Unlock()
 			}
-			o.m.trashMu.Unlock()
 			return hint.bino, nil
 		case !errors.Is(err, base.ErrNotFound):
 			return 0, err
