@@ -14,6 +14,7 @@ import (
 	"github.com/cairnfs/cairn/internal/kv/memkv"
 	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/nfs/nfsclient"
+	"github.com/cairnfs/cairn/internal/nfs/proto"
 	"github.com/cairnfs/cairn/internal/object/mem"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
@@ -137,4 +138,15 @@ func (e *env) client(t testing.TB) (*nfsclient.Client, []byte) {
 		t.Fatal(err)
 	}
 	return c, root
+}
+
+// createFile creates name in dir (GUARDED, with mode) and returns its
+// handle.
+func createFile(t testing.TB, c *nfsclient.Client, dir []byte, name string, mode uint32) []byte {
+	t.Helper()
+	fh, err := c.Create(dir, name, proto.CreateGuarded, proto.Sattr3{Mode: u32(mode)}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fh
 }

@@ -40,10 +40,7 @@ func randBytes(n int, seed int64) []byte {
 func TestFileIO(t *testing.T) {
 	e := newEnv(t)
 	c, root := e.client(t)
-	fh, err := c.Create(root, "f", proto.CreateGuarded, proto.Sattr3{Mode: u32(0o640)}, [8]byte{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fh := createFile(t, c, root, "f", 0o640)
 	data := randBytes(3<<20+123, 1)
 	var verf [8]byte
 	for off, i := 0, 0; off < len(data); i++ {
@@ -317,10 +314,7 @@ func mustLookup(t *testing.T, e *env, name string) base.Ino {
 func TestPermissions(t *testing.T) {
 	e := newEnv(t)
 	c, root := e.client(t)
-	fh, err := c.Create(root, "secret", proto.CreateGuarded, proto.Sattr3{Mode: u32(0o600)}, [8]byte{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fh := createFile(t, c, root, "secret", 0o600)
 	if _, err := c.Write(fh, 0, []byte("x"), proto.FileSync); err != nil {
 		t.Fatal(err)
 	}
@@ -619,10 +613,7 @@ func TestReadHoleAfterData(t *testing.T) {
 func TestWriteAttrs(t *testing.T) {
 	e := newEnv(t)
 	c, root := e.client(t)
-	fh, err := c.Create(root, "f", proto.CreateGuarded, proto.Sattr3{Mode: u32(0o640)}, [8]byte{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fh := createFile(t, c, root, "f", 0o640)
 	size := uint64(0)
 	for i, w := range []struct {
 		off    uint64

@@ -77,10 +77,7 @@ func TestWriteOrder(t *testing.T) {
 func TestStreamWithWritesInFlight(t *testing.T) {
 	e := newEnv(t)
 	c, root := e.client(t)
-	fh, err := c.Create(root, "stream", proto.CreateGuarded, proto.Sattr3{Mode: u32(0o644)}, [8]byte{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fh := createFile(t, c, root, "stream", 0o644)
 	const window, bs, total = 8, 32 << 10, 4 << 20
 	conn, err := net.Dial("tcp", e.addr)
 	if err != nil {
