@@ -30,6 +30,7 @@ func newGatewayNFSCommand() *cobra.Command {
 		mem                       memFlags
 		storeTimeout              storeTimeoutFlag
 		heartbeat, sessionTimeout time.Duration
+		attrCache                 time.Duration
 		export                    nfsExportFlags
 		metricsAddr               string
 		portmap                   string
@@ -118,8 +119,14 @@ clients ask every 30 s; the gateway sends no GRANTED callback).`,
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("attr-timeout") && loc.Shared() {
+				attrCache = time.Second
+			}
+			if attrCache < 0 {
+				return fmt.Errorf("--attr-timeout %v: give 0 or more", attrCache)
+			}
 			return daemon.Gateway(cmd.Context(), daemon.GatewayOptions{
-				NFS:             nfs.Options{Export: ex},
+				NFS:             nfs.Options{Export: ex, AttrCache: attrCache, CloseToOpen: loc.Shared()},
 				Volume:          vo,
 				Listen:          listen,
 				Version:         version,
@@ -145,6 +152,7 @@ clients ask every 30 s; the gateway sends no GRANTED callback).`,
 	f.StringVar(&portmap, "portmap", "", "also be the portmapper on this address (HOST:111, TCP and UDP), so that clients find NFS and MOUNT without being given the port; without it, see --portmap-register")
 	f.BoolVar(&portmapRegister, "portmap-register", true, "register NFS and MOUNT with the host's portmapper on 127.0.0.1:111 if one runs (and take them back at exit)")
 	f.BoolVar(&readOnly, "read-only", false, "refuse every modification (NFS3ERR_ROFS)")
+	f.DurationVar(&attrCache, "attr-timeout", 0, "how long READ and WRITE may use a file's attributes read before (by a GETATTR, READ or WRITE of this gateway) instead of reading them from the metadata engine, as a mount's kernel caches them; a change of attributes through this gateway ends it at once (default: 1s on a shared volume; 0, read every time, on an embedded one, where a read costs no round trip)")
 	backups.register(f)
 	mem.register(f)
 	storeTimeout.register(f)

@@ -267,6 +267,13 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 			// the kernel could have kept them itself.
 			mo.Volume.ListingTTL = min(attrTimeout, entryTimeout)
 			mo.NFS.Export = ex
+			if loc.Shared() {
+				// The gateway's READ and WRITE use a file's attributes as
+				// long as the kernel does this mount's; its clients'
+				// GETATTRs revalidate what it caches of a file.
+				mo.NFS.AttrCache = attrTimeout
+				mo.NFS.CloseToOpen = true
+			}
 			mo.Fuse.AllowOther = allowOther
 			mo.Fuse.AttrTimeout = attrTimeout
 			mo.Fuse.EntryTimeout = entryTimeout
@@ -305,7 +312,7 @@ doubled since the last collection, but not before it reaches 64 MiB (or
 	f.BoolVar(&cacheOnStoreFS, "cache-on-store-fs", false, "use --cache-dir directories even on the file system of a file:// data store (by default skipped: there the cache only copies blocks)")
 	f.DurationVar(&objectLatency, "object-latency", 0, "FOR BENCHMARKS AND FAULT TESTS: delay every data store request by this much (e.g. 10ms), so a local store answers like a remote one")
 	metricsFlag(f, &metricsAddr)
-	f.DurationVar(&attrTimeout, "attr-timeout", 0, "how long the kernel caches attributes (default: 1h on an embedded volume without --nfs-listen, where every change goes through this mount's kernel, for the live volume; 1s otherwise)")
+	f.DurationVar(&attrTimeout, "attr-timeout", 0, "how long the kernel caches attributes, and on a shared volume how long the --nfs-listen gateway's READ and WRITE use a file's attributes read before (default: 1h on an embedded volume without --nfs-listen, where every change goes through this mount's kernel, for the live volume; 1s otherwise)")
 	f.DurationVar(&entryTimeout, "entry-timeout", 0, "how long the kernel caches names (default: as --attr-timeout's)")
 	f.BoolVar(&writeback, "writeback", true, "let the kernel buffer small writes and send them in large requests (FUSE writeback cache); --writeback=false sends every write(2) to Cairn. Default off on shared volumes, where the kernel would keep stale file sizes")
 	f.StringVar(&maxReadAhead, "max-readahead", "1M", "the kernel's read-ahead window per file (FUSE starts at 128K; raised as root, see docs/fuse-tuning.md)")

@@ -176,3 +176,59 @@ func TestSharedNFSFailover(t *testing.T) {
 		t.Fatalf("written over NFS on B, read through FUSE: %d bytes, want %d", len(got), len(gdata))
 	}
 }
+
+// TestSharedNFSCloseToOpen: gateway B keeps a file open for its READs
+// (NFS has no open or close) and its attributes for a second; a client
+// of B that revalidates the file with a GETATTR, as NFS clients do at
+// open, then reads what was written through gateway A, or through a FUSE
+// mount, since B last read it: a change of the same length included.
+func TestSharedNFSCloseToOpen(t *testing.T) {
+	v := newSharedVolume(t)
+	ga := v.gateway(t, "gateway-a")
+	gb := v.gateway(t, "gateway-b")
+	ca, cb := dialNFS(t, ga.addr), dialNFS(t, gb.addr)
+	root, err := ca.Mount("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh, err := ca.Create(root, "f", proto.CreateGuarded, proto.Sattr3{Mode: ptr(uint32(0o644))}, [8]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(c *nfsclient.Client, data []byte) {
+		t.Helper()
+		if _, err := c.Write(fh, 0, data, proto.Unstable); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Commit(fh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readOnB := func(want []byte, what string) {
+		t.Helper()
+		if a, err := cb.GetAttr(fh); err != nil || a.Size != uint64(len(want)) {
+			t.Fatalf("%s: GETATTR on B: size %d, %v; want %d", what, a.Size, err, len(want))
+		}
+		if got := readAllNFS(t, cb, fh); !bytes.Equal(got, want) {
+			t.Fatalf("%s: B read %d bytes that differ from the %d written", what, len(got), len(want))
+		}
+	}
+	first := randomBytes(200 << 10)
+	write(ca, first)
+	readOnB(first, "written on A")
+
+	same := randomBytes(200 << 10) // the same length: only the times tell
+	write(ca, same)
+	readOnB(same, "rewritten on A, same length")
+
+	longer := randomBytes(300<<10 + 5)
+	write(ca, longer)
+	readOnB(longer, "extended on A")
+
+	m := v.mount(t, "fuse")
+	viaFUSE := randomBytes(300<<10 + 5)
+	if err := os.WriteFile(m.path("f"), viaFUSE, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	readOnB(viaFUSE, "rewritten through a FUSE mount")
+}

@@ -3,6 +3,7 @@ package nfs
 import (
 	"context"
 	"syscall"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/nfs/proto"
@@ -133,6 +134,46 @@ func putPreOp(w *proto.Writer, pre wcc) {
 // gateway's cache or another client), is a stale handle. ENOENT is the
 // store's answer that the inode is gone; a store that cannot answer is
 // EIO (vfs.Errno), and stays EIO.
+// ioAttr returns ino's attributes for a READ or WRITE: kept ones
+// (Options.AttrCache) with this gateway's buffered writes applied, or
+// else read from the store and kept if the file is open. at is when
+// the store was read (zero: kept ones); epoch is the attribute epoch
+// they belong to.
+func (s *Server) ioAttr(ctx context.Context, ino base.Ino, st uint32) (a base.Attr, epoch uint64, at time.Time, _ uint32) {
+	if st != proto.NFS3OK {
+		return base.Attr{}, 0, at, st
+	}
+	epoch = s.attrEpoch.Load()
+	now := time.Now()
+	if ttl := s.opts.AttrCache; ttl > 0 {
+		if a, ok := s.files.cachedAttr(ino, epoch, ttl, now); ok {
+			s.v.Overlay(ino, &a)
+			return a, epoch, at, proto.NFS3OK
+		}
+	}
+	a, st = s.handleAttr(ctx, ino, st)
+	if st == proto.NFS3OK {
+		s.readAttr(ino, &a, now, epoch)
+	}
+	return a, epoch, now, st
+}
+
+// readAttr takes in ino's attributes, read from the store at or after at
+// under epoch: kept with its open file (if any, Options.AttrCache), and,
+// with Options.CloseToOpen, if they show the file changed since they were
+// last read, what this gateway cached of its content is dropped, as an
+// open does on a mount: a client revalidates a file at its open with a
+// GETATTR, which then finds what another client wrote.
+func (s *Server) readAttr(ino base.Ino, a *base.Attr, at time.Time, epoch uint64) {
+	same := false
+	if s.opts.AttrCache > 0 {
+		same = s.files.keepAttr(ino, a, at, epoch)
+	}
+	if s.opts.CloseToOpen && !same && a.Type == base.TypeFile {
+		s.v.Revalidate(ino)
+	}
+}
+
 func (s *Server) getAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Errno) {
 	a, e := s.v.GetAttr(ctx, ino)
 	if e == syscall.ENOENT || e == 0 && a.Nlink == 0 {

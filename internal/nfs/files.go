@@ -34,6 +34,14 @@ type openFile struct {
 	refs     int       // requests using it; guarded by fileCache.mu
 	last     time.Time // last use; guarded by fileCache.mu
 	retired  bool      // out of the map: closed by the last put
+
+	// The file's attributes as last known to READ and WRITE (attrCache),
+	// guarded by fileCache.mu: read from the store at attrAt, under the
+	// server's attribute epoch attrEpoch, with this gateway's writes
+	// since applied. Zero attrAt: none.
+	attr      base.Attr
+	attrAt    time.Time
+	attrEpoch uint64
 }
 
 func newFileCache(v *vfs.VFS, idle time.Duration, max int, log *slog.Logger) *fileCache {
@@ -177,6 +185,54 @@ func (c *fileCache) close(ctx context.Context, f *openFile) syscall.Errno {
 		c.log.Warn("nfs: closing a cached file", "ino", f.ino, "errno", e)
 	}
 	return e
+}
+
+// cachedAttr returns the attributes kept with ino's open file, if they
+// were read from the store under epoch at most ttl ago.
+func (c *fileCache) cachedAttr(ino base.Ino, epoch uint64, ttl time.Duration, now time.Time) (base.Attr, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.m[ino]
+	if f == nil || f.attrAt.IsZero() || f.attrEpoch != epoch || now.Sub(f.attrAt) >= ttl {
+		return base.Attr{}, false
+	}
+	return f.attr, true
+}
+
+// keepAttr keeps a, read from the store at at under epoch, with ino's
+// open file, if there is one and it keeps no later read. same tells
+// that the file's length and times are those kept before (of any
+// epoch): nothing changed the file's content meanwhile.
+func (c *fileCache) keepAttr(ino base.Ino, a *base.Attr, at time.Time, epoch uint64) (same bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.m[ino]
+	if f == nil {
+		return false
+	}
+	k := &f.attr
+	same = !f.attrAt.IsZero() && k.Length == a.Length && k.Mtime == a.Mtime && k.Ctime == a.Ctime
+	if f.attrEpoch == epoch && f.attrAt.After(at) {
+		return same
+	}
+	f.attr, f.attrAt, f.attrEpoch = *a, at, epoch
+	return same
+}
+
+// wroteAttr applies a WRITE of this gateway to the attributes kept with
+// ino's file, if they are of epoch: its end and its time (a, the kept
+// attributes with the write applied). WRITEs of one file run
+// concurrently: the length and times never go back.
+func (c *fileCache) wroteAttr(ino base.Ino, a *base.Attr, epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.m[ino]
+	if f == nil || f.attrAt.IsZero() || f.attrEpoch != epoch {
+		return
+	}
+	f.attr.Length = max(f.attr.Length, a.Length)
+	f.attr.Mtime = max(f.attr.Mtime, a.Mtime)
+	f.attr.Ctime = max(f.attr.Ctime, a.Ctime)
 }
 
 // peek returns ino's cached handle, if any, taken like get.

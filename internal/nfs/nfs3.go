@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/nfs/proto"
@@ -91,9 +92,11 @@ func nfsGetAttr(s *Server, ctx context.Context, req *request, args *proto.Reader
 	if args.Err() != nil {
 		return false
 	}
+	epoch, at := s.attrEpoch.Load(), time.Now()
 	a, st := s.handleAttr(ctx, ino, st)
 	w.Uint32(st)
 	if st == proto.NFS3OK {
+		s.readAttr(ino, &a, at, epoch)
 		fa := s.fattr(ino, &a)
 		fa.Encode(w)
 	}
@@ -322,7 +325,7 @@ func nfsRead(s *Server, ctx context.Context, req *request, args *proto.Reader, w
 	if args.Err() != nil {
 		return false
 	}
-	a, st := s.handleAttr(ctx, ino, st)
+	a, epoch, at, st := s.ioAttr(ctx, ino, st)
 	if st == proto.NFS3OK {
 		e := s.mayIO(ctx, req, ino, &a, false)
 		if e == 0 && off >= base.MaxFileSize {
@@ -354,6 +357,9 @@ func nfsRead(s *Server, ctx context.Context, req *request, args *proto.Reader, w
 	if n > 0 {
 		f, e := s.files.get(ctx, ino, false)
 		if e == 0 {
+			if !at.IsZero() && s.opts.AttrCache > 0 {
+				s.files.keepAttr(ino, &a, at, epoch) // now that the file is open
+			}
 			got, e = s.v.Read(ctx, f.fh, int64(off), room)
 			s.files.put(ctx, f)
 		}
@@ -384,7 +390,7 @@ func nfsWrite(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 	if uint64(count) < uint64(len(data)) {
 		data = data[:count]
 	}
-	a, st := s.handleAttr(ctx, ino, st)
+	a, epoch, at, st := s.ioAttr(ctx, ino, st)
 	if st != proto.NFS3OK {
 		w.Uint32(st)
 		s.putWcc(ctx, w, wcc{}, 0)
@@ -416,9 +422,15 @@ func nfsWrite(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 		// buffered), not a second read of the store: a WRITE cost two
 		// reads of the file's attributes, and a gateway streaming a file
 		// 4 to 7 times the metadata transactions of a mount. The write
-		// reached off+n even if a flush committed it meanwhile.
+		// reached off+n even if a flush committed it meanwhile. They
+		// are kept for the next READ or WRITE (Options.AttrCache).
 		s.v.Overlay(ino, &a)
 		a.Length = max(a.Length, off+uint64(n))
+		if at.IsZero() {
+			s.files.wroteAttr(ino, &a, epoch)
+		} else if s.opts.AttrCache > 0 {
+			s.files.keepAttr(ino, &a, at, epoch)
+		}
 		s.putWccAttrs(w, pre, ino, &a)
 	} else {
 		s.putWcc(ctx, w, pre, ino)

@@ -47,6 +47,22 @@ type Options struct {
 	FileIdle time.Duration
 	// MaxOpenFiles bounds the open files cached (default 1024).
 	MaxOpenFiles int
+	// AttrCache is how long READ and WRITE may use a file's attributes
+	// read before, kept with its open file (with this gateway's writes
+	// applied), instead of reading them from the store for their
+	// permission check and reply: what the kernel's attribute cache is
+	// to a mount. A GETATTR reads the store and refreshes them, so a
+	// client that revalidates at open (close-to-open) reads and writes
+	// with attributes at least as new; a procedure of this gateway that
+	// may change attributes (any but READ, WRITE and the ones that only
+	// read) makes every kept one stale. 0: read them every time.
+	AttrCache time.Duration
+	// CloseToOpen: other clients change the volume (a shared one). A
+	// GETATTR that finds a file's length or times changed since this
+	// gateway last read them drops what it cached of the file's content
+	// (vfs.Revalidate), as a mount's open does, since it keeps files open
+	// across its clients' opens.
+	CloseToOpen bool
 	// Export says what is served to whom: read-only, allowed client
 	// networks, squashing (default: read-write, every client, no
 	// squashing).
@@ -134,6 +150,10 @@ type Server struct {
 	locks *lockManager // NLM and NSM
 	// panics counts procedures that panicked (answered SYSTEM_ERR).
 	panics atomic.Int64
+	// attrEpoch moves before and after every procedure that may change
+	// attributes: attributes kept under another epoch are stale
+	// (Options.AttrCache).
+	attrEpoch atomic.Uint64
 
 	mu        sync.Mutex
 	listeners map[net.Listener]bool
@@ -478,10 +498,27 @@ func (s *Server) handleCall(remote string, allowed bool, call proto.Call) (reply
 		return proto.AppendRecordMark(w.B)
 	}
 	args := proto.NewReader(call.Args)
+	if call.Prog == proto.ProgNFS && changesAttrs(call.Proc) {
+		s.attrEpoch.Add(1)
+		defer s.attrEpoch.Add(1)
+	}
 	if !procs[call.Proc](s, context.Background(), req, args, w) {
 		return proto.AppendRecordMark(proto.NewReply(call.Xid, proto.GarbageArgs).B)
 	}
 	return proto.AppendRecordMark(w.B)
+}
+
+// changesAttrs tells whether NFS procedure proc may change attributes
+// that READ and WRITE use (Options.AttrCache). WRITE keeps its file's up
+// to date itself.
+func changesAttrs(proc uint32) bool {
+	switch proc {
+	case proto.NFSProcNull, proto.NFSProcGetAttr, proto.NFSProcLookup, proto.NFSProcAccess,
+		proto.NFSProcReadlink, proto.NFSProcRead, proto.NFSProcWrite, proto.NFSProcReadDir,
+		proto.NFSProcReadDirPlus, proto.NFSProcFSStat, proto.NFSProcFSInfo, proto.NFSProcPathConf:
+		return false
+	}
+	return true
 }
 
 // procedure serves one call: it decodes args and appends its results to

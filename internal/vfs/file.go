@@ -290,6 +290,20 @@ func (f *file) idleFor() time.Duration {
 	return time.Since(time.Unix(0, lw))
 }
 
+// Revalidate forgets what this process cached of file ino's content
+// (its chunk maps and committed length) if it has it open, as an open
+// does on a shared volume (close-to-open): for the NFS gateway, whose
+// clients revalidate a file with a GETATTR instead of opening it, while
+// the gateway keeps it open.
+func (v *VFS) Revalidate(ino base.Ino) {
+	v.mu.Lock()
+	f := v.files[ino]
+	v.mu.Unlock()
+	if f != nil && !f.t.ro {
+		f.invalidate()
+	}
+}
+
 func (f *file) invalidate() {
 	f.mu.Lock()
 	clear(f.chunks)
