@@ -128,8 +128,13 @@ type Meta struct {
 	profile  kv.Profile   // what the store declares
 	accel    Accelerators // chosen from it at Open
 
-	idMu              sync.Mutex
-	nextIno, maxIno   uint64 // reserved inode range [nextIno, maxIno)
+	idMu            sync.Mutex
+	nextIno, maxIno uint64 // reserved inode range [nextIno, maxIno)
+	// inoAhead is an inode range reserved ahead [start, end), taken when
+	// [nextIno, maxIno) ends; inoAheadRuns: its reservation runs (with
+	// write-back only: creates then wait for no round trip, alloc).
+	inoAhead          [2]uint64
+	inoAheadRuns      bool
 	nextSlic, maxSlic uint64
 	inflight          map[uint64]bool // slice ids handed out, not yet committed
 	reserved          [][2]uint64     // slice id ranges recorded for this session (gc guard)
@@ -521,31 +526,14 @@ func (m *Meta) InFlightSlices() map[uint64]bool {
 func (m *Meta) alloc(ctx context.Context, kind byte, next, max *uint64, batch uint64) (uint64, error) {
 	m.idMu.Lock()
 	defer m.idMu.Unlock()
+	if *next >= *max && kind == counterNextInode && m.inoAhead[1] > m.inoAhead[0] {
+		*next, *max = m.inoAhead[0], m.inoAhead[1]
+		m.inoAhead = [2]uint64{}
+	}
 	if *next >= *max {
-		var start uint64
-		sid := m.sessionID()
-		err := m.update(ctx, func(t *wtx) error {
-			n, err := counter(t, kind)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				return fmt.Errorf("id counter %c missing: %w", kind, base.ErrIO)
-			}
-			start = n
-			t.Set(counterKey(kind), u64(nil, n+batch))
-			if kind == counterNextSlice && sid != 0 {
-				// Until these ids are committed or abandoned, gc of any
-				// client must leave their blocks alone.
-				t.Set(reservedKey(sid, n), u64(nil, n+batch))
-			}
-			return nil
-		})
+		start, err := m.reserveIDs(ctx, kind, batch)
 		if err != nil {
-			return 0, fmt.Errorf("reserving ids: %w", err)
-		}
-		if kind == counterNextSlice && sid != 0 {
-			m.reserved = append(m.reserved, [2]uint64{start, start + batch})
+			return 0, err
 		}
 		*next, *max = start, start+batch
 	}
@@ -559,5 +547,58 @@ func (m *Meta) alloc(ctx context.Context, kind byte, next, max *uint64, batch ui
 			m.lost[id] = true
 		}
 	}
+	if kind == counterNextInode && m.wb != nil && !m.inoAheadRuns && m.inoAhead[1] == 0 && *max-*next < batch/4 {
+		// A client writing back creates at thousands a second: the next
+		// range is reserved before this one ends, off their path.
+		m.inoAheadRuns = true
+		go m.reserveInodesAhead(batch)
+	}
 	return id, nil
+}
+
+// reserveInodesAhead reserves the inode range alloc takes when the
+// current one ends.
+func (m *Meta) reserveInodesAhead(batch uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start, err := m.reserveIDs(ctx, counterNextInode, batch)
+	m.idMu.Lock()
+	defer m.idMu.Unlock()
+	m.inoAheadRuns = false
+	if err == nil {
+		m.inoAhead = [2]uint64{start, start + batch}
+	}
+}
+
+// reserveIDs reserves batch ids of the counter kind and returns the
+// first (idMu held for slices: m.reserved). The counter is no record the write-back log
+// writes: its transaction does not wait for the log (wbBarrier).
+func (m *Meta) reserveIDs(ctx context.Context, kind byte, batch uint64) (uint64, error) {
+	var start uint64
+	sid := m.sessionID()
+	ctx = context.WithValue(ctx, wbNoBarrierKey{}, true)
+	err := m.update(ctx, func(t *wtx) error {
+		n, err := counter(t, kind)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("id counter %c missing: %w", kind, base.ErrIO)
+		}
+		start = n
+		t.Set(counterKey(kind), u64(nil, n+batch))
+		if kind == counterNextSlice && sid != 0 {
+			// Until these ids are committed or abandoned, gc of any
+			// client must leave their blocks alone.
+			t.Set(reservedKey(sid, n), u64(nil, n+batch))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reserving ids: %w", err)
+	}
+	if kind == counterNextSlice && sid != 0 {
+		m.reserved = append(m.reserved, [2]uint64{start, start + batch})
+	}
+	return start, nil
 }

@@ -195,6 +195,11 @@ type wbFlusherKey struct{}
 
 func isWbFlusher(ctx context.Context) bool { return ctx.Value(wbFlusherKey{}) != nil }
 
+// wbNoBarrierKey marks the context of a transaction that reads and writes
+// no record the log writes (an id counter's): it need not wait for the
+// log's commit.
+type wbNoBarrierKey struct{}
+
 // writeBack runs the change fn of the directories dirs, which this client
 // leases, into the write-back log: done false when it cannot (write-back
 // off, a lease not held, a read it cannot predict, or fn failed on the
@@ -387,7 +392,7 @@ func (m *Meta) wbKick() {
 // may depend on it.
 func (m *Meta) wbBarrier(ctx context.Context) error {
 	w := m.wb
-	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) {
+	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) || ctx.Value(wbNoBarrierKey{}) != nil {
 		return nil
 	}
 	w.mu.Lock()

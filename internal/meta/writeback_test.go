@@ -690,3 +690,36 @@ func lookupIs(t *testing.T, m *Meta, dir base.Ino, name string, want base.Ino) {
 		t.Fatalf("%s in %d is inode %d, want %d", name, dir, got, want)
 	}
 }
+
+// Creates that use up the client's inode range wait for no commit of the
+// log: the next range is reserved ahead, in a transaction that does not
+// commit the log first (it writes no record the log writes).
+func TestSharedWriteBackInodeRanges(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, InodeBatch: 16}}, 30*time.Second)
+	a := ms[0]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	createLooked(t, a, d, "warm")
+	ok(t, a.Sync(ctx))
+	s0 := wbStats(t, a)
+	const files = 200 // over 12 ranges of 16
+	seen := map[base.Ino]bool{}
+	for i := range files {
+		ino := createLooked(t, a, d, fmt.Sprint("f", i))
+		if seen[ino] {
+			t.Fatalf("inode %d handed out twice", ino)
+		}
+		seen[ino] = true
+	}
+	s := wbStats(t, a)
+	if n := s.Changes - s0.Changes; n != 2*files {
+		t.Fatalf("%d changes written back for %d creates and closes, want %d", n, files, 2*files)
+	}
+	if s.Waits != s0.Waits {
+		t.Fatalf("%d operations waited for the log's commit during %d creates: %+v", s.Waits-s0.Waits, files, s)
+	}
+	ok(t, a.Sync(ctx))
+	if n := len(names(t, a, d)); n != files+1 {
+		t.Fatalf("%d entries, want %d", n, files+1)
+	}
+}
