@@ -24,6 +24,40 @@ type Caller struct {
 // RootCaller is a caller with every permission, for admin tools.
 var RootCaller = &Caller{}
 
+// Permits applies POSIX rwx rules: whether c may access a file of
+// attributes a with mask (MayRead, MayWrite, MayExec), whatever
+// KernelChecked says.
+func Permits(c *Caller, a *Attr, mask uint32) bool {
+	mask &= 7
+	if c.Uid == 0 {
+		// root bypasses rw; execute needs some x bit except on directories.
+		return mask&MayExec == 0 || a.Type == TypeDir || a.Mode&0o111 != 0
+	}
+	var bits uint32
+	switch {
+	case c.Uid == a.Uid:
+		bits = a.Mode >> 6
+	case c.InGroup(a.Gid):
+		bits = a.Mode >> 3
+	default:
+		bits = a.Mode
+	}
+	return bits&mask == mask
+}
+
+// InGroup reports whether gid is c's primary or a supplementary group.
+func (c *Caller) InGroup(gid uint32) bool {
+	if c.Gid == gid {
+		return true
+	}
+	for _, g := range c.Gids {
+		if g == gid {
+			return true
+		}
+	}
+	return false
+}
+
 // Access masks, as in access(2).
 const (
 	MayExec  = 1

@@ -15,36 +15,10 @@ const (
 func isRoot(c *Caller) bool { return c.Uid == 0 }
 
 // inGroup reports whether gid is the caller's primary or a supplementary group.
-func inGroup(c *Caller, gid uint32) bool {
-	if c.Gid == gid {
-		return true
-	}
-	for _, g := range c.Gids {
-		if g == gid {
-			return true
-		}
-	}
-	return false
-}
+func inGroup(c *Caller, gid uint32) bool { return c.InGroup(gid) }
 
 // permits applies POSIX rwx rules to a (ignoring KernelChecked).
-func permits(c *Caller, a *base.Attr, mask uint32) bool {
-	mask &= 7
-	if isRoot(c) {
-		// root bypasses rw; execute needs some x bit except on directories.
-		return mask&MayExec == 0 || a.Type == base.TypeDir || a.Mode&0o111 != 0
-	}
-	var bits uint32
-	switch {
-	case c.Uid == a.Uid:
-		bits = a.Mode >> 6
-	case inGroup(c, a.Gid):
-		bits = a.Mode >> 3
-	default:
-		bits = a.Mode
-	}
-	return bits&mask == mask
-}
+func permits(c *Caller, a *base.Attr, mask uint32) bool { return base.Permits(c, a, mask) }
 
 // access checks rwx access unless the kernel already did.
 func access(c *Caller, a *base.Attr, mask uint32) error {

@@ -35,9 +35,9 @@ func newCountedEnv(t *testing.T, o Options) (*env, *viewCounter) {
 	return e, vc
 }
 
-// A stream of WRITEs reads the file's attributes from the store once
-// with Options.AttrCache, once per WRITE without it, and answers the
-// same attributes either way.
+// A stream of WRITEs, or of another user's READs, reads the file's
+// attributes from the store at most once with Options.AttrCache, once
+// per call without it, and answers the same attributes either way.
 func TestAttrCacheWrites(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -83,6 +83,21 @@ func TestAttrCacheWrites(t *testing.T) {
 			if err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("read back %d bytes, %v", len(got), err)
 			}
+			// Another user's READs: their permission check too.
+			user, _ := e.client(t)
+			user.SetUser(1000, 1000)
+			v0 = vc.views.Load()
+			for i := 0; i < 20; i++ {
+				got, _, err := user.Read(fh, uint64(i*10000), 10000)
+				if err != nil || !bytes.Equal(got, data[i*10000:(i+1)*10000]) {
+					t.Fatalf("another user's read %d: %d bytes, %v", i, len(got), err)
+				}
+			}
+			views = vc.views.Load() - v0
+			t.Logf("%d views for another user's 20 READs", views)
+			if views > tc.maxViews || views < tc.minViews {
+				t.Fatalf("%d views of the store for another user's 20 READs; want %d to %d", views, tc.minViews, tc.maxViews)
+			}
 		})
 	}
 }
@@ -90,8 +105,8 @@ func TestAttrCacheWrites(t *testing.T) {
 // Kept attributes: a change through the same gateway is seen at once; a
 // change through another (a second gateway process) once this one reads
 // the file's attributes again, at a GETATTR (a client's open) or when
-// they expire. A caller other than the owner is checked against the
-// store every time (vfs.Access).
+// they expire; a caller other than the owner is checked against the same
+// attributes.
 func TestAttrCacheChanges(t *testing.T) {
 	for _, ttl := range []time.Duration{time.Hour, 0} {
 		t.Run(ttl.String(), func(t *testing.T) { testAttrCacheChanges(t, Options{AttrCache: ttl, CloseToOpen: true}) })
@@ -116,11 +131,20 @@ func testAttrCacheChanges(t *testing.T, o Options) {
 	if _, err := user.Write(fh, 5, []byte("x"), proto.Unstable); status(err) != proto.NFS3ErrAccess {
 		t.Fatalf("WRITE after chmod 600 through this gateway: %v, want NFS3ERR_ACCES", err)
 	}
+	// chmod through the other gateway: with attributes kept, seen here
+	// after a GETATTR (as a mount's kernel checks its attribute cache).
 	if err := c2.SetAttr(fh, proto.Sattr3{Mode: u32(0o666)}); err != nil {
 		t.Fatal(err)
 	}
+	_, err := user.Write(fh, 5, []byte("x"), proto.Unstable)
+	if want := uint32(proto.NFS3OK); o.AttrCache > 0 && status(err) != proto.NFS3ErrAccess || o.AttrCache == 0 && status(err) != want {
+		t.Fatalf("WRITE after chmod 666 through the other gateway, attributes kept for %v: %v", o.AttrCache, err)
+	}
+	if a, err := user.GetAttr(fh); err != nil || a.Mode&0o777 != 0o666 {
+		t.Fatalf("GETATTR: mode %o, %v", a.Mode, err)
+	}
 	if _, err := user.Write(fh, 5, []byte(" world"), proto.Unstable); err != nil {
-		t.Fatalf("WRITE after chmod 666 through the other gateway: %v", err)
+		t.Fatalf("WRITE after a GETATTR showed chmod 666 through the other gateway: %v", err)
 	}
 	if _, err := c.Commit(fh); err != nil {
 		t.Fatal(err)

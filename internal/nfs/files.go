@@ -16,7 +16,8 @@ import (
 // WRITE and closed after FileIdle without use, at COMMIT, when the cache
 // is full, and at shutdown. Closing commits buffered writes (vfs flushes
 // on release). Handles are opened as root: the gateway checks each
-// request's caller with vfs.Access before using them.
+// request's caller against the file's attributes before using them
+// (mayIO).
 type fileCache struct {
 	v    *vfs.VFS
 	idle time.Duration
