@@ -79,10 +79,21 @@ func TestAttrCacheWrites(t *testing.T) {
 				t.Fatalf("last WRITE answered size %d mtime %v ctime %v mode %o, GETATTR %d %v %v %o",
 					last.Size, last.Mtime, last.Ctime, last.Mode, a.Size, a.Mtime, a.Ctime, a.Mode)
 			}
-			got, _, err := c.Read(fh, 0, uint32(len(data)))
-			if err != nil || !bytes.Equal(got, data) {
+			if got, _, err := c.Read(fh, 0, uint32(len(data))); err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("read back %d bytes, %v", len(got), err)
 			}
+			// A FILE_SYNC WRITE extends the file: a READ through the
+			// same gateway right after it reads to the new end.
+			tail := randBytes(5000, 2)
+			if _, err := c.Write(fh, uint64(len(data)), tail, proto.FileSync); err != nil {
+				t.Fatal(err)
+			}
+			got, eof, err := c.Read(fh, uint64(len(data)), 10000)
+			if err != nil || !bytes.Equal(got, tail) || !eof {
+				t.Fatalf("read after a FILE_SYNC write that extended the file: %d bytes, eof %v, %v", len(got), eof, err)
+			}
+			data = append(data, tail...)
+
 			// Another user's READs: their permission check too.
 			user, _ := e.client(t)
 			user.SetUser(1000, 1000)

@@ -380,7 +380,10 @@ func nfsRead(s *Server, ctx context.Context, req *request, args *proto.Reader, w
 	}
 	w.OpaqueDone(room, got)
 	binary.BigEndian.PutUint32(w.B[head:], uint32(got))
-	if off+uint64(got) >= a.Length {
+	// The end of the file: the length the call used, or short of it if
+	// the file is shorter now (a truncation another client made while
+	// this gateway kept the attributes: Options.AttrCache).
+	if off+uint64(got) >= a.Length || got < n {
 		binary.BigEndian.PutUint32(w.B[head+4:], 1)
 	}
 	return true
@@ -424,14 +427,16 @@ func nfsWrite(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 		}
 	}
 	w.Uint32(nfsStatus(e))
-	if e == 0 && committed == proto.Unstable {
+	if e == 0 {
 		// The attributes read before the write, with the write applied
 		// (vfs.Overlay: the time of the last write, the end of what is
 		// buffered), not a second read of the store: a WRITE cost two
 		// reads of the file's attributes, and a gateway streaming a file
 		// 4 to 7 times the metadata transactions of a mount. The write
 		// reached off+n even if a flush committed it meanwhile. They
-		// are kept for the next READ or WRITE (Options.AttrCache).
+		// are kept for the next READ or WRITE (Options.AttrCache),
+		// whatever the write's stability: a READ after it must not stop
+		// at the end the file had before.
 		s.v.Overlay(ino, &a)
 		a.Length = max(a.Length, off+uint64(n))
 		if at.IsZero() {
@@ -439,6 +444,8 @@ func nfsWrite(s *Server, ctx context.Context, req *request, args *proto.Reader, 
 		} else if s.opts.AttrCache > 0 {
 			s.files.keepAttr(ino, &a, at, epoch)
 		}
+	}
+	if e == 0 && committed == proto.Unstable {
 		s.putWccAttrs(w, pre, ino, &a)
 	} else {
 		s.putWcc(ctx, w, pre, ino)
