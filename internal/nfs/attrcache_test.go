@@ -217,3 +217,41 @@ func testAttrCacheChanges(t *testing.T, o Options) {
 }
 
 func timeBefore(a, b proto.Time) bool { return a.Sec < b.Sec || a.Sec == b.Sec && a.Nsec < b.Nsec }
+
+// A COMMIT makes the file's writes durable and leaves its handle open for
+// the client's next WRITE: a client that commits as it streams a file
+// does not open it again after each COMMIT. Its attributes stay kept.
+func TestCommitKeepsHandle(t *testing.T) {
+	e, vc := newCountedEnv(t, Options{AttrCache: time.Hour})
+	c, root := e.client(t)
+	fh := createFile(t, c, root, "f", 0o644)
+	data := randBytes(8*10000, 4)
+	v0 := vc.views.Load()
+	for i := 0; i < 8; i++ {
+		if _, err := c.Write(fh, uint64(i*10000), data[i*10000:(i+1)*10000], proto.Unstable); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			if _, err := c.Commit(fh); err != nil {
+				t.Fatal(err)
+			}
+			ino, st := e.srv.inoOf(ctx, fh)
+			if st != proto.NFS3OK {
+				t.Fatalf("handle: status %d", st)
+			}
+			f := e.srv.files.peek(ino)
+			if f == nil {
+				t.Fatalf("COMMIT %d closed the file's handle", i/2)
+			}
+			e.srv.files.put(ctx, f)
+		}
+	}
+	// The first WRITE reads the attributes and opens the file; each
+	// COMMIT's reply reads them after it; nothing else reads them.
+	if views := vc.views.Load() - v0; views > 2+4 {
+		t.Fatalf("%d views of the store for 8 WRITEs and 4 COMMITs", views)
+	}
+	if got, _, err := c.Read(fh, 0, uint32(len(data))); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+}

@@ -465,7 +465,7 @@ func nfsCommit(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	if args.Err() != nil {
 		return false
 	}
-	a, st := s.handleAttr(ctx, ino, st)
+	a, _, _, st := s.ioAttr(ctx, ino, st)
 	if st != proto.NFS3OK {
 		w.Uint32(st)
 		s.putWcc(ctx, w, wcc{}, 0)
@@ -474,14 +474,15 @@ func nfsCommit(s *Server, ctx context.Context, req *request, args *proto.Reader,
 	pre := preOp(&a)
 	var e syscall.Errno
 	if f := s.files.peek(ino); f != nil {
-		// Commit the file's buffered writes and make them durable, then
-		// close the handle: other clients see the data at their next
-		// open (close-to-open).
+		// Commit the file's buffered writes and make them durable:
+		// other clients see the data at their next open (close-to-open;
+		// another gateway's at its next GETATTR, Options.CloseToOpen).
+		// The handle stays open for the client's next WRITE or READ, as
+		// without a COMMIT (FileIdle closes it): a client that commits
+		// as it streams a file would otherwise open it again after each
+		// COMMIT, and each open and close is a metadata transaction.
 		e = s.v.Fsync(ctx, f.fh)
 		s.files.put(ctx, f)
-		if re := s.files.release(ctx, ino); e == 0 {
-			e = re
-		}
 	} else {
 		// Nothing buffered here: closed handles committed their writes;
 		// make them durable.

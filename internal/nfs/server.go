@@ -54,8 +54,8 @@ type Options struct {
 	// to a mount. A GETATTR reads the store and refreshes them, so a
 	// client that revalidates at open (close-to-open) reads and writes
 	// with attributes at least as new; a procedure of this gateway that
-	// may change attributes (any but READ, WRITE and the ones that only
-	// read) makes every kept one stale. 0: read them every time.
+	// may change attributes (any but READ, WRITE, COMMIT and the ones
+	// that only read) makes every kept one stale. 0: read them every time.
 	AttrCache time.Duration
 	// CloseToOpen: other clients change the volume (a shared one). A
 	// GETATTR that finds a file's length or times changed since this
@@ -515,7 +515,8 @@ func changesAttrs(proc uint32) bool {
 	switch proc {
 	case proto.NFSProcNull, proto.NFSProcGetAttr, proto.NFSProcLookup, proto.NFSProcAccess,
 		proto.NFSProcReadlink, proto.NFSProcRead, proto.NFSProcWrite, proto.NFSProcReadDir,
-		proto.NFSProcReadDirPlus, proto.NFSProcFSStat, proto.NFSProcFSInfo, proto.NFSProcPathConf:
+		proto.NFSProcReadDirPlus, proto.NFSProcFSStat, proto.NFSProcFSInfo, proto.NFSProcPathConf,
+		proto.NFSProcCommit: // it makes writes durable; WRITE applied them
 		return false
 	}
 	return true
