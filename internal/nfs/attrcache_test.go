@@ -220,7 +220,9 @@ func timeBefore(a, b proto.Time) bool { return a.Sec < b.Sec || a.Sec == b.Sec &
 
 // A COMMIT makes the file's writes durable and leaves its handle open for
 // the client's next WRITE: a client that commits as it streams a file
-// does not open it again after each COMMIT. Its attributes stay kept.
+// does not open it again after each COMMIT. Its attributes stay kept,
+// and it answers them (the attributes a GETATTR reads after it) without
+// reading them again.
 func TestCommitKeepsHandle(t *testing.T) {
 	e, vc := newCountedEnv(t, Options{AttrCache: time.Hour})
 	c, root := e.client(t)
@@ -232,8 +234,15 @@ func TestCommitKeepsHandle(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%2 == 1 {
-			if _, err := c.Commit(fh); err != nil {
+			_, after, ok, err := c.CommitAttr(fh)
+			if err != nil {
 				t.Fatal(err)
+			}
+			// Its answer: the attributes a GETATTR then reads.
+			if a, err := c.GetAttr(fh); err != nil || !ok || a.Size != after.Size || a.Mtime != after.Mtime ||
+				a.Ctime != after.Ctime || a.Mode != after.Mode || a.Size != uint64((i+1)*10000) {
+				t.Fatalf("COMMIT %d answered %v size %d mtime %v ctime %v mode %o; GETATTR %d %v %v %o, %v",
+					i/2, ok, after.Size, after.Mtime, after.Ctime, after.Mode, a.Size, a.Mtime, a.Ctime, a.Mode, err)
 			}
 			ino, st := e.srv.inoOf(ctx, fh)
 			if st != proto.NFS3OK {
@@ -246,8 +255,8 @@ func TestCommitKeepsHandle(t *testing.T) {
 			e.srv.files.put(ctx, f)
 		}
 	}
-	// The first WRITE reads the attributes and opens the file; each
-	// COMMIT's reply reads them after it; nothing else reads them.
+	// The first WRITE reads the attributes and opens the file, and each
+	// GETATTR reads them; nothing else.
 	if views := vc.views.Load() - v0; views > 2+4 {
 		t.Fatalf("%d views of the store for 8 WRITEs and 4 COMMITs", views)
 	}

@@ -489,9 +489,14 @@ func nfsCommit(s *Server, ctx context.Context, req *request, args *proto.Reader,
 		e = s.v.FsyncDir(ctx, ino)
 	}
 	w.Uint32(nfsStatus(e))
-	s.putWcc(ctx, w, pre, ino)
 	if e == 0 {
+		// The attributes before it: the commit placed what the gateway
+		// buffered, which they already showed (vfs.Overlay, WRITE), at
+		// the time of its last write (meta.WriteSlices' mtime).
+		s.putWccAttrs(w, pre, ino, &a)
 		w.Fixed(s.verf[:])
+	} else {
+		s.putWcc(ctx, w, pre, ino)
 	}
 	return true
 }

@@ -285,18 +285,29 @@ func (k *WriteCall) Wait() (WriteResult, error) {
 
 // Commit commits the file's unstable writes and returns the verifier.
 func (c *Client) Commit(fh []byte) ([8]byte, error) {
+	v, _, _, err := c.CommitAttr(fh)
+	return v, err
+}
+
+// CommitAttr is Commit that also returns the file's attributes after the
+// commit, if the server sent them (ok).
+func (c *Client) CommitAttr(fh []byte) (v [8]byte, after proto.Fattr3, ok bool, err error) {
 	var w proto.Writer
 	w.Opaque(fh)
 	w.Uint64(0)
 	w.Uint32(0)
-	var v [8]byte
 	r, err := c.call(proto.NFSProcCommit, &w)
 	if err != nil {
-		return v, err
+		return v, after, false, err
 	}
-	proto.SkipWcc(r)
+	if r.Bool() { // pre_op_attr
+		r.Uint64()
+		r.Uint64()
+		r.Uint64()
+	}
+	after, ok = proto.DecodePostOpAttr(r)
 	copy(v[:], r.Fixed(8))
-	return v, r.Err()
+	return v, after, ok, r.Err()
 }
 
 // Remove unlinks dir/name.
