@@ -134,7 +134,15 @@ func putPreOp(w *proto.Writer, pre wcc) {
 // gateway's cache or another client), is a stale handle. ENOENT is the
 // store's answer that the inode is gone; a store that cannot answer is
 // EIO (vfs.Errno), and stays EIO.
-// ioAttr returns ino's attributes for a READ or WRITE: kept ones
+func (s *Server) getAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Errno) {
+	a, e := s.v.GetAttr(ctx, ino)
+	if e == syscall.ENOENT || e == 0 && a.Nlink == 0 {
+		return base.Attr{}, syscall.ESTALE
+	}
+	return a, e
+}
+
+// ioAttr returns ino's attributes for a READ, WRITE or COMMIT: kept ones
 // (Options.AttrCache) with this gateway's buffered writes applied, or
 // else read from the store and kept if the file is open. at is when
 // the store was read (zero: kept ones); epoch is the attribute epoch
@@ -172,12 +180,4 @@ func (s *Server) readAttr(ino base.Ino, a *base.Attr, at time.Time, epoch uint64
 	if s.opts.CloseToOpen && !same && a.Type == base.TypeFile {
 		s.v.Revalidate(ino)
 	}
-}
-
-func (s *Server) getAttr(ctx context.Context, ino base.Ino) (base.Attr, syscall.Errno) {
-	a, e := s.v.GetAttr(ctx, ino)
-	if e == syscall.ENOENT || e == 0 && a.Nlink == 0 {
-		return base.Attr{}, syscall.ESTALE
-	}
-	return a, e
 }

@@ -13,8 +13,8 @@ import (
 
 // fileCache keeps vfs handles of files that READ and WRITE use, since
 // NFS has no open and close: a file is opened at its first READ or
-// WRITE and closed after FileIdle without use, at COMMIT, when the cache
-// is full, and at shutdown. Closing commits buffered writes (vfs flushes
+// WRITE and closed after FileIdle without use, on REMOVE of its name,
+// when the cache is full, and at shutdown. Closing commits buffered writes (vfs flushes
 // on release). Handles are opened as root: the gateway checks each
 // request's caller against the file's attributes before using them
 // (mayIO).
