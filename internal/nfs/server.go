@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -339,7 +340,14 @@ func (s *Server) serveConn(c net.Conn) {
 				_ = c.SetReadDeadline(deadline)
 			}
 		}
-		rec, err := proto.ReadRecord(br, s.maxRecord())
+		// A large record (a WRITE's) is read into a pooled buffer, given
+		// back once its call is answered: a fresh 1 MiB per WRITE was
+		// memory the collector had to clear and the host to map again.
+		var buf []byte
+		if n, ok := recordSize(br); ok && n >= recordPoolMin {
+			buf = proto.RecordBuffer(n)
+		}
+		rec, err := proto.ReadRecordTo(br, s.maxRecord(), buf)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.log.Debug("nfs: closing connection", "remote", remote, "err", err)
@@ -391,8 +399,27 @@ func (s *Server) serveConn(c net.Conn) {
 				c.Close()
 			}
 			proto.Recycle(reply)
+			if buf != nil && t != nil {
+				// A WRITE (t: its turn) keeps nothing of its record: vfs
+				// copied the data, and the order's key is a copy. Other
+				// calls' records are left to the collector (NLM keeps
+				// owner handles that alias them).
+				proto.Recycle(rec)
+			}
 		})
 	}
+}
+
+// recordPoolMin is the smallest record read into a pooled buffer.
+const recordPoolMin = 64 << 10
+
+// recordSize peeks at the length of the next record's first fragment.
+func recordSize(br *bufio.Reader) (int, bool) {
+	hdr, err := br.Peek(4)
+	if err != nil {
+		return 0, false
+	}
+	return int(binary.BigEndian.Uint32(hdr) &^ (1 << 31)), true
 }
 
 // request is one decoded call being served.

@@ -217,6 +217,11 @@ func getBuffer(n int) []byte {
 	return make([]byte, 0, max(n, 1<<20+4096))
 }
 
+// RecordBuffer returns an empty buffer of at least n bytes' capacity
+// from the pool that replies use, for reading a large record into
+// (ReadRecordTo); give it back with Recycle once nothing refers to it.
+func RecordBuffer(n int) []byte { return getBuffer(n) }
+
 // Recycle gives a reply buffer back to the pool once it has been sent
 // (and is not used any more); small ones are left to the collector.
 func Recycle(b []byte) {
