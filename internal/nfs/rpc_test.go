@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -132,6 +133,9 @@ func TestBrokenStreams(t *testing.T) {
 		{"a record of 3 bytes", proto.AppendRecordMark([]byte{0, 0, 0, 0, 1, 2, 3})},
 		{"a call header cut short", callRecord(1, 2, proto.ProgNFS, 3, 0, proto.AuthSys, nil)[:20]},
 	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	alloc0 := ms.TotalAlloc
 	for _, tc := range cases {
 		conn, err := net.Dial("tcp", e.addr)
 		if err != nil {
@@ -148,6 +152,11 @@ func TestBrokenStreams(t *testing.T) {
 			t.Errorf("%s: the connection stayed open", tc.name)
 		}
 		conn.Close()
+	}
+	// Nothing was allocated for what a record mark claims past the bound.
+	runtime.ReadMemStats(&ms)
+	if n := ms.TotalAlloc - alloc0; n > 256<<20 {
+		t.Errorf("%d MiB allocated while serving the broken streams", n>>20)
 	}
 	c, err := nfsclient.Dial(e.addr)
 	if err != nil {

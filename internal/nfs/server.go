@@ -343,8 +343,10 @@ func (s *Server) serveConn(c net.Conn) {
 		// A large record (a WRITE's) is read into a pooled buffer, given
 		// back once its call is answered: a fresh 1 MiB per WRITE was
 		// memory the collector had to clear and the host to map again.
+		// A length over the bound is refused by ReadRecordTo before
+		// anything is allocated for it.
 		var buf []byte
-		if n, ok := recordSize(br); ok && n >= recordPoolMin {
+		if n, ok := recordSize(br); ok && n >= recordPoolMin && n <= s.maxRecord() {
 			buf = proto.RecordBuffer(n)
 		}
 		rec, err := proto.ReadRecordTo(br, s.maxRecord(), buf)
