@@ -571,8 +571,9 @@ func (m *Meta) reserveInodesAhead(batch uint64) {
 }
 
 // reserveIDs reserves batch ids of the counter kind and returns the
-// first (idMu held for slices: m.reserved). The counter is no record the write-back log
-// writes: its transaction does not wait for the log (wbBarrier).
+// first (idMu held for slices: m.reserved). The counter is no record
+// the write-back log writes: its transaction does not wait for the log
+// (wbBarrier).
 func (m *Meta) reserveIDs(ctx context.Context, kind byte, batch uint64) (uint64, error) {
 	var start uint64
 	sid := m.sessionID()

@@ -194,7 +194,7 @@ func (m *Meta) Access(ctx context.Context, c *Caller, ino base.Ino, mask uint32)
 	if err != nil {
 		return err
 	}
-	if !permits(c, &a, mask) {
+	if !base.Permits(c, &a, mask) {
 		return fmt.Errorf("access %o to inode %d: %w", mask, ino, base.ErrAccess)
 	}
 	return nil

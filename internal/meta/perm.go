@@ -14,15 +14,9 @@ const (
 
 func isRoot(c *Caller) bool { return c.Uid == 0 }
 
-// inGroup reports whether gid is the caller's primary or a supplementary group.
-func inGroup(c *Caller, gid uint32) bool { return c.InGroup(gid) }
-
-// permits applies POSIX rwx rules to a (ignoring KernelChecked).
-func permits(c *Caller, a *base.Attr, mask uint32) bool { return base.Permits(c, a, mask) }
-
 // access checks rwx access unless the kernel already did.
 func access(c *Caller, a *base.Attr, mask uint32) error {
-	if c.KernelChecked || permits(c, a, mask) {
+	if c.KernelChecked || base.Permits(c, a, mask) {
 		return nil
 	}
 	return base.ErrAccess
@@ -56,7 +50,7 @@ func newOwnership(c *Caller, parent *base.Attr, typ base.FileType, mode uint32) 
 		gid = parent.Gid
 		if typ == base.TypeDir {
 			mode |= modeSetgid
-		} else if mode&(modeSetgid|0o010) == modeSetgid|0o010 && !inGroup(c, gid) && !isRoot(c) {
+		} else if mode&(modeSetgid|0o010) == modeSetgid|0o010 && !c.InGroup(gid) && !isRoot(c) {
 			mode &^= modeSetgid
 		}
 	}

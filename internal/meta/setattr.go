@@ -104,7 +104,7 @@ func (o *op) setattr(c *Caller, ino base.Ino, a *base.Attr, req SetAttrRequest) 
 		if v&SetGid != 0 {
 			gid = req.Gid
 		}
-		if !isRoot(c) && !c.KernelChecked && (uid != a.Uid || c.Uid != a.Uid || (gid != a.Gid && !inGroup(c, gid))) {
+		if !isRoot(c) && !c.KernelChecked && (uid != a.Uid || c.Uid != a.Uid || (gid != a.Gid && !c.InGroup(gid))) {
 			return fmt.Errorf("chown to %d:%d: %w", uid, gid, base.ErrPermission)
 		}
 		a.Uid, a.Gid = uid, gid
@@ -124,7 +124,7 @@ func (o *op) setattr(c *Caller, ino base.Ino, a *base.Attr, req SetAttrRequest) 
 			return fmt.Errorf("chmod: %w", err)
 		}
 		mode := req.Mode & 0o7777
-		if !isRoot(c) && !c.KernelChecked && !inGroup(c, a.Gid) {
+		if !isRoot(c) && !c.KernelChecked && !c.InGroup(a.Gid) {
 			mode &^= modeSetgid
 		}
 		a.Mode = mode

@@ -65,7 +65,7 @@ func (v *View) Access(ctx context.Context, c *Caller, ino base.Ino, mask uint32)
 		if mask&MayWrite != 0 {
 			return fmt.Errorf("snapshot %q: %w", v.snap.Name, base.ErrReadOnly)
 		}
-		if !permits(c, &a, mask) {
+		if !base.Permits(c, &a, mask) {
 			return fmt.Errorf("access %o to inode %d: %w", mask, ino, base.ErrAccess)
 		}
 		return nil

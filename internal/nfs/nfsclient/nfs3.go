@@ -271,12 +271,7 @@ func (k *WriteCall) Wait() (WriteResult, error) {
 		return WriteResult{}, err
 	}
 	var res WriteResult
-	if r.Bool() { // pre_op_attr
-		r.Uint64()
-		r.Uint64()
-		r.Uint64()
-	}
-	res.After, res.AfterOK = proto.DecodePostOpAttr(r)
+	res.After, res.AfterOK = proto.DecodeWcc(r)
 	res.Count = r.Uint32()
 	res.Committed = r.Uint32()
 	copy(res.Verf[:], r.Fixed(8))
@@ -300,12 +295,7 @@ func (c *Client) CommitAttr(fh []byte) (v [8]byte, after proto.Fattr3, ok bool, 
 	if err != nil {
 		return v, after, false, err
 	}
-	if r.Bool() { // pre_op_attr
-		r.Uint64()
-		r.Uint64()
-		r.Uint64()
-	}
-	after, ok = proto.DecodePostOpAttr(r)
+	after, ok = proto.DecodeWcc(r)
 	copy(v[:], r.Fixed(8))
 	return v, after, ok, r.Err()
 }

@@ -204,13 +204,17 @@ func DecodePostOpAttr(r *Reader) (Fattr3, bool) {
 }
 
 // SkipWcc reads past a wcc_data.
-func SkipWcc(r *Reader) {
-	if r.Bool() {
+func SkipWcc(r *Reader) { DecodeWcc(r) }
+
+// DecodeWcc reads a wcc_data and returns its post-operation attributes,
+// if present (ok); the pre-operation ones are skipped.
+func DecodeWcc(r *Reader) (after Fattr3, ok bool) {
+	if r.Bool() { // pre_op_attr: size, mtime, ctime
 		r.Uint64()
 		r.Uint64()
 		r.Uint64()
 	}
-	DecodePostOpAttr(r)
+	return DecodePostOpAttr(r)
 }
 
 // Sattr3 is the settable attributes of a file; nil fields are not set.
