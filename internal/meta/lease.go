@@ -99,6 +99,11 @@ type missCount struct {
 }
 
 type leaseState struct {
+	// mu is a leaf: nothing else is locked while it is held. Callers
+	// hold other locks around it (CloseFile holds Meta.mu around freshIn),
+	// so a lock taken under it can deadlock: an acquisition that read the
+	// session id (Meta.mu) under it once waited for such a close, which
+	// waited for it.
 	mu   sync.Mutex
 	dirs map[base.Ino]*dirLease
 	gen  map[base.Ino]uint64 // moves at every release: an acquisition begun before does not install
@@ -124,6 +129,9 @@ type leaseState struct {
 	// acquireHook, if set (tests only, before the first lease), runs in
 	// every acquisition's transaction after it read the entries.
 	acquireHook func(dir base.Ino)
+	// installHook, if set (tests only, before the first lease), runs with
+	// mu held where an acquisition decides whether to install its lease.
+	installHook func(dir base.Ino)
 
 	acquired, released, recalls, answered atomic.Int64
 }
@@ -593,11 +601,15 @@ func (m *Meta) acquireLease(dir base.Ino) {
 	// Before the lease is trusted: no prediction read before it (another
 	// client may have changed dir since) is used or learned under it.
 	m.spec.newTerm()
+	cur := m.sessionID() // not under l.mu, a leaf
 	l.mu.Lock()
+	if hook := l.installHook; hook != nil {
+		hook(dir)
+	}
 	noted := l.noted[dir]
 	delete(l.noted, dir)
 	delete(l.busy, dir)
-	install := err == nil && l.gen[dir] == gen && m.sessionID() == sid && noted != nil && !noted.spoiled
+	install := err == nil && l.gen[dir] == gen && cur == sid && noted != nil && !noted.spoiled
 	if install {
 		for n := range noted.names {
 			names[n] = struct{}{}

@@ -723,3 +723,62 @@ func TestSharedWriteBackInodeRanges(t *testing.T) {
 		t.Fatalf("%d entries, want %d", n, files+1)
 	}
 }
+
+// The close of a fresh file while a lease is being installed: the close
+// holds Meta.mu and asks the leases whether the file is fresh; the
+// acquisition held the leases' lock and read the session id (Meta.mu),
+// and each waited for the other for ever (a create benchmark hung).
+func TestSharedWriteBackCloseDuringAcquire(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true}}, 30*time.Second)
+	a := ms[0]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	e := mkdir(t, a, root, base.RootIno, "e")
+	leaseOf(t, a, d)
+	f, _, err := a.Create(ctx, root, d, "f", 0o644, 0)
+	ok(t, err)
+	if _, fresh := a.freshDir(f); !fresh {
+		t.Fatal("a file made in a leased directory is not fresh")
+	}
+	closed := make(chan error, 1)
+	var once sync.Once
+	a.leases.mu.Lock()
+	a.leases.installHook = func(dir base.Ino) {
+		if dir != e {
+			return
+		}
+		once.Do(func() {
+			// The close runs up to the leases' lock, held here.
+			go func() { closed <- a.CloseFile(ctx, f) }()
+			time.Sleep(100 * time.Millisecond)
+		})
+	}
+	a.leases.mu.Unlock()
+	// Lookups that miss in e make a acquire its lease (leaseOf, off the
+	// test's goroutine: a deadlock must fail the test, not hang it).
+	leased := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			if a.leases.holds(e) {
+				leased <- nil
+				return
+			}
+			if _, _, err := a.Lookup(ctx, root, e, fmt.Sprint("probe", i)); !errors.Is(err, base.ErrNotFound) {
+				leased <- fmt.Errorf("lookup of a missing name: %w", err)
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	select {
+	case err := <-leased:
+		ok(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the lease of e was not installed in 20 s: deadlocked with a close")
+	}
+	select {
+	case err := <-closed:
+		ok(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the close did not end in 20 s: deadlocked with a lease acquisition")
+	}
+}
