@@ -346,10 +346,19 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 // nil (a transaction a lookup started: startahead.go), with usage shard shard,
 // which the caller holds. Other attempts take a shard from m.shards.
 func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(t *wtx) error) error {
-	if err := m.wbBarrier(ctx); err != nil {
+	// A started transaction holds one of the store's connections, which
+	// the log's commit may need: it is given back before any wait for the
+	// log (as many creates as the pool has connections, each in its
+	// lookup's transaction, waited for ever for a commit that waited for
+	// a connection).
+	abandon := func() {
 		if st != nil {
 			st.Abandon()
+			st = nil
 		}
+	}
+	if err := m.wbBarrierFreeing(ctx, abandon); err != nil {
+		abandon()
 		return err
 	}
 	queued := false

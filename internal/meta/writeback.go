@@ -390,10 +390,18 @@ func (m *Meta) wbKick() {
 
 // wbBarrier commits the write-back log, if any, before an operation that
 // may depend on it.
-func (m *Meta) wbBarrier(ctx context.Context) error {
+func (m *Meta) wbBarrier(ctx context.Context) error { return m.wbBarrierFreeing(ctx, nil) }
+
+// wbBarrierFreeing is wbBarrier that calls free, if set, before it waits
+// for the log (and only then): to give back what the log's commit may
+// need, as a started transaction's connection (updateIn).
+func (m *Meta) wbBarrierFreeing(ctx context.Context, free func()) error {
 	w := m.wb
 	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) || ctx.Value(wbNoBarrierKey{}) != nil {
 		return nil
+	}
+	if free != nil {
+		free()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/cairnfs/cairn/internal/base"
+	"github.com/cairnfs/cairn/internal/kv"
 	"github.com/cairnfs/cairn/internal/kv/counted"
+	"github.com/cairnfs/cairn/internal/kv/postgres"
+	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 )
 
 func wbStats(t *testing.T, m *Meta) WriteBackStats {
@@ -780,5 +783,69 @@ func TestSharedWriteBackCloseDuringAcquire(t *testing.T) {
 		ok(t, err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("the close did not end in 20 s: deadlocked with a lease acquisition")
+	}
+}
+
+// A change in a transaction a lookup started (startahead.go) holds one of
+// the store's connections; waiting for the log's commit with it held
+// could leave that commit none. With one connection: the started
+// transaction holds it, the log holds a create, and the change must not
+// wait for ever.
+func TestSharedWriteBackStartedTxnFreesConnection(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	s, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 1})
+	ok(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ok(t, Format(ctx, s, Settings{Name: "pg"}, false))
+	a, err := Open(ctx, s, Options{WriteBack: true})
+	ok(t, err)
+	t.Cleanup(func() { _ = a.Close() })
+	must[uint64](t)(a.NewSession(ctx, SessionInfo{Host: "c0", Timeout: 30 * time.Second}))
+	d := mkdir(t, a, root, base.RootIno, "d")
+	u := mkdir(t, a, root, base.RootIno, "u")
+	leaseOf(t, a, d)
+	// The log's commit is held before it asks for the connection until
+	// the started transaction has it.
+	flying, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.wb.mu.Lock()
+	a.wb.flyHook = func() {
+		once.Do(func() {
+			close(flying)
+			<-proceed
+		})
+	}
+	a.wb.mu.Unlock()
+	createLooked(t, a, d, "f")
+	if n := a.wb.n.Load(); n == 0 {
+		t.Fatal("the create in the leased directory was not written back")
+	}
+	<-flying
+	st, err := s.StartUpdate(ctx, []kv.Range{exactRange(attrKey(u))})
+	ok(t, err)
+	close(proceed)
+	shard := a.shards.get()
+	defer a.shards.put(shard)
+	done := make(chan error, 1)
+	go func() {
+		done <- a.updateIn(ctx, st, shard, func(t *wtx) error {
+			o := a.newOp(t)
+			at, err := o.attr(u)
+			if err != nil {
+				return err
+			}
+			at.Mode = at.Mode&^0o7777 | 0o700
+			o.put(u, at)
+			return o.flush()
+		})
+	}()
+	select {
+	case err := <-done:
+		ok(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("a change in a started transaction waited 20 s for the log, whose commit waited for its connection")
+	}
+	if got := must[base.Attr](t)(a.GetAttr(ctx, u)); got.Mode&0o777 != 0o700 {
+		t.Fatalf("mode of u after the change: %o", got.Mode)
 	}
 }
