@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
 	"sync"
 	"syscall"
@@ -427,6 +428,11 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		// As cairn mount: two more Ps once go-fuse sized its readers
+		// (fuse.Options.ExtraProcs, docs/fuse-tuning.md).
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 2)
 	}
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {

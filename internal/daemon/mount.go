@@ -250,6 +250,12 @@ func Mount(ctx context.Context, o MountOptions) error {
 	}
 	vol.fuseStats.on.Store(true)
 	fo.OnRequest = vol.fuseStats.observe
+	if os.Getenv("GOMAXPROCS") == "" {
+		// Two more Ps than cores for the requests go-fuse's blocked
+		// readers would keep waiting (fuse.Options.ExtraProcs); a
+		// GOMAXPROCS the user set is left alone.
+		fo.ExtraProcs = 2
+	}
 	srv, err := fuse.Mount(v, mp, fo)
 	if err != nil {
 		_ = v.Close(context.Background())

@@ -67,6 +67,7 @@ type MountOptions struct {
 	LiveTimeout               time.Duration // fuse.Options.LiveTimeout
 	ReadOnly                  bool
 	NoWriteback               bool // mount without the FUSE writeback cache
+	ExtraProcs                int  // fuse.Options.ExtraProcs
 }
 
 // MountVolume mounts v on a fresh directory. Cleanup unmounts it, closes
@@ -91,7 +92,8 @@ func MountVolume(t testing.TB, v *Volume, o MountOptions) *Mount {
 	srv, err := fuse.Mount(fs, dir, fuse.Options{
 		FsName: v.MetaURL, AllowOther: true, Logger: log, ReadOnly: o.ReadOnly,
 		AttrTimeout: o.AttrTimeout, EntryTimeout: o.EntryTimeout, LiveTimeout: o.LiveTimeout, WritebackCache: !o.NoWriteback,
-		KeepCache: true, // as cairn mount of an embedded volume
+		KeepCache:  true, // as cairn mount of an embedded volume
+		ExtraProcs: o.ExtraProcs,
 	})
 	if err != nil {
 		vol.Close()

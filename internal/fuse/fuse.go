@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,7 +80,19 @@ type Options struct {
 	Logger *slog.Logger
 	// ExtraOptions are passed to the kernel mount as -o options.
 	ExtraOptions []string
+	// ExtraProcs, if above 0, raises the process's GOMAXPROCS by that many
+	// once the FUSE server has started (once per process). go-fuse's
+	// readers wait for requests in blocking read(2)s of /dev/fuse, each
+	// holding one of the runtime's Ps until its monitor takes it back; on
+	// a machine with few cores a request woken by another (a lock's
+	// release, a commit's end) then waits for a P while cores are idle.
+	// Raised after the server starts, so that go-fuse sizes its readers
+	// by the cores (docs/fuse-tuning.md, "Runtime Ps").
+	ExtraProcs int
 }
+
+// procsOnce raises GOMAXPROCS for the first mount with ExtraProcs only.
+var procsOnce sync.Once
 
 func (o *Options) setDefaults() {
 	if o.MaxWrite <= 0 {
@@ -146,6 +159,9 @@ func Mount(v *vfs.VFS, mountpoint string, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	fs.srv = srv
+	if opts.ExtraProcs > 0 {
+		procsOnce.Do(func() { runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + opts.ExtraProcs) })
+	}
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		_ = srv.Unmount()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/fstest"
+	"github.com/cairnfs/cairn/internal/fuse"
 	"github.com/cairnfs/cairn/internal/vfs"
 )
 
@@ -438,5 +440,34 @@ func TestFUSELiveTimeout(t *testing.T) {
 	}
 	if s1.Nlink != s0.Nlink+1 {
 		t.Errorf("/.snapshots after a new snapshot: nlink %d, want %d", s1.Nlink, s0.Nlink+1)
+	}
+}
+
+// ExtraProcs raises GOMAXPROCS once per process, by its value, and the
+// mount serves requests with it.
+func TestFUSEExtraProcs(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	fuse.ResetProcsOnce()
+	t.Cleanup(func() {
+		runtime.GOMAXPROCS(before)
+		fuse.ResetProcsOnce()
+	})
+	m := fstest.MountVolume(t, fstest.NewVolume(t), fstest.MountOptions{ExtraProcs: 2})
+	if got := runtime.GOMAXPROCS(0); got != before+2 {
+		t.Fatalf("GOMAXPROCS %d after a mount with ExtraProcs 2, want %d", got, before+2)
+	}
+	m2 := fstest.MountVolume(t, fstest.NewVolume(t), fstest.MountOptions{ExtraProcs: 2})
+	if got := runtime.GOMAXPROCS(0); got != before+2 {
+		t.Fatalf("GOMAXPROCS %d after a second mount, want %d (raised once)", got, before+2)
+	}
+	for i, dir := range []string{m.Dir, m2.Dir} {
+		p := filepath.Join(dir, "f")
+		want := strings.Repeat(fmt.Sprint(i), 100000)
+		if err := os.WriteFile(p, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != want {
+			t.Fatalf("read back from mount %d: %d bytes, %v", i, len(b), err)
+		}
 	}
 }
