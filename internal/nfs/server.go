@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -346,7 +345,7 @@ func (s *Server) serveConn(c net.Conn) {
 		// A length over the bound is refused by ReadRecordTo before
 		// anything is allocated for it.
 		var buf []byte
-		if n, ok := recordSize(br); ok && n >= recordPoolMin && n <= s.maxRecord() {
+		if n, ok := proto.PeekRecordSize(br); ok && n >= recordPoolMin && n <= s.maxRecord() {
 			buf = proto.RecordBuffer(n)
 		}
 		rec, err := proto.ReadRecordTo(br, s.maxRecord(), buf)
@@ -414,15 +413,6 @@ func (s *Server) serveConn(c net.Conn) {
 
 // recordPoolMin is the smallest record read into a pooled buffer.
 const recordPoolMin = 64 << 10
-
-// recordSize peeks at the length of the next record's first fragment.
-func recordSize(br *bufio.Reader) (int, bool) {
-	hdr, err := br.Peek(4)
-	if err != nil {
-		return 0, false
-	}
-	return int(binary.BigEndian.Uint32(hdr) &^ (1 << 31)), true
-}
 
 // request is one decoded call being served.
 type request struct {

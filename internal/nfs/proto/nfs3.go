@@ -203,9 +203,6 @@ func DecodePostOpAttr(r *Reader) (Fattr3, bool) {
 	return DecodeFattr3(r), true
 }
 
-// SkipWcc reads past a wcc_data.
-func SkipWcc(r *Reader) { DecodeWcc(r) }
-
 // DecodeWcc reads a wcc_data and returns its post-operation attributes,
 // if present (ok); the pre-operation ones are skipped.
 func DecodeWcc(r *Reader) (after Fattr3, ok bool) {

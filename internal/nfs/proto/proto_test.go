@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -81,7 +82,10 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		_, _ = ParseCall(b)
-		_, _ = ReadRecord(bytes.NewReader(b), 1<<16)
+		rec, rerr := ReadRecord(bytes.NewReader(b), 1<<16)
+		if n, ok := PeekRecordSize(bufio.NewReader(bytes.NewReader(b))); ok && rerr == nil && b[0]&0x80 != 0 && n != len(rec) {
+			t.Fatalf("peeked a record of %d bytes, read %d", n, len(rec))
+		}
 		r := NewReader(b)
 		DecodeSattr3(r)
 		DecodeFattr3(r)

@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -98,6 +99,17 @@ func ReadRecordTo(r io.Reader, max int, buf []byte) ([]byte, error) {
 			return rec, nil
 		}
 	}
+}
+
+// PeekRecordSize returns the length of the next record's first fragment
+// (the whole record if it has one), without consuming it; ok is false if
+// the mark cannot be read yet.
+func PeekRecordSize(br *bufio.Reader) (n int, ok bool) {
+	hdr, err := br.Peek(4)
+	if err != nil {
+		return 0, false
+	}
+	return int(binary.BigEndian.Uint32(hdr) &^ lastFragment), true
 }
 
 // AppendRecordMark returns b (which starts with 4 bytes reserved for the
