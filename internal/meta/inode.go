@@ -166,7 +166,11 @@ func hasEntries(r kv.Reader, ino base.Ino) (bool, error) {
 // An open by another client that commits its hold after this read is not
 // seen; destroy makes the two conflict (touchAttrVersions).
 func (o *op) held(ino base.Ino) (bool, error) {
+	outside := o.decidingHeld(ino)
 	n := o.m.openCount(ino)
+	if outside && o.m.wb.decideHook != nil {
+		o.m.wb.decideHook(ino, n)
+	}
 	if o.m.holdToucher != nil {
 		// The count is the hold; an open or close that changes it
 		// touches holdKey(ino, 0) (session.go, "Holds in memory"), so

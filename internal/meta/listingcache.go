@@ -500,6 +500,9 @@ type touchLog struct {
 	owned []base.Ino
 	// unleased are the directories whose lease records it deleted.
 	unleased []base.Ino
+	// deciding are the inodes whose holds it read outside the write-back
+	// log (op.decidingHeld), once per read.
+	deciding []base.Ino
 }
 
 // noteKey records a write (del: a delete) of the record key (any kind).

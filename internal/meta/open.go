@@ -56,9 +56,6 @@ func (m *Meta) OpenFile(ctx context.Context, ino base.Ino) (base.Attr, error) {
 // server), the slices of the file's first chunk: ok reports whether it
 // did. A small file's first read then needs no read of its own.
 func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, first []base.Slice, ok bool, err error) {
-	if err := m.wbRead(ctx, ino); err != nil {
-		return base.Attr{}, nil, false, err
-	}
 	unlock := m.lockIno(ino)
 	defer unlock()
 	m.mu.Lock()
@@ -79,7 +76,13 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 		// those an earlier open kept for its getattr.
 		gen = m.listings.forgetOpened(ino)
 	}
+	// Counted first, then ordered after the log: a change over the log
+	// that read the count as zero (a rename over the file, which then
+	// destroyed it) is committed before this open reads the store, and
+	// one that runs later sees the count (wbRead).
+	err = m.wbRead(ctx, ino)
 	switch {
+	case err != nil:
 	case m.holdToucher != nil:
 		// The count above is the hold; the touch makes an unlink that
 		// read it as zero and has not committed run again, and orders
@@ -129,8 +132,13 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 // knows of it. git reads back every object it wrote.
 func (m *Meta) openHeld(ctx context.Context, ino base.Ino, sid uint64) (a base.Attr, first []base.Slice, ok bool, err error) {
 	if dir, fresh := m.freshDir(ino); fresh {
-		open := func(a *base.Attr, first *[]base.Slice, ok *bool) func(o *op) error {
+		open := func(a *base.Attr, first *[]base.Slice, ok *bool, live bool) func(o *op) error {
 			return func(o *op) error {
+				if live && m.wb.isDeciding(ino) {
+					// A transaction outside the log may be destroying
+					// it: the store decides (decidingHeld).
+					return errOpenNotFresh
+				}
 				x, err := o.attr(ino)
 				if err != nil {
 					return err
@@ -152,7 +160,7 @@ func (m *Meta) openHeld(ctx context.Context, ino base.Ino, sid uint64) (a base.A
 		var ra base.Attr
 		var rf []base.Slice
 		var rok bool
-		if done, err := m.writeBack(ctx, []base.Ino{dir}, nil, open(&a, &first, &ok), open(&ra, &rf, &rok), nil); done {
+		if done, err := m.writeBack(ctx, []base.Ino{dir}, nil, open(&a, &first, &ok, true), open(&ra, &rf, &rok, false), nil); done {
 			return a, first, ok, err
 		}
 	}

@@ -335,9 +335,16 @@ func (m *Meta) speculate(ctx context.Context, fn func(o *op) error, absent []kv.
 		skip[rangeID(r)] = true
 	}
 	term := c.curTerm()
+	var tries []*touchLog
+	defer func() {
+		for _, touched := range tries {
+			m.endDeciding(touched) // a try that did not reach wbForget
+		}
+	}()
 	for try := 0; ; try++ {
 		st := &specTxn{cache: c, overlay: overlay, guarded: make(map[string]bool), wrote: make(map[string]int)}
 		touched := m.newTouchLog()
+		tries = append(tries, touched)
 		t := m.newWtx(st, shard, nil, touched)
 		o := m.newOp(t)
 		err := fn(o)

@@ -129,8 +129,19 @@ type wbLog struct {
 	// that did not go through the log wrote there too).
 	fmu   sync.Mutex
 	fresh map[base.Ino]*wbWrites
+	// deciding counts, per inode, the transactions outside the log that
+	// read whether it is held (op.held) and have not ended (wbForget):
+	// they may destroy it, and what fresh says of it may be about to
+	// change. An open over the log leaves such an inode to the store,
+	// where the two conflict (openHeld).
+	deciding map[base.Ino]int
 
 	n atomic.Int64 // changes not committed, read without mu
+	// busy counts the changes running over the log (writeBack), read
+	// without mu: a change may have read this client's memory (an open
+	// count) and not yet joined the log, so a read or a transaction
+	// that must come after it takes mu instead of trusting n (quiet).
+	busy atomic.Int64
 
 	// flyHook, if set (tests only, before the first change), runs in
 	// wbFly before the batch is written, without mu.
@@ -144,6 +155,12 @@ type wbLog struct {
 	// ranHook, if set (tests only), runs in writeBack with mu held once
 	// a change ran over the log, before it joins the batch.
 	ranHook func()
+	// skipHook, if set (tests only), makes writeBack decline a change
+	// when it returns true: the change runs outside the log.
+	skipHook func() bool
+	// decideHook, if set (tests only), runs in op.held of a transaction
+	// outside the log once it read ino's open count n.
+	decideHook func(ino base.Ino, n int)
 
 	ops0, batches, replays, replayed, lost, waits, viewed, commitNanos atomic.Int64
 	stickyErr                                                          atomic.Pointer[error]
@@ -164,7 +181,7 @@ type WriteBackStats struct {
 }
 
 func newWbLog() *wbLog {
-	w := &wbLog{cur: newWbBatch(), fresh: make(map[base.Ino]*wbWrites)}
+	w := &wbLog{cur: newWbBatch(), fresh: make(map[base.Ino]*wbWrites), deciding: make(map[base.Ino]int)}
 	w.ended = sync.NewCond(&w.mu)
 	return w
 }
@@ -215,6 +232,9 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 	if _, ok := m.store.(kv.GuardedWriter); !ok {
 		return false, nil
 	}
+	if w.skipHook != nil && w.skipHook() {
+		return false, nil
+	}
 	abs := make(map[string]bool, len(absent))
 	for _, r := range absent {
 		abs[rangeID(r)] = true
@@ -223,10 +243,12 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 	var own bool // myShard is this change's to give back
 	var myShard byte
 	w.mu.Lock()
+	w.busy.Add(1)
 	defer func() {
 		if own {
 			m.shards.put(myShard)
 		}
+		w.busy.Add(-1)
 		w.mu.Unlock()
 	}()
 	for try := 0; try < 6; try++ {
@@ -397,7 +419,7 @@ func (m *Meta) wbBarrier(ctx context.Context) error { return m.wbBarrierFreeing(
 // need, as a started transaction's connection (updateIn).
 func (m *Meta) wbBarrierFreeing(ctx context.Context, free func()) error {
 	w := m.wb
-	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) || ctx.Value(wbNoBarrierKey{}) != nil {
+	if w == nil || w.quiet(nil) || isWbFlusher(ctx) || ctx.Value(wbNoBarrierKey{}) != nil {
 		return nil
 	}
 	if free != nil {
@@ -443,6 +465,18 @@ func (m *Meta) wbView(ctx context.Context, inos []base.Ino, fn func(r kv.Reader)
 	}
 	w.waits.Add(1)
 	return false, m.wbCommitLocked(ctx)
+}
+
+// quiet reports, without mu, that the log writes no record of inos (of
+// any inode if inos is nil) and that no change is running over it: what
+// the caller did before (an open counted, a handle closed) is seen by
+// every change that has not joined the log yet. The order of the loads
+// matters: a change counted in busy joins the log before it leaves busy.
+func (w *wbLog) quiet(inos []base.Ino) bool {
+	if w.busy.Load() != 0 {
+		return false
+	}
+	return w.n.Load() == 0 || inos != nil && !w.changes(inos)
 }
 
 // changes reports whether the log writes records of one of inos.
@@ -503,10 +537,13 @@ func (m *Meta) wbAttr(ctx context.Context, ino base.Ino, a *base.Attr, seq uint6
 	return nil
 }
 
-// wbRead commits the log before a read of inos if the log changes one.
+// wbRead commits the log before a read of inos if the log changes one,
+// or will once the changes running over it join: an open calls it once
+// counted (OpenFileChunk), so that a change that found the file not open
+// and destroyed it is in the store before the open reads there.
 func (m *Meta) wbRead(ctx context.Context, inos ...base.Ino) error {
 	w := m.wb
-	if w == nil || w.n.Load() == 0 || isWbFlusher(ctx) || !w.changes(inos) {
+	if w == nil || w.quiet(inos) || isWbFlusher(ctx) {
 		return nil
 	}
 	w.mu.Lock()
@@ -866,6 +903,66 @@ func (m *Meta) wbForget(touched *touchLog) {
 	for _, ino := range touched.owned {
 		delete(w.fresh, ino)
 	}
+	// Ended: what it wrote of them is forgotten above.
+	w.endDecidingLocked(touched)
+}
+
+// endDeciding ends the reads of holds outside the log that touched
+// recorded (decidingHeld), for a transaction that ended without wbForget
+// (a speculation that did not commit). Idempotent.
+func (m *Meta) endDeciding(touched *touchLog) {
+	w := m.wb
+	if w == nil || touched == nil {
+		return
+	}
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	touched.mu.Lock()
+	defer touched.mu.Unlock()
+	w.endDecidingLocked(touched)
+}
+
+// endDecidingLocked is endDeciding with fmu and touched.mu held.
+func (w *wbLog) endDecidingLocked(touched *touchLog) {
+	for _, ino := range touched.deciding {
+		if w.deciding[ino]--; w.deciding[ino] <= 0 {
+			delete(w.deciding, ino)
+		}
+	}
+	touched.deciding = nil
+}
+
+// decidingHeld records that the transaction of o, outside the log,
+// reads whether ino is held (before it reads this client's open count):
+// until it ends, an open over the log leaves ino to the store. Its
+// destroy and an open counted after its read then meet in the store,
+// which makes them conflict; over the log the open would read what the
+// log knew of ino before this transaction, and hold a file it destroys.
+// Reports whether it recorded (a transaction outside the log, with
+// write-back on).
+func (o *op) decidingHeld(ino base.Ino) bool {
+	w := o.m.wb
+	if w == nil || o.touched == nil {
+		return false
+	}
+	if _, inLog := o.wtx.Txn.(*wbTxn); inLog {
+		return false
+	}
+	o.touched.mu.Lock()
+	o.touched.deciding = append(o.touched.deciding, ino)
+	o.touched.mu.Unlock()
+	w.fmu.Lock()
+	w.deciding[ino]++
+	w.fmu.Unlock()
+	return true
+}
+
+// isDeciding reports whether a transaction outside the log may be
+// destroying ino now (decidingHeld).
+func (w *wbLog) isDeciding(ino base.Ino) bool {
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	return w.deciding[ino] > 0
 }
 
 // freshDir returns the directory of ino if write-back is on and ino is
