@@ -192,7 +192,18 @@ func (o *op) held(ino base.Ino) (bool, error) {
 		// written back for the same reason as below: the last close
 		// of this client may be committing its release right now, and
 		// must conflict with this transaction.
-		if sid := o.m.sessionID(); sid != 0 && !o.m.opts.ReadOnly && !o.isEmpty(holdPrefix(ino)) {
+		sid := o.m.sessionID()
+		switch {
+		case sid == 0 || o.m.opts.ReadOnly:
+		case outside && !o.holdDropped[string(holdKey(ino, sid))]:
+			// With write-back the open may have written its hold in
+			// the log, committed after this transaction read the
+			// store: written here whether seen or not, so that a
+			// close that deletes it (its commit after the log's)
+			// conflicts with this transaction, which would otherwise
+			// leave an orphan nobody holds.
+			o.Set(holdKey(ino, sid), nil)
+		case !o.isEmpty(holdPrefix(ino)):
 			// Only a hold this transaction sees: one this transaction
 			// deleted (the session's end) stays deleted.
 			k := holdKey(ino, sid)

@@ -140,6 +140,9 @@ func (m *Meta) openHeld(ctx context.Context, ino base.Ino, sid uint64) (a base.A
 					return errOpenNotFresh
 				}
 				x, err := o.attr(ino)
+				if !live {
+					return replayOpen(o, ino, sid, x, err)
+				}
 				if err != nil {
 					return err
 				}
@@ -168,6 +171,30 @@ func (m *Meta) openHeld(ctx context.Context, ino base.Ino, sid uint64) (a base.A
 		return m.openBlind(ctx, ino, sid)
 	}
 	return m.openTxn(ctx, ino, sid)
+}
+
+// replayOpen is an open over the log run again after its batch's guard
+// failed (x, err: what it reads of ino now). Its attributes were given to
+// the caller; what is left is the hold. A file gone meanwhile was
+// destroyed by a change that found it not open in this client (op.held):
+// this open's handle was closed by then, and there is nothing to hold.
+// (The file may be counted open again now: a later open, which waits for
+// the replays and then finds it gone.) An unlinked file still open is
+// held as openTxn holds it.
+func replayOpen(o *op, ino base.Ino, sid uint64, x *base.Attr, err error) error {
+	switch {
+	case errors.Is(err, base.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case x.Type != base.TypeFile:
+		return nil
+	}
+	o.Set(holdKey(ino, sid), nil)
+	if x.Nlink == 0 {
+		o.Set(orphanKey(ino), nil) // conflicts with a concurrent destroy
+	}
+	return nil
 }
 
 // errOpenNotFresh: an open over the write-back log found no linked

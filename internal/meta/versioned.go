@@ -202,6 +202,8 @@ type wtx struct {
 	// index 0, whose newest version is in pre: chunks needs no scan. A
 	// write to a chunk of the inode drops the entry.
 	soleChunk map[base.Ino]bool
+	// holdDropped are the hold records this attempt deleted (op.held).
+	holdDropped map[string]bool
 	// shard is the usage-counter shard this transaction updates.
 	shard byte
 	wrote bool // Set or Delete was called
@@ -293,6 +295,12 @@ func (t *wtx) Set(key, value []byte) {
 }
 
 func (t *wtx) Delete(key []byte) {
+	if len(key) > 0 && key[0] == pHold {
+		if t.holdDropped == nil {
+			t.holdDropped = make(map[string]bool)
+		}
+		t.holdDropped[string(key)] = true
+	}
 	t.forget(key)
 	t.wrote = true
 	t.keyWritten(key, true)

@@ -998,3 +998,92 @@ func TestSharedWriteBackOpenDuringReplaceOutside(t *testing.T) {
 		t.Fatalf("after the race: %+v (%+v)", probs, wbStats(t, a))
 	}
 }
+
+// TestSharedWriteBackOpenRenameStress is posixtest's OpenSymlinkRace on
+// one client: a thread makes a file and a symlink by turns under one
+// name (each renamed over it), another looks the name up, opens what it
+// finds and reads its attributes through the open handle. Some of the
+// renames run outside the log (skipHook), some batches commit at once.
+// An open either fails with ENOENT or holds a file whose attributes stay
+// readable until its close; the volume checks clean after.
+func TestSharedWriteBackOpenRenameStress(t *testing.T) {
+	a, b, d := writeBackPair(t)
+	createLooked(t, a, d, "path")
+	var n atomic.Uint64
+	a.wb.skipHook = func() bool { return n.Add(1)%5 == 0 }
+	const rounds = 200
+	done := make(chan struct{})
+	shuffler := make(chan error, 1)
+	go func() {
+		defer close(done)
+		shuffler <- func() error {
+			for i := range rounds {
+				ino, _, err := a.Create(ctx, root, d, "tmp", 0o600, 0)
+				if err != nil {
+					return fmt.Errorf("create: %w", err)
+				}
+				if err := a.CloseFile(ctx, ino); err != nil {
+					return fmt.Errorf("close: %w", err)
+				}
+				if err := a.Rename(ctx, root, d, "tmp", d, "path", 0); err != nil {
+					return fmt.Errorf("rename of the file: %w", err)
+				}
+				if _, _, err := a.Mknod(ctx, root, d, "tmp", base.TypeSymlink, 0o777, 0, 0, "/etc/passwd"); err != nil {
+					return fmt.Errorf("symlink: %w", err)
+				}
+				if err := a.Rename(ctx, root, d, "tmp", d, "path", 0); err != nil {
+					return fmt.Errorf("rename of the symlink: %w", err)
+				}
+				if i%50 == 49 {
+					if err := a.Sync(ctx); err != nil {
+						return fmt.Errorf("sync: %w", err)
+					}
+				}
+			}
+			return nil
+		}()
+	}()
+	opens, gone := 0, 0
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		ino, at, err := a.Lookup(ctx, root, d, "path")
+		if errors.Is(err, base.ErrNotFound) {
+			continue
+		}
+		ok(t, err)
+		if at.Type != base.TypeFile {
+			continue
+		}
+		if _, err := a.OpenFile(ctx, ino); errors.Is(err, base.ErrNotFound) {
+			gone++
+			continue
+		} else {
+			ok(t, err)
+		}
+		opens++
+		if _, err := a.GetAttr(ctx, ino); err != nil {
+			t.Fatalf("getattr of open inode %d (open %d): %v", ino, opens, err)
+		}
+		ok(t, a.CloseFile(ctx, ino))
+	}
+	ok(t, <-shuffler)
+	a.wb.skipHook = nil
+	t.Logf("%d opens, %d of a file gone meanwhile; %+v", opens, gone, wbStats(t, a))
+	if opens == 0 {
+		t.Fatal("no open found a file")
+	}
+	ok(t, a.Sync(ctx))
+	ok(t, a.FlushReleases(ctx))
+	if s := wbStats(t, a); s.Lost != 0 {
+		t.Errorf("lost changes: %+v", s)
+	}
+	probs, err := b.Check(ctx, false)
+	ok(t, err)
+	if len(probs) != 0 {
+		t.Fatalf("after the race: %+v", probs)
+	}
+}
