@@ -454,6 +454,11 @@ func (o *op) childEntry(c *Caller, parent base.Ino, name string) (*base.Attr, ba
 		if err := access(c, p, MayExec); err != nil {
 			return nil, 0, 0, err
 		}
+		// Another client leasing parent may have made the name and not
+		// committed it yet (write-back): its lease is recalled first.
+		if err := o.checkLease(parent); err != nil {
+			return nil, 0, 0, err
+		}
 		return nil, 0, 0, fmt.Errorf("%q in %d: %w", name, parent, base.ErrNotFound)
 	}
 	return p, ino, typ, nil

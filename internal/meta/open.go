@@ -79,8 +79,11 @@ func (m *Meta) OpenFileChunk(ctx context.Context, ino base.Ino) (a base.Attr, fi
 	// Counted first, then ordered after the log: a change over the log
 	// that read the count as zero (a rename over the file, which then
 	// destroyed it) is committed before this open reads the store, and
-	// one that runs later sees the count (wbRead).
-	err = m.wbRead(ctx, ino)
+	// one that runs later sees the count (wbRead; openHeld, whose open
+	// over the log sees such a change without a commit).
+	if !inTxn || m.holdToucher != nil {
+		err = m.wbRead(ctx, ino)
+	}
 	switch {
 	case err != nil:
 	case m.holdToucher != nil:
@@ -166,6 +169,10 @@ func (m *Meta) openHeld(ctx context.Context, ino base.Ino, sid uint64) (a base.A
 		if done, err := m.writeBack(ctx, []base.Ino{dir}, nil, open(&a, &first, &ok, true), open(&ra, &rf, &rok, false), nil); done {
 			return a, first, ok, err
 		}
+	}
+	// The store's view, after the log's (OpenFileChunk counted this open).
+	if err := m.wbRead(ctx, ino); err != nil {
+		return base.Attr{}, nil, false, err
 	}
 	if m.accel.BlindOpens {
 		return m.openBlind(ctx, ino, sid)

@@ -63,6 +63,10 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 		return err
 	}
 	if !ok {
+		// Maybe made by another client leasing sp, not committed yet.
+		if err := o.checkLease(sp); err != nil {
+			return err
+		}
 		return fmt.Errorf("rename source %q in %d: %w", sn, sp, base.ErrNotFound)
 	}
 	dino, dtyp, dexists, err := getDentry(o, dp, dn)
@@ -71,6 +75,9 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 	}
 	exchange := flags&RenameExchange != 0
 	if exchange && !dexists {
+		if err := o.checkLease(dp); err != nil {
+			return err
+		}
 		return fmt.Errorf("exchange target %q in %d: %w", dn, dp, base.ErrNotFound)
 	}
 	if dexists && flags&RenameNoReplace != 0 {

@@ -1001,17 +1001,23 @@ func TestSharedWriteBackOpenDuringReplaceOutside(t *testing.T) {
 
 // TestSharedWriteBackOpenRenameStress is posixtest's OpenSymlinkRace on
 // one client: a thread makes a file and a symlink by turns under one
-// name (each renamed over it), another looks the name up, opens what it
-// finds and reads its attributes through the open handle. Some of the
-// renames run outside the log (skipHook), some batches commit at once.
+// name (each renamed over it, or the name unlinked and made again),
+// another looks the name up, opens what it finds and reads its
+// attributes through the open handle, and another client looks at the
+// name now and then (recalling the lease). Some of the changes run
+// outside the log (skipHook), some batches commit at once.
 // An open either fails with ENOENT or holds a file whose attributes stay
 // readable until its close; the volume checks clean after.
 func TestSharedWriteBackOpenRenameStress(t *testing.T) {
+	t.Run("alone", func(t *testing.T) { openRenameStress(t, 100, false) })
+	t.Run("recalled", func(t *testing.T) { openRenameStress(t, 200, true) })
+}
+
+func openRenameStress(t *testing.T, rounds int, recalled bool) {
 	a, b, d := writeBackPair(t)
 	createLooked(t, a, d, "path")
 	var n atomic.Uint64
 	a.wb.skipHook = func() bool { return n.Add(1)%5 == 0 }
-	const rounds = 200
 	done := make(chan struct{})
 	shuffler := make(chan error, 1)
 	go func() {
@@ -1028,6 +1034,16 @@ func TestSharedWriteBackOpenRenameStress(t *testing.T) {
 				if err := a.Rename(ctx, root, d, "tmp", d, "path", 0); err != nil {
 					return fmt.Errorf("rename of the file: %w", err)
 				}
+				if i%3 == 2 {
+					// Unlinked instead, and the name made again.
+					if err := a.Unlink(ctx, root, d, "path"); err != nil {
+						return fmt.Errorf("unlink: %w", err)
+					}
+					if _, _, err := a.Mknod(ctx, root, d, "path", base.TypeSymlink, 0o777, 0, 0, "/etc/passwd"); err != nil {
+						return fmt.Errorf("symlink: %w", err)
+					}
+					continue
+				}
 				if _, _, err := a.Mknod(ctx, root, d, "tmp", base.TypeSymlink, 0o777, 0, 0, "/etc/passwd"); err != nil {
 					return fmt.Errorf("symlink: %w", err)
 				}
@@ -1038,6 +1054,24 @@ func TestSharedWriteBackOpenRenameStress(t *testing.T) {
 					if err := a.Sync(ctx); err != nil {
 						return fmt.Errorf("sync: %w", err)
 					}
+				}
+			}
+			return nil
+		}()
+	}()
+	// The other client looks now and then: its lookup recalls a's
+	// lease (a commits its log), and a takes it again later.
+	looker := make(chan error, 1)
+	go func() {
+		looker <- func() error {
+			for recalled {
+				select {
+				case <-done:
+					return nil
+				case <-time.After(250 * time.Millisecond):
+				}
+				if _, _, err := b.Lookup(ctx, root, d, "path"); err != nil && !errors.Is(err, base.ErrNotFound) {
+					return fmt.Errorf("the other client's lookup: %w", err)
 				}
 			}
 			return nil
@@ -1071,6 +1105,7 @@ func TestSharedWriteBackOpenRenameStress(t *testing.T) {
 		ok(t, a.CloseFile(ctx, ino))
 	}
 	ok(t, <-shuffler)
+	ok(t, <-looker)
 	a.wb.skipHook = nil
 	t.Logf("%d opens, %d of a file gone meanwhile; %+v", opens, gone, wbStats(t, a))
 	if opens == 0 {
@@ -1086,4 +1121,39 @@ func TestSharedWriteBackOpenRenameStress(t *testing.T) {
 	if len(probs) != 0 {
 		t.Fatalf("after the race: %+v", probs)
 	}
+}
+
+// TestSharedWriteBackRemoveUncommitted: another client's unlink, rmdir
+// or rename of a name made under a write-back lease and not committed
+// yet recalls the lease and finds the name (not ENOENT): without a
+// lookup first, as an NFS gateway's REMOVE or RENAME runs.
+func TestSharedWriteBackRemoveUncommitted(t *testing.T) {
+	a, b, d := writeBackPair(t)
+	for _, name := range []string{"u", "r"} {
+		ino, _, err := a.Create(ctx, root, d, name, 0o644, 0)
+		ok(t, err)
+		ok(t, a.CloseFile(ctx, ino))
+	}
+	must[base.Ino](t)(mknodDir(a, d, "sub"))
+	if s := wbStats(t, a); s.Pending == 0 {
+		t.Fatalf("nothing pending in a's log: %+v", s)
+	}
+	ok(t, b.Unlink(ctx, root, d, "u"))
+	leaseOf(t, a, d)
+	ino, _, err := a.Create(ctx, root, d, "r2", 0o644, 0)
+	ok(t, err)
+	ok(t, a.CloseFile(ctx, ino))
+	ok(t, b.Rename(ctx, root, d, "r2", d, "r3", 0))
+	leaseOf(t, a, d)
+	_, _, err = a.Mknod(ctx, root, d, "sub2", base.TypeDir, 0o755, 0, 0, "")
+	ok(t, err)
+	ok(t, b.Rmdir(ctx, root, d, "sub2"))
+	if n := names(t, a, d); !slices.Equal(n, []string{"r", "r3", "sub"}) {
+		t.Fatalf("d holds %v, want [r r3 sub]", n)
+	}
+}
+
+func mknodDir(m *Meta, dir base.Ino, name string) (base.Ino, error) {
+	ino, _, err := m.Mknod(ctx, root, dir, name, base.TypeDir, 0o755, 0, 0, "")
+	return ino, err
 }
