@@ -269,13 +269,7 @@ func TestSharedWriteBackUnlinkedOpen(t *testing.T) {
 		ok(t, err)
 		ok(t, a.CloseFile(ctx, ino))
 	}
-	ok(t, a.Sync(ctx))
-	ok(t, a.FlushReleases(ctx))
-	probs, err := b.Check(ctx, false)
-	ok(t, err)
-	if len(probs) != 0 {
-		t.Fatalf("after unlinks of open files: %+v (%+v)", probs, wbStats(t, a))
-	}
+	settledClean(t, a, b, "unlinks of open files")
 }
 
 // As go-fuse's posixtest FstatDeleted: ten files made and closed, each
@@ -305,13 +299,7 @@ func TestSharedWriteBackFstatDeleted(t *testing.T) {
 	for i := len(open) - 1; i >= 0; i-- {
 		ok(t, a.CloseFile(ctx, open[i]))
 	}
-	ok(t, a.Sync(ctx))
-	ok(t, a.FlushReleases(ctx))
-	probs, err := b.Check(ctx, false)
-	ok(t, err)
-	if len(probs) != 0 {
-		t.Fatalf("after unlinks of open files: %+v (%+v)", probs, wbStats(t, a))
-	}
+	settledClean(t, a, b, "unlinks of open files")
 }
 
 // writeBackPair opens two clients of a new PostgreSQL volume, a writing
@@ -904,23 +892,8 @@ func TestSharedWriteBackOpenDuringReplace(t *testing.T) {
 				t.Fatalf("the rename was not written back: %+v", s)
 			}
 			r := <-opened
-			switch {
-			case errors.Is(r.err, base.ErrNotFound):
-			case r.err != nil:
-				t.Fatalf("open during the rename over the file: %v", r.err)
-			default:
-				if _, err := a.GetAttr(ctx, f); err != nil {
-					t.Errorf("getattr of a file opened during a rename over it: %v", err)
-				}
-				ok(t, a.CloseFile(ctx, f))
-			}
-			ok(t, a.Sync(ctx))
-			ok(t, a.FlushReleases(ctx))
-			probs, err := b.Check(ctx, false)
-			ok(t, err)
-			if len(probs) != 0 {
-				t.Fatalf("after the race: %+v (%+v)", probs, wbStats(t, a))
-			}
+			openRaced(t, a, f, r.err)
+			settledClean(t, a, b, "the race")
 		})
 	}
 }
@@ -974,28 +947,42 @@ func TestSharedWriteBackOpenDuringReplaceOutside(t *testing.T) {
 		t.Fatal("the rename did not read f's holds outside the log")
 	}
 	r := <-opened
-	switch {
-	case errors.Is(r.err, base.ErrNotFound):
-	case r.err != nil:
-		t.Fatalf("open during the rename over the file: %v", r.err)
-	default:
-		if _, err := a.GetAttr(ctx, f); err != nil {
-			t.Errorf("getattr of a file opened during a rename over it: %v", err)
-		}
-		ok(t, a.CloseFile(ctx, f))
-	}
-	ok(t, a.Sync(ctx))
-	ok(t, a.FlushReleases(ctx))
+	openRaced(t, a, f, r.err)
+	settledClean(t, a, b, "the race")
 	a.wb.fmu.Lock()
 	left := len(a.wb.deciding)
 	a.wb.fmu.Unlock()
 	if left != 0 {
 		t.Errorf("%d inodes still marked as decided outside the log after every transaction ended", left)
 	}
+}
+
+// openRaced checks the outcome err of a's open of f that raced a rename
+// over it: ENOENT, or a file readable until its close.
+func openRaced(t *testing.T, a *Meta, f base.Ino, err error) {
+	t.Helper()
+	switch {
+	case errors.Is(err, base.ErrNotFound):
+	case err != nil:
+		t.Fatalf("open during the rename over the file: %v", err)
+	default:
+		if _, err := a.GetAttr(ctx, f); err != nil {
+			t.Errorf("getattr of a file opened during a rename over it: %v", err)
+		}
+		ok(t, a.CloseFile(ctx, f))
+	}
+}
+
+// settledClean commits a's log and drops the holds of its closed files,
+// then checks the volume through b: no problem after what happened.
+func settledClean(t *testing.T, a, b *Meta, after string) {
+	t.Helper()
+	ok(t, a.Sync(ctx))
+	ok(t, a.FlushReleases(ctx))
 	probs, err := b.Check(ctx, false)
 	ok(t, err)
 	if len(probs) != 0 {
-		t.Fatalf("after the race: %+v (%+v)", probs, wbStats(t, a))
+		t.Fatalf("after %s: %+v (%+v)", after, probs, wbStats(t, a))
 	}
 }
 
@@ -1111,15 +1098,9 @@ func openRenameStress(t *testing.T, rounds int, recalled bool) {
 	if opens == 0 {
 		t.Fatal("no open found a file")
 	}
-	ok(t, a.Sync(ctx))
-	ok(t, a.FlushReleases(ctx))
+	settledClean(t, a, b, "the race")
 	if s := wbStats(t, a); s.Lost != 0 {
 		t.Errorf("lost changes: %+v", s)
-	}
-	probs, err := b.Check(ctx, false)
-	ok(t, err)
-	if len(probs) != 0 {
-		t.Fatalf("after the race: %+v", probs)
 	}
 }
 
