@@ -166,10 +166,7 @@ func hasEntries(r kv.Reader, ino base.Ino) (bool, error) {
 // An open by another client that commits its hold after this read is not
 // seen; destroy makes the two conflict (touchAttrVersions).
 func (o *op) held(ino base.Ino) (bool, error) {
-	outside, err := o.decidingHeld(ino)
-	if err != nil {
-		return false, err
-	}
+	outside := o.decidingHeld(ino)
 	n := o.m.openCount(ino)
 	if outside && o.m.wb.decideHook != nil {
 		o.m.wb.decideHook(ino, n)
@@ -222,7 +219,7 @@ func (o *op) held(ino base.Ino) (bool, error) {
 		return false, nil
 	}
 	var key []byte
-	err = o.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(k, _ []byte) bool {
+	err := o.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(k, _ []byte) bool {
 		key = append([]byte(nil), k...)
 		return false
 	})

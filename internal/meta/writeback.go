@@ -299,15 +299,6 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 		if w.ranHook != nil {
 			w.ranHook()
 		}
-		// A transaction outside the log deciding whether an inode this
-		// change wrote is held: the change runs outside the log too,
-		// where the two conflict (decidingHeld). Checked, and the change
-		// marked in the log, under fmu.
-		w.fmu.Lock()
-		if w.decidingAny(touched) {
-			w.fmu.Unlock()
-			return false, nil
-		}
 		b := w.cur
 		if len(b.shards) == 0 {
 			b.shards, own = append(b.shards, myShard), false // the batch's now
@@ -341,7 +332,6 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 			b.dirty[d] = true
 		}
 		w.dmu.Unlock()
-		w.fmu.Unlock()
 		b.queued = b.queued || t.deletesQueued
 		// As if committed: the leases learn the names, the listings the
 		// directory attributes.
@@ -950,58 +940,21 @@ func (w *wbLog) endDecidingLocked(touched *touchLog) {
 // log knew of ino before this transaction, and hold a file it destroys.
 // Reports whether it recorded (a transaction outside the log, with
 // write-back on).
-//
-// A change over the log that ran before, and is not committed, may have
-// changed ino in ways this transaction does not see (it read the store):
-// a link, whose replay after this transaction destroyed ino would lose
-// the new name, or an attribute change, whose replay would fail. Then
-// this fails with errWbPending, and updateIn runs it again after the log.
-// Registering and looking at the log under fmu, against writeBack's
-// look at the marks and its joining under fmu, puts each change over
-// the log on one side: before (seen here) or after (it sees the mark and
-// runs outside the log).
-func (o *op) decidingHeld(ino base.Ino) (bool, error) {
+func (o *op) decidingHeld(ino base.Ino) bool {
 	w := o.m.wb
-	if w == nil || o.touched == nil || o.flusher {
-		return false, nil
+	if w == nil || o.touched == nil {
+		return false
 	}
 	if _, inLog := o.wtx.Txn.(*wbTxn); inLog {
-		return false, nil
+		return false
 	}
 	o.touched.mu.Lock()
 	o.touched.deciding = append(o.touched.deciding, ino)
 	o.touched.mu.Unlock()
 	w.fmu.Lock()
-	defer w.fmu.Unlock()
 	w.deciding[ino]++
-	if w.changes([]base.Ino{ino}) {
-		return true, errWbPending
-	}
-	return true, nil
-}
-
-// errWbPending: a transaction outside the write-back log read whether an
-// inode the log changes is held (decidingHeld).
-var errWbPending = errors.New("meta: the write-back log changes an inode this transaction decides on")
-
-// decidingAny reports whether a transaction outside the log decides
-// whether one of the inodes a change over the log wrote is held (fmu
-// held).
-func (w *wbLog) decidingAny(touched *touchLog) bool {
-	if len(w.deciding) == 0 || touched == nil {
-		return false
-	}
-	for _, ino := range touched.inos {
-		if w.deciding[ino] > 0 {
-			return true
-		}
-	}
-	for _, ino := range touched.owned {
-		if w.deciding[ino] > 0 {
-			return true
-		}
-	}
-	return false
+	w.fmu.Unlock()
+	return true
 }
 
 // isDeciding reports whether a transaction outside the log may be
