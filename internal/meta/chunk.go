@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -120,7 +121,7 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 		ids[i] = w.Slice.ID
 	}
 	guards := m.reservationKeys(ids)
-	build := func(compact *[]uint32) func(o *op) error {
+	build := func(compact *[]uint32, replay bool) func(o *op) error {
 		return func(o *op) error {
 			*compact = (*compact)[:0]
 			logicals := [][]byte{attrKey(ino)}
@@ -150,6 +151,9 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 				return err
 			}
 			a, err := o.attr(ino)
+			if replay && errors.Is(err, base.ErrNotFound) {
+				return nil // destroyed after it (wbReplay)
+			}
 			if err != nil {
 				return err
 			}
@@ -239,11 +243,11 @@ func (m *Meta) WriteSlices(ctx context.Context, ino base.Ino, ws []SliceWrite, m
 		for _, k := range pendingKeys(ws) {
 			absent = append(absent, exactRange(k))
 		}
-		if done, err := m.writeBack(ctx, []base.Ino{dir}, absent, build(&compact), build(new([]uint32)), forget); done {
+		if done, err := m.writeBack(ctx, []base.Ino{dir}, absent, build(&compact, false), build(new([]uint32), true), forget); done {
 			return compact, err
 		}
 	}
-	err = m.mutate(ctx, build(&compact))
+	err = m.mutate(ctx, build(&compact, false))
 	if err == nil {
 		forget()
 	}

@@ -280,6 +280,10 @@ func (o *op) dropLink(ino base.Ino, a *base.Attr) error {
 // destroy deletes every record of an inode and queues its slices for
 // deletion.
 func (o *op) destroy(ino base.Ino, a *base.Attr) error {
+	if a.Type != base.TypeFile {
+		// A file's was recorded when its holds were read (held).
+		o.decidingHeld(ino)
+	}
 	if a.Type == base.TypeDir {
 		if err := o.dirWriting(ino, nil); err != nil {
 			return err

@@ -316,7 +316,15 @@ func (m *Meta) CloseFile(ctx context.Context, ino base.Ino) error {
 		m.opened[ino] = n - 1
 	}
 	sid := m.sid
-	_, fresh := m.freshDir(ino)
+	// A fresh file's hold may be in the write-back log, not in the store
+	// yet: its release is not delayed, since an open that kept it would
+	// rely on a hold a transaction outside the log does not see. (Fresh
+	// even while a transaction outside the log decides whether it is
+	// held: freshDir says no then, but the hold may be in the log.)
+	fresh := false
+	if m.wb != nil {
+		_, fresh = m.leases.freshIn(ino)
+	}
 	lazy := n == 1 && sid != 0 && m.opts.HoldReleaseDelay > 0 && !m.opts.ReadOnly && m.holdToucher == nil && !fresh
 	if lazy {
 		m.releases[ino] = true

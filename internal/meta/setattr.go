@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,12 +28,15 @@ func (m *Meta) SetAttr(ctx context.Context, c *Caller, ino base.Ino, req SetAttr
 		return a, nil
 	}
 	var out base.Attr
-	build := func(out *base.Attr) func(o *op) error {
+	build := func(out *base.Attr, replay bool) func(o *op) error {
 		return func(o *op) error {
 			if err := o.prefetchOp(attrKey(ino)); err != nil {
 				return err
 			}
 			a, err := o.attr(ino)
+			if replay && errors.Is(err, base.ErrNotFound) {
+				return nil // destroyed after it (wbReplay)
+			}
 			if err != nil {
 				return err
 			}
@@ -48,11 +52,11 @@ func (m *Meta) SetAttr(ctx context.Context, c *Caller, ino base.Ino, req SetAttr
 	}
 	// A fresh inode's attributes may be written back (writeback.go).
 	if dir, ok := m.freshDir(ino); ok {
-		if done, err := m.writeBack(ctx, []base.Ino{dir}, nil, build(&out), build(new(base.Attr)), nil); done {
+		if done, err := m.writeBack(ctx, []base.Ino{dir}, nil, build(&out, false), build(new(base.Attr), true), nil); done {
 			return out, err
 		}
 	}
-	err := m.mutate(ctx, build(&out))
+	err := m.mutate(ctx, build(&out, false))
 	return out, err
 }
 

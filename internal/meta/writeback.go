@@ -98,6 +98,18 @@ type wbBatch struct {
 	started time.Time
 	err     error  // a commit that could not reach the store (fl)
 	term    uint64 // the predictions' term when its flight began (fl)
+	// id numbers the batches in the order they are made (wbLog.newBatch):
+	// they end in that order.
+	id uint64
+}
+
+// newBatch returns the log's next batch (w.dmu held, or the log not
+// shared yet).
+func (w *wbLog) newBatch() *wbBatch {
+	b := newWbBatch()
+	w.lastID++
+	b.id = w.lastID
+	return b
 }
 
 func newWbBatch() *wbBatch {
@@ -135,6 +147,15 @@ type wbLog struct {
 	// change. An open over the log leaves such an inode to the store,
 	// where the two conflict (openHeld).
 	deciding map[base.Ino]int
+	// decided holds, per inode, the batch until whose end a transaction
+	// that decided outside the log whether it is held still counts as
+	// deciding (endDecidingLocked): the log's batches read before that
+	// transaction committed, and a change over the log would read what
+	// they knew of the inode (their guards), not what it left. ndecide
+	// counts the inodes of deciding and decided, read without fmu.
+	decided map[base.Ino]uint64
+	ndecide atomic.Int64
+	lastID  uint64 // the newest batch's id (dmu)
 
 	n atomic.Int64 // changes not committed, read without mu
 	// busy counts the changes running over the log (writeBack), read
@@ -181,7 +202,8 @@ type WriteBackStats struct {
 }
 
 func newWbLog() *wbLog {
-	w := &wbLog{cur: newWbBatch(), fresh: make(map[base.Ino]*wbWrites), deciding: make(map[base.Ino]int)}
+	w := &wbLog{fresh: make(map[base.Ino]*wbWrites), deciding: make(map[base.Ino]int), decided: make(map[base.Ino]uint64)}
+	w.cur = w.newBatch()
 	w.ended = sync.NewCond(&w.mu)
 	return w
 }
@@ -588,7 +610,7 @@ func (m *Meta) wbStartLocked() *wbBatch {
 	f := w.cur
 	f.term = m.spec.curTerm()
 	w.dmu.Lock()
-	w.fl, w.cur = f, newWbBatch()
+	w.fl, w.cur = f, w.newBatch()
 	w.dmu.Unlock()
 	go m.wbFly(f)
 	return f
@@ -644,7 +666,7 @@ func (m *Meta) wbFly(f *wbBatch) {
 		for ino := range b.dirty {
 			f.dirty[ino] = true
 		}
-		w.cur = newWbBatch()
+		w.cur = w.newBatch()
 		w.dmu.Unlock()
 		if w.replayHook != nil {
 			w.replayHook()
@@ -652,6 +674,7 @@ func (m *Meta) wbFly(f *wbBatch) {
 		m.wbReplay(ctx, f.ops)
 		m.wbReplay(ctx, b.ops)
 		m.wbDone(b)
+		w.endDecided(b.id)
 	default:
 		// Not committed: back in front of the next batch, whose guards
 		// are on the same state (before this one).
@@ -676,6 +699,7 @@ func (m *Meta) wbFly(f *wbBatch) {
 		}
 		merged := *f
 		merged.err, merged.inherit = nil, make(map[string]kv.Range)
+		merged.id = b.id // it ends both
 		w.cur, w.fl = &merged, nil
 		w.dmu.Unlock()
 		w.commits++
@@ -692,6 +716,7 @@ func (m *Meta) wbFly(f *wbBatch) {
 		return
 	}
 	m.wbDone(f)
+	w.endDecided(f.id)
 	w.dmu.Lock()
 	w.seq.Add(1)
 	w.fl = nil
@@ -802,6 +827,15 @@ func (m *Meta) wbVerify(ctx context.Context, writes []kv.Write) (bool, error) {
 }
 
 // wbReplay runs the changes of ops again, in order, one transaction each.
+//
+// A change of an inode's own records (its attributes, its data) that
+// finds the inode gone when it runs again succeeds with nothing to do:
+// the destroy came after it. Either a change before it in the log found
+// the file not open any more when it ran again (a rename over it made an
+// orphan of a file then open, closed since), or a transaction outside
+// the log that destroyed it had begun deciding before the change joined
+// the log (freshDir: no change of an inode so decided joins the log
+// after), so the change may be ordered first.
 func (m *Meta) wbReplay(ctx context.Context, ops []*wbOp) {
 	w := m.wb
 	for _, x := range ops {
@@ -924,22 +958,65 @@ func (m *Meta) endDeciding(touched *touchLog) {
 
 // endDecidingLocked is endDeciding with fmu and touched.mu held.
 func (w *wbLog) endDecidingLocked(touched *touchLog) {
+	if len(touched.deciding) == 0 {
+		return
+	}
+	// The batches made before this transaction ended may hold what the
+	// store had of its inodes before it committed (a guard read then):
+	// the inodes stay decided until the newest such batch ended. A
+	// change running over the log (busy) joins the current batch.
+	var until uint64
+	w.dmu.Lock()
+	if len(w.cur.dirty) > 0 || w.busy.Load() > 0 {
+		until = w.cur.id
+	} else if w.fl != nil {
+		until = w.fl.id
+	}
+	w.dmu.Unlock()
 	for _, ino := range touched.deciding {
-		if w.deciding[ino]--; w.deciding[ino] <= 0 {
-			delete(w.deciding, ino)
+		if w.deciding[ino]--; w.deciding[ino] > 0 {
+			continue
+		}
+		delete(w.deciding, ino)
+		prev, was := w.decided[ino]
+		switch {
+		case until > prev:
+			w.decided[ino] = until
+		case !was:
+			w.ndecide.Add(-1) // in neither map now
 		}
 	}
 	touched.deciding = nil
 }
 
+// endDecided ends the marks of decided that last until batch id, which
+// ended (committed, or its changes ran again; w.mu held).
+func (w *wbLog) endDecided(id uint64) {
+	if w.ndecide.Load() == 0 {
+		return
+	}
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	for ino, until := range w.decided {
+		if until <= id {
+			delete(w.decided, ino)
+			if w.deciding[ino] == 0 {
+				w.ndecide.Add(-1)
+			}
+		}
+	}
+}
+
 // decidingHeld records that the transaction of o, outside the log,
-// reads whether ino is held (before it reads this client's open count):
-// until it ends, an open over the log leaves ino to the store. Its
-// destroy and an open counted after its read then meet in the store,
-// which makes them conflict; over the log the open would read what the
-// log knew of ino before this transaction, and hold a file it destroys.
-// Reports whether it recorded (a transaction outside the log, with
-// write-back on).
+// reads whether ino is held (before it reads this client's open count),
+// or destroys it (an inode without holds): until it ends, and then
+// until the log's batches that may have read ino before it committed
+// ended (decided), no change of ino joins the log (freshDir; an open
+// over the log checks again). Its destroy and an open counted after its
+// read then meet in the store, which makes them conflict; over the log
+// the open would read what the log knew of ino before this transaction,
+// and hold a file it destroys. Reports whether it recorded (a
+// transaction outside the log, with write-back on).
 func (o *op) decidingHeld(ino base.Ino) bool {
 	w := o.m.wb
 	if w == nil || o.touched == nil {
@@ -952,23 +1029,36 @@ func (o *op) decidingHeld(ino base.Ino) bool {
 	o.touched.deciding = append(o.touched.deciding, ino)
 	o.touched.mu.Unlock()
 	w.fmu.Lock()
-	w.deciding[ino]++
+	if w.deciding[ino]++; w.deciding[ino] == 1 {
+		if _, ok := w.decided[ino]; !ok {
+			w.ndecide.Add(1)
+		}
+	}
 	w.fmu.Unlock()
 	return true
 }
 
 // isDeciding reports whether a transaction outside the log may be
-// destroying ino now (decidingHeld).
+// destroying ino now (decidingHeld), or did so after the log's batches
+// read what they know of it (decided).
 func (w *wbLog) isDeciding(ino base.Ino) bool {
+	if w.ndecide.Load() == 0 {
+		return false
+	}
 	w.fmu.Lock()
 	defer w.fmu.Unlock()
-	return w.deciding[ino] > 0
+	_, decided := w.decided[ino]
+	return w.deciding[ino] > 0 || decided
 }
 
 // freshDir returns the directory of ino if write-back is on and ino is
-// fresh (lease.go): its changes may be written back.
+// fresh (lease.go): its changes may be written back. Not while a
+// transaction outside the log decides or decided whether ino is held
+// (isDeciding): it may have destroyed ino after the log read it, and a
+// change over the log would act on the inode as it was (an open holding
+// a destroyed file, a chmod acknowledged and then lost at the replay).
 func (m *Meta) freshDir(ino base.Ino) (base.Ino, bool) {
-	if m.wb == nil {
+	if m.wb == nil || m.wb.isDeciding(ino) {
 		return 0, false
 	}
 	return m.leases.freshIn(ino)

@@ -989,10 +989,11 @@ func settledClean(t *testing.T, a, b *Meta, after string) {
 // TestSharedWriteBackOpenRenameStress is posixtest's OpenSymlinkRace on
 // one client: a thread makes a file and a symlink by turns under one
 // name (each renamed over it, or the name unlinked and made again),
-// another looks the name up, opens what it finds and reads its
-// attributes through the open handle, and another client looks at the
-// name now and then (recalling the lease). Some of the changes run
-// outside the log (skipHook), some batches commit at once.
+// another looks the name up, opens what it finds, reads its attributes
+// through the open handle and changes its mode now and then (open, and
+// after its close), and another client looks at the name now and then
+// (recalling the lease). Some of the changes run outside the log
+// (skipHook), some batches commit at once.
 // An open either fails with ENOENT or holds a file whose attributes stay
 // readable until its close; the volume checks clean after.
 func TestSharedWriteBackOpenRenameStress(t *testing.T) {
@@ -1089,7 +1090,20 @@ func openRenameStress(t *testing.T, rounds int, recalled bool) {
 		if _, err := a.GetAttr(ctx, ino); err != nil {
 			t.Fatalf("getattr of open inode %d (open %d): %v", ino, opens, err)
 		}
+		mode := SetAttrRequest{Valid: base.SetMode, Mode: uint32(0o600 + opens%2*0o40)}
+		if opens%2 == 0 {
+			// While open: the file is there.
+			if _, err := a.SetAttr(ctx, root, ino, mode); err != nil {
+				t.Fatalf("setattr of open inode %d (open %d): %v", ino, opens, err)
+			}
+		}
 		ok(t, a.CloseFile(ctx, ino))
+		if opens%3 == 0 {
+			// Closed: the shuffler may destroy it meanwhile.
+			if _, err := a.SetAttr(ctx, root, ino, mode); err != nil && !errors.Is(err, base.ErrNotFound) {
+				t.Fatalf("setattr of closed inode %d: %v", ino, err)
+			}
+		}
 	}
 	ok(t, <-shuffler)
 	ok(t, <-looker)
