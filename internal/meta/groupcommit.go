@@ -127,7 +127,13 @@ const groupSlots = 2
 // outside its op: firstReads runs it up to that read to learn what it
 // reads.
 func (m *Meta) mutateGrouped(ctx context.Context, fn func(o *op) error) error {
-	return m.retryLeased(ctx, func() error { return m.mutateGroupedOnce(ctx, fn) })
+	err := m.retryLeased(ctx, func() error { return m.mutateGroupedOnce(ctx, fn) })
+	if errors.Is(err, errWbPending) {
+		// Failed in a group (op.decidingHeld): alone, where updateIn
+		// runs it again after the write-back log.
+		return m.mutate(ctx, fn)
+	}
+	return err
 }
 
 // mutateGroupedOnce is mutateGrouped without the wait for a leased

@@ -166,7 +166,10 @@ func hasEntries(r kv.Reader, ino base.Ino) (bool, error) {
 // An open by another client that commits its hold after this read is not
 // seen; destroy makes the two conflict (touchAttrVersions).
 func (o *op) held(ino base.Ino) (bool, error) {
-	outside := o.decidingHeld(ino)
+	outside, err := o.decidingHeld(ino)
+	if err != nil {
+		return false, err
+	}
 	n := o.m.openCount(ino)
 	if outside && o.m.wb.decideHook != nil {
 		o.m.wb.decideHook(ino, n)
@@ -219,7 +222,7 @@ func (o *op) held(ino base.Ino) (bool, error) {
 		return false, nil
 	}
 	var key []byte
-	err := o.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(k, _ []byte) bool {
+	err = o.Scan(holdPrefix(ino), kv.PrefixEnd(holdPrefix(ino)), false, func(k, _ []byte) bool {
 		key = append([]byte(nil), k...)
 		return false
 	})
@@ -282,7 +285,9 @@ func (o *op) dropLink(ino base.Ino, a *base.Attr) error {
 func (o *op) destroy(ino base.Ino, a *base.Attr) error {
 	if a.Type != base.TypeFile {
 		// A file's was recorded when its holds were read (held).
-		o.decidingHeld(ino)
+		if _, err := o.decidingHeld(ino); err != nil {
+			return err
+		}
 	}
 	if a.Type == base.TypeDir {
 		if err := o.dirWriting(ino, nil); err != nil {

@@ -346,6 +346,24 @@ func (m *Meta) rawUpdate(ctx context.Context, fn func(t *wtx) error) error {
 // nil (a transaction a lookup started: startahead.go), with usage shard shard,
 // which the caller holds. Other attempts take a shard from m.shards.
 func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(t *wtx) error) error {
+	err := m.updateInOnce(ctx, st, shard, fn)
+	if errors.Is(err, errWbPending) {
+		// It read whether a fresh inode is held while the write-back log
+		// changed that inode (op.decidingHeld): run again after the log,
+		// with the log held so that no change joins it meanwhile.
+		w := m.wb
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err := m.wbCommitLocked(ctx); err != nil {
+			return err
+		}
+		err = m.updateInOnce(context.WithValue(ctx, wbFlusherKey{}, true), nil, 0, fn)
+	}
+	return err
+}
+
+// updateInOnce is updateIn without the second run.
+func (m *Meta) updateInOnce(ctx context.Context, st kv.Started, shard byte, fn func(t *wtx) error) error {
 	// A started transaction holds one of the store's connections, which
 	// the log's commit may need: it is given back before any wait for the
 	// log (as many creates as the pool has connections, each in its
@@ -373,6 +391,7 @@ func (m *Meta) updateIn(ctx context.Context, st kv.Started, shard byte, fn func(
 			shard = lease.next()
 		}
 		t := m.newWtx(tx, shard, m.lc, touched)
+		t.flusher = isWbFlusher(ctx)
 		last = t
 		err := fn(t)
 		queued = t.deletesQueued

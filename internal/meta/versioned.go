@@ -204,6 +204,10 @@ type wtx struct {
 	soleChunk map[base.Ino]bool
 	// holdDropped are the hold records this attempt deleted (op.held).
 	holdDropped map[string]bool
+	// flusher: the write-back log's own replay, or a transaction run
+	// with the log held (updateIn): no change over the log runs
+	// meanwhile.
+	flusher bool
 	// shard is the usage-counter shard this transaction updates.
 	shard byte
 	wrote bool // Set or Delete was called

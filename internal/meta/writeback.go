@@ -182,6 +182,9 @@ type wbLog struct {
 	// decideHook, if set (tests only), runs in op.held of a transaction
 	// outside the log once it read ino's open count n.
 	decideHook func(ino base.Ino, n int)
+	// markHook, if set (tests only), runs in op.decidingHeld of a
+	// transaction outside the log before it marks ino.
+	markHook func(ino base.Ino)
 
 	ops0, batches, replays, replayed, lost, waits, viewed, commitNanos atomic.Int64
 	stickyErr                                                          atomic.Pointer[error]
@@ -321,6 +324,15 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 		if w.ranHook != nil {
 			w.ranHook()
 		}
+		// A transaction outside the log deciding whether an inode this
+		// change wrote is held: the change runs outside the log too,
+		// where the two conflict (decidingHeld). Checked, and the change
+		// marked in the log, under fmu.
+		w.fmu.Lock()
+		if w.decidingAny(touched) {
+			w.fmu.Unlock()
+			return false, nil
+		}
 		b := w.cur
 		if len(b.shards) == 0 {
 			b.shards, own = append(b.shards, myShard), false // the batch's now
@@ -354,6 +366,7 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 			b.dirty[d] = true
 		}
 		w.dmu.Unlock()
+		w.fmu.Unlock()
 		b.queued = b.queued || t.deletesQueued
 		// As if committed: the leases learn the names, the listings the
 		// directory attributes.
@@ -1017,25 +1030,65 @@ func (w *wbLog) endDecided(id uint64) {
 // the open would read what the log knew of ino before this transaction,
 // and hold a file it destroys. Reports whether it recorded (a
 // transaction outside the log, with write-back on).
-func (o *op) decidingHeld(ino base.Ino) bool {
+//
+// A change over the log that ran before, and is not committed, may have
+// changed ino in ways this transaction does not see (it read the store):
+// a link, whose replay after this transaction destroyed ino would lose
+// the new name, or a create in a directory it removes. Then this fails
+// with errWbPending, and updateIn runs it again after the log.
+// Registering and looking at the log under fmu, against writeBack's
+// look at the marks and its joining under fmu, puts each change over
+// the log on one side: before (seen here) or after (it sees the mark and
+// runs outside the log).
+func (o *op) decidingHeld(ino base.Ino) (bool, error) {
 	w := o.m.wb
-	if w == nil || o.touched == nil {
-		return false
+	if w == nil || o.touched == nil || o.flusher {
+		return false, nil
 	}
 	if _, inLog := o.wtx.Txn.(*wbTxn); inLog {
-		return false
+		return false, nil
+	}
+	if w.markHook != nil {
+		w.markHook(ino)
 	}
 	o.touched.mu.Lock()
 	o.touched.deciding = append(o.touched.deciding, ino)
 	o.touched.mu.Unlock()
 	w.fmu.Lock()
+	defer w.fmu.Unlock()
 	if w.deciding[ino]++; w.deciding[ino] == 1 {
 		if _, ok := w.decided[ino]; !ok {
 			w.ndecide.Add(1)
 		}
 	}
-	w.fmu.Unlock()
-	return true
+	if w.changes([]base.Ino{ino}) {
+		return true, errWbPending
+	}
+	return true, nil
+}
+
+// errWbPending: a transaction outside the write-back log read whether an
+// inode the log changes is held, or destroys it (decidingHeld).
+var errWbPending = errors.New("meta: the write-back log changes an inode this transaction decides on")
+
+// decidingAny reports whether a transaction outside the log decides
+// whether one of the inodes a change over the log wrote is held (fmu
+// held).
+func (w *wbLog) decidingAny(touched *touchLog) bool {
+	if len(w.deciding) == 0 || touched == nil {
+		return false
+	}
+	for _, ino := range touched.inos {
+		if w.deciding[ino] > 0 {
+			return true
+		}
+	}
+	for _, ino := range touched.owned {
+		if w.deciding[ino] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // isDeciding reports whether a transaction outside the log may be
