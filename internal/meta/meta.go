@@ -598,6 +598,20 @@ func (m *Meta) reserveInodesAhead(batch uint64) {
 	}
 }
 
+// takeIDs advances the counter kind by batch in t and returns the first
+// of the ids it passed.
+func takeIDs(t *wtx, kind byte, batch uint64) (uint64, error) {
+	n, err := counter(t, kind)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("id counter %c missing: %w", kind, base.ErrIO)
+	}
+	t.Set(counterKey(kind), u64(nil, n+batch))
+	return n, nil
+}
+
 // reserveIDs reserves batch ids of the counter kind and returns the
 // first (idMu held for slices: m.reserved). The counter is no record
 // the write-back log writes: its transaction does not wait for the log
@@ -607,15 +621,11 @@ func (m *Meta) reserveIDs(ctx context.Context, kind byte, batch uint64) (uint64,
 	sid := m.sessionID()
 	ctx = context.WithValue(ctx, wbNoBarrierKey{}, true)
 	err := m.update(ctx, func(t *wtx) error {
-		n, err := counter(t, kind)
+		n, err := takeIDs(t, kind, batch)
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return fmt.Errorf("id counter %c missing: %w", kind, base.ErrIO)
-		}
 		start = n
-		t.Set(counterKey(kind), u64(nil, n+batch))
 		if kind == counterNextSlice && sid != 0 {
 			// Until these ids are committed or abandoned, gc of any
 			// client must leave their blocks alone.

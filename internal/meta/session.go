@@ -65,6 +65,15 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 			res[1] = max(res[1], id+1)
 		}
 	}
+	// A client that may write and has no id ranges yet reserves its first
+	// inode and slice id ranges here, with the session, rather than in
+	// its first create and its first block upload: those would each wait
+	// for a transaction on a counter every client updates, and clients
+	// started together (a cluster's mounts or gateways, then one job on
+	// all of them) queue on it.
+	wantIno := !m.opts.ReadOnly && m.nextIno >= m.maxIno && m.inoAhead[1] <= m.inoAhead[0]
+	wantSlic := !m.opts.ReadOnly && res[1] <= res[0]
+	var inoStart, slicStart uint64
 	err := m.rawUpdate(ctx, func(t *wtx) error {
 		id, err := counter(t, counterNextSess)
 		if err != nil {
@@ -83,6 +92,17 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 		if res[1] > res[0] {
 			t.Set(reservedKey(id, res[0]), u64(nil, res[1]))
 		}
+		if wantIno {
+			if inoStart, err = takeIDs(t, counterNextInode, m.opts.InodeBatch); err != nil {
+				return err
+			}
+		}
+		if wantSlic {
+			if slicStart, err = takeIDs(t, counterNextSlice, m.opts.SliceBatch); err != nil {
+				return err
+			}
+			t.Set(reservedKey(id, slicStart), u64(nil, slicStart+m.opts.SliceBatch))
+		}
 		if !m.opts.ReadOnly && m.holdToucher == nil {
 			for _, ino := range open {
 				t.Set(holdKey(ino, id), nil)
@@ -97,6 +117,13 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 	m.reserved = m.reserved[:0]
 	if res[1] > res[0] {
 		m.reserved = append(m.reserved, res)
+	}
+	if wantIno {
+		m.nextIno, m.maxIno = inoStart, inoStart+m.opts.InodeBatch
+	}
+	if wantSlic {
+		m.nextSlic, m.maxSlic = slicStart, slicStart+m.opts.SliceBatch
+		m.reserved = append(m.reserved, [2]uint64{m.nextSlic, m.maxSlic})
 	}
 	m.renew = false
 	m.mu.Lock()

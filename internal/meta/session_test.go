@@ -5,6 +5,7 @@ import (
 
 	"github.com/cairnfs/cairn/internal/base"
 	"github.com/cairnfs/cairn/internal/kv"
+	"github.com/cairnfs/cairn/internal/kv/counted"
 )
 
 func TestSessions(t *testing.T) {
@@ -64,12 +65,20 @@ func TestDeadSessionHoldsReleasedAtOpen(t *testing.T) {
 		tx.Delete(sessionKey(crashed.SessionID()))
 		return nil
 	}))
-	if probs := must[[]Problem](t)(m.Check(ctx, false)); len(probs) != 1 || probs[0].Kind != "stale-hold" {
-		t.Fatalf("problems %+v", probs)
+	// Its hold, and the id ranges it reserved with its session.
+	kinds := map[string]int{}
+	for _, p := range must[[]Problem](t)(m.Check(ctx, false)) {
+		kinds[p.Kind]++
+	}
+	if len(kinds) != 2 || kinds["stale-hold"] != 1 || kinds["dead-session-record"] != 1 {
+		t.Fatalf("problems %v", kinds)
 	}
 	must[*Meta](t)(Open(ctx, store, Options{}))
 	_, err := m.GetAttr(ctx, f)
 	wantErr(t, err, base.ErrNotFound)
+	if probs := must[[]Problem](t)(m.Check(ctx, false)); len(probs) != 0 {
+		t.Fatalf("after the next Open: problems %+v", probs)
+	}
 }
 
 func TestSessionAfterOpen(t *testing.T) {
@@ -98,4 +107,65 @@ func TestSessionAfterOpen(t *testing.T) {
 	_, err = other.GetAttr(ctx, f)
 	wantErr(t, err, base.ErrNotFound)
 	checkOnCleanup(t, other)
+}
+
+// TestSessionReservesIDs: a client that may write reserves its first
+// inode and slice id ranges with its session, so that its first create
+// and its first block upload run no transaction on the volume-wide
+// counters; the slice ids are recorded for gc from the start, as a
+// reservation made later would be; a read-only client reserves nothing.
+func TestSessionReservesIDs(t *testing.T) {
+	store := counted.New(testStore(t))
+	ok(t, Format(ctx, store, Settings{Name: "test"}, false))
+	a := must[*Meta](t)(Open(ctx, store, Options{InodeBatch: 8, SliceBatch: 8}))
+	checkOnCleanup(t, a)
+	b := must[*Meta](t)(Open(ctx, store, Options{InodeBatch: 8, SliceBatch: 8}))
+	checkOnCleanup(t, b)
+	ro := must[*Meta](t)(Open(ctx, store, Options{ReadOnly: true}))
+	checkOnCleanup(t, ro)
+	sa := must[uint64](t)(a.NewSession(ctx, SessionInfo{Host: "a"}))
+	sb := must[uint64](t)(b.NewSession(ctx, SessionInfo{Host: "b"}))
+	must[uint64](t)(ro.NewSession(ctx, SessionInfo{Host: "ro"}))
+	ro.idMu.Lock()
+	if ro.maxIno != 0 || ro.maxSlic != 0 {
+		t.Errorf("a read-only session reserved inodes up to %d, slices up to %d", ro.maxIno, ro.maxSlic)
+	}
+	ro.idMu.Unlock()
+
+	txns := func() int64 { return store.Stats().Total().Transactions }
+	before := txns()
+	var ids []uint64
+	for range 8 {
+		ids = append(ids, must[uint64](t)(a.NewSliceID(ctx)), must[uint64](t)(b.NewSliceID(ctx)))
+		_ = must[base.Ino](t)(a.allocIno(ctx))
+		_ = must[base.Ino](t)(b.allocIno(ctx))
+	}
+	if n := txns() - before; n != 0 {
+		t.Errorf("the first 8 inodes and slice ids of two sessions took %d transactions, want 0", n)
+	}
+	seen := map[uint64]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Fatalf("slice id %d handed out twice", id)
+		}
+		seen[id] = true
+	}
+	// gc keeps away from every id handed out and not committed.
+	g := must[SliceGuard](t)(a.SliceGuard(ctx))
+	for _, id := range ids {
+		if !g.Protects(id) {
+			t.Errorf("slice id %d, handed out by session %d or %d, is not protected from gc", id, sa, sb)
+		}
+	}
+	// The ninth of each needs a new range: one transaction each.
+	before = txns()
+	must[uint64](t)(a.NewSliceID(ctx))
+	_ = must[base.Ino](t)(a.allocIno(ctx))
+	if n := txns() - before; n != 2 {
+		t.Errorf("the ninth inode and slice id took %d transactions, want 2", n)
+	}
+	for _, id := range ids {
+		a.ForgetSlice(id)
+		b.ForgetSlice(id)
+	}
 }
