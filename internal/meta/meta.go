@@ -385,13 +385,14 @@ func (m *Meta) updateInOnce(ctx context.Context, st kv.Started, shard byte, fn f
 	lease := shardLease{p: &m.shards}
 	defer lease.done()
 	ctx, change := m.queueOnDir(ctx)
+	flusher := m.wb != nil && isWbFlusher(ctx)
 	run := func(tx kv.Txn) error {
 		change.attempt()
 		if st == nil || last != nil {
 			shard = lease.next()
 		}
 		t := m.newWtx(tx, shard, m.lc, touched)
-		t.flusher = isWbFlusher(ctx)
+		t.flusher = flusher
 		last = t
 		err := fn(t)
 		queued = t.deletesQueued
