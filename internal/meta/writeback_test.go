@@ -1208,3 +1208,43 @@ func mknodDir(m *Meta, dir base.Ino, name string) (base.Ino, error) {
 	ino, _, err := m.Mknod(ctx, root, dir, name, base.TypeDir, 0o755, 0, 0, "")
 	return ino, err
 }
+
+// A client takes a directory's lease only after its write-back log has
+// committed: acquireLease runs through rawUpdate, whose barrier commits
+// the log first. Design 0011 ("When two replays could wait for each
+// other") rests on it: a lease a change read when it was acknowledged,
+// and whose holder its replay then waits for, was taken after the
+// change, by a client that had committed its own log before.
+func TestSharedWriteBackAcquireCommitsLogFirst(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}}, 30*time.Second)
+	a := ms[0]
+	d := mkdir(t, a, root, base.RootIno, "d")
+	leaseOf(t, a, d)
+	createLooked(t, a, d, "warm")
+	ok(t, a.Sync(ctx))
+	var mu sync.Mutex
+	pending := map[base.Ino]int64{} // at each acquisition, in its transaction
+	a.leases.acquireHook = func(dir base.Ino) {
+		mu.Lock()
+		pending[dir] = a.wb.n.Load()
+		mu.Unlock()
+	}
+	for i := range 5 {
+		e := mkdir(t, a, root, base.RootIno, fmt.Sprint("e", i))
+		ok(t, a.Sync(ctx))
+		createLooked(t, a, d, fmt.Sprint("f", i))
+		if n := wbStats(t, a).Pending; n == 0 {
+			t.Fatalf("round %d: the create in the leased directory is not waiting in the log", i)
+		}
+		leaseOf(t, a, e) // lookups of missing names in e: the lease is taken
+		mu.Lock()
+		n, seen := pending[e]
+		mu.Unlock()
+		if !seen {
+			t.Fatalf("round %d: the lease of %d was not acquired", i, e)
+		}
+		if n != 0 {
+			t.Fatalf("round %d: the lease of %d was taken with %d changes not committed in the write-back log", i, e, n)
+		}
+	}
+}
