@@ -613,6 +613,17 @@ func takeIDs(t *wtx, kind byte, batch uint64) (uint64, error) {
 	return n, nil
 }
 
+// takeSliceIDs is takeIDs for slice ids of session sid (0: none). Until
+// they are committed or abandoned, gc of any client must leave their
+// blocks alone: the range is recorded with the session.
+func takeSliceIDs(t *wtx, sid, batch uint64) (uint64, error) {
+	n, err := takeIDs(t, counterNextSlice, batch)
+	if err == nil && sid != 0 {
+		t.Set(reservedKey(sid, n), u64(nil, n+batch))
+	}
+	return n, err
+}
+
 // reserveIDs reserves batch ids of the counter kind and returns the
 // first (idMu held for slices: m.reserved). The counter is no record
 // the write-back log writes: its transaction does not wait for the log
@@ -621,18 +632,13 @@ func (m *Meta) reserveIDs(ctx context.Context, kind byte, batch uint64) (uint64,
 	var start uint64
 	sid := m.sessionID()
 	ctx = context.WithValue(ctx, wbNoBarrierKey{}, true)
-	err := m.update(ctx, func(t *wtx) error {
-		n, err := takeIDs(t, kind, batch)
-		if err != nil {
-			return err
+	err := m.update(ctx, func(t *wtx) (err error) {
+		if kind == counterNextSlice {
+			start, err = takeSliceIDs(t, sid, batch)
+		} else {
+			start, err = takeIDs(t, kind, batch)
 		}
-		start = n
-		if kind == counterNextSlice && sid != 0 {
-			// Until these ids are committed or abandoned, gc of any
-			// client must leave their blocks alone.
-			t.Set(reservedKey(sid, n), u64(nil, n+batch))
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("reserving ids: %w", err)

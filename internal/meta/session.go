@@ -98,10 +98,9 @@ func (m *Meta) NewSession(ctx context.Context, info SessionInfo) (uint64, error)
 			}
 		}
 		if wantSlic {
-			if slicStart, err = takeIDs(t, counterNextSlice, m.opts.SliceBatch); err != nil {
+			if slicStart, err = takeSliceIDs(t, id, m.opts.SliceBatch); err != nil {
 				return err
 			}
-			t.Set(reservedKey(id, slicStart), u64(nil, slicStart+m.opts.SliceBatch))
 		}
 		if !m.opts.ReadOnly && m.holdToucher == nil {
 			for _, ino := range open {
