@@ -520,7 +520,7 @@ func (m *Meta) UnlinkChange(ctx context.Context, c *Caller, parent base.Ino, nam
 			if isTrashDir(p) {
 				return errInTrash("unlink")
 			}
-			if err := mayDelete(c, p, a); err != nil {
+			if err := o.wbMayDelete(c, p, ino, a); err != nil {
 				return fmt.Errorf("unlink %q in %d: %w", name, parent, err)
 			}
 			if err := o.vdel(dentryKey(parent, name)); err != nil {
@@ -599,7 +599,10 @@ func (m *Meta) rmdir(ctx context.Context, c *Caller, parent base.Ino, name strin
 		if isTrashDir(p) || isTrashDir(a) {
 			return errInTrash("rmdir")
 		}
-		if err := mayDelete(c, p, a); err != nil {
+		if err := o.wbNeedsOwnLease(ino); err != nil {
+			return err
+		}
+		if err := o.wbMayDelete(c, p, ino, a); err != nil {
 			return fmt.Errorf("rmdir %q in %d: %w", name, parent, err)
 		}
 		if full, err := hasEntries(o, ino); err != nil {

@@ -99,7 +99,7 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 	if err != nil {
 		return err
 	}
-	if err := mayDelete(c, spa, sa); err != nil {
+	if err := o.wbMayDelete(c, spa, sino, sa); err != nil {
 		return fmt.Errorf("rename %q: %w", sn, err)
 	}
 	var da *base.Attr
@@ -107,7 +107,7 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 		if da, err = o.attr(dino); err != nil {
 			return err
 		}
-		if err := mayDelete(c, dpa, da); err != nil {
+		if err := o.wbMayDelete(c, dpa, dino, da); err != nil {
 			return fmt.Errorf("rename over %q: %w", dn, err)
 		}
 	}
@@ -148,6 +148,9 @@ func (o *op) rename(c *Caller, sp base.Ino, sn string, dp base.Ino, dn string, f
 		case styp != base.TypeDir && dtyp == base.TypeDir:
 			return fmt.Errorf("rename over directory %q: %w", dn, base.ErrIsDir)
 		case dtyp == base.TypeDir:
+			if err := o.wbNeedsOwnLease(dino); err != nil {
+				return err
+			}
 			if full, err := hasEntries(o, dino); err != nil {
 				return err
 			} else if full {

@@ -1248,3 +1248,87 @@ func TestSharedWriteBackAcquireCommitsLogFirst(t *testing.T) {
 		}
 	}
 }
+
+// Another client reaches a directory by its number, with no lookup in the
+// leased parent (a process's working directory inside it on another
+// host, an NFS handle), and creates in it. An rmdir of it, or a rename
+// over it, acknowledged before that create was a change lost on its
+// replay ("directory not empty", EIO on the next sync) and the directory
+// stayed: now such a change waits for the log and runs at once, unless
+// this client holds the directory's own lease (a directory it made
+// there), when the other client's create recalls that lease first. A
+// sticky directory's rule that rests on a file's owner, which another
+// client may change by the file's number, likewise.
+func TestSharedWriteBackRemoveReachedByNumber(t *testing.T) {
+	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}, {NoLeases: true}}, 30*time.Second)
+	a, b, c := ms[0], ms[1], ms[2]
+	// c, which takes no leases, makes what a removes and b reaches by
+	// number: no lease of them is held when a decides.
+	d := mkdir(t, c, root, base.RootIno, "d")
+	e := mkdir(t, c, root, d, "e")
+	tg := mkdir(t, c, root, d, "t")
+	s := mkdir(t, c, root, d, "s")
+	_, err := c.SetAttr(ctx, root, s, SetAttrRequest{Valid: SetMode, Mode: 0o1777})
+	ok(t, err)
+	user := &Caller{Uid: 1000, Gid: 1000}
+	g := create(t, c, user, s, "g")
+	leaseOf(t, a, d)
+	leaseOf(t, a, s)
+	for _, n := range []string{"e", "t"} {
+		_, _, err := a.Lookup(ctx, root, d, n)
+		ok(t, err)
+	}
+	written := func(what string, want int64, do func()) {
+		t.Helper()
+		s0 := wbStats(t, a)
+		do()
+		if n := wbStats(t, a).Changes - s0.Changes; n != want {
+			t.Fatalf("%s: %d changes written back, want %d", what, n, want)
+		}
+	}
+
+	// The other client's create comes first in each check: the build
+	// before failed it (the create succeeded, the removal was lost).
+	written("rmdir of b's directory", 0, func() {
+		ok(t, a.Rmdir(ctx, root, d, "e"))
+		if _, _, err := b.Create(ctx, root, e, "x", 0o644, 0); !errors.Is(err, base.ErrNotFound) {
+			t.Fatalf("create in a directory removed before it: %v (%+v)", err, wbStats(t, a))
+		}
+	})
+	written("mkdir", 1, func() { mkdir(t, a, root, d, "u") })
+	written("rename over b's directory", 0, func() {
+		ok(t, a.Rename(ctx, root, d, "u", d, "t", 0))
+		if _, _, err := b.Create(ctx, root, tg, "x", 0o644, 0); !errors.Is(err, base.ErrNotFound) {
+			t.Fatalf("create in a directory renamed over before it: %v (%+v)", err, wbStats(t, a))
+		}
+	})
+	// A directory a made (its lease a's since its create): written back.
+	written("mkdir and rmdir of a's own", 2, func() {
+		mkdir(t, a, root, d, "n")
+		ok(t, a.Rmdir(ctx, root, d, "n"))
+	})
+	// In the sticky directory: g is user's, made by b; user removes it.
+	written("sticky unlink of b's file", 0, func() {
+		ok(t, a.Unlink(ctx, user, s, "g"))
+		// A chown through g's number: after the unlink, g is gone.
+		if _, err := b.SetAttr(ctx, root, g, SetAttrRequest{Valid: SetUid, Uid: 2000}); !errors.Is(err, base.ErrNotFound) {
+			t.Fatalf("chown of a file unlinked before it: %v (%+v)", err, wbStats(t, a))
+		}
+	})
+	written("sticky create, close and unlink of a's own", 3, func() {
+		if _, _, err := a.Lookup(ctx, user, s, "h"); !errors.Is(err, base.ErrNotFound) {
+			t.Fatalf("lookup of h before its create: %v", err)
+		}
+		h, _, err := a.Create(ctx, user, s, "h", 0o644, 0)
+		ok(t, err)
+		ok(t, a.CloseFile(ctx, h))
+		ok(t, a.Unlink(ctx, user, s, "h"))
+	})
+	if _, err := b.GetAttr(ctx, g); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("g after its unlink: %v", err)
+	}
+	settledClean(t, a, b, "the removals")
+	if st := wbStats(t, a); st.Lost != 0 {
+		t.Fatalf("lost changes: %+v", st)
+	}
+}

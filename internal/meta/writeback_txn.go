@@ -490,3 +490,40 @@ func (o *op) refuseWriteBack() error {
 	}
 	return nil
 }
+
+// Another client can reach an inode without a lookup in the directory
+// whose lease this client writes back under: by its number (a process's
+// working directory inside a directory, an NFS file handle, an open
+// file). A change it changes there is one the log's guard catches, and
+// the change runs again; most changes succeed again whatever it did (an
+// unlink, whatever the file's link count), but a change whose success
+// depends on it would fail on its replay, after it was acknowledged. The
+// two checks below keep such changes out of the log (design 0011, "What
+// another client can reach without a lookup").
+
+// wbNeedsOwnLease refuses write-back of a change that decides on
+// directory dir's entries or attributes (an rmdir of it, a rename over
+// it: is it empty?) unless this client holds dir's own lease too: then
+// another client's create in dir recalls that lease, and this client
+// commits its log, the removal with it, before the create looks.
+func (o *op) wbNeedsOwnLease(dir base.Ino) error {
+	if o.m.leases == nil || o.m.leases.holds(dir) {
+		return nil
+	}
+	return o.refuseWriteBack()
+}
+
+// wbMayDelete is mayDelete, and refuses write-back where a sticky
+// directory's rule rests on the owner of victim ino (neither root nor
+// the directory's owner asks), which another client may change (a chown
+// through a handle) unless ino is fresh (only this client can reach it).
+func (o *op) wbMayDelete(c *Caller, dir *base.Attr, ino base.Ino, victim *base.Attr) error {
+	if dir.Mode&modeSticky != 0 && !isRoot(c) && c.Uid != dir.Uid && o.m.leases != nil {
+		if _, fresh := o.m.leases.freshIn(ino); !fresh {
+			if err := o.refuseWriteBack(); err != nil {
+				return err
+			}
+		}
+	}
+	return mayDelete(c, dir, victim)
+}
