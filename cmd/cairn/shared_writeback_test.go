@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSharedWriteBackMounts: three mounts of one volume, all writing
@@ -134,25 +137,11 @@ func TestSharedWriteBackMounts(t *testing.T) {
 	}
 	var written int64
 	for _, m := range ms {
-		out, err := v.cairn(t, "stats", "--json", "--count", "1", "--interval", "1ms", m.mnt)
-		if err != nil {
-			t.Fatalf("stats: %v\n%s", err, out)
+		changes, lost := writeBackTotals(t, v, m)
+		if lost != 0 {
+			t.Errorf("%s lost %d written-back changes", m.mnt, lost)
 		}
-		var st struct {
-			Totals struct {
-				WB *struct {
-					Changes int64 `json:"changes"`
-					Lost    int64 `json:"lost"`
-				} `json:"meta_write_back"`
-			} `json:"totals"`
-		}
-		if err := json.Unmarshal([]byte(out), &st); err != nil || st.Totals.WB == nil {
-			t.Fatalf("stats of %s: %v\n%s", m.mnt, err, out)
-		}
-		if st.Totals.WB.Lost != 0 {
-			t.Errorf("%s lost %d written-back changes", m.mnt, st.Totals.WB.Lost)
-		}
-		written += st.Totals.WB.Changes
+		written += changes
 	}
 	t.Logf("%d changes written back", written)
 	if written < steps/4 {
@@ -161,6 +150,126 @@ func TestSharedWriteBackMounts(t *testing.T) {
 	for _, m := range ms {
 		m.stop(t)
 	}
+	if out, err := v.cairn(t, "fsck", v.meta); err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+}
+
+// writeBackTotals returns the changes mount m wrote back since it
+// started, and how many of them were lost (`cairn stats`).
+func writeBackTotals(t *testing.T, v *sharedVolume, m *sharedMount) (changes, lost int64) {
+	t.Helper()
+	out, err := v.cairn(t, "stats", "--json", "--count", "1", "--interval", "1ms", m.mnt)
+	if err != nil {
+		t.Fatalf("stats: %v\n%s", err, out)
+	}
+	var st struct {
+		Totals struct {
+			WB *struct {
+				Changes int64 `json:"changes"`
+				Lost    int64 `json:"lost"`
+			} `json:"meta_write_back"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Totals.WB == nil {
+		t.Fatalf("stats of %s: %v\n%s", m.mnt, err, out)
+	}
+	return st.Totals.WB.Changes, st.Totals.WB.Lost
+}
+
+// TestSharedWriteBackRemoveUnderWorkingDir: a process on mount b works in
+// directories d/e1 and d/e2 (their descriptors open, as a working
+// directory is: the kernel names them by number, with no lookup in d).
+// Mount a, writing back in d, removes e1 and renames a directory over e2.
+// b's creates in them must then fail (ENOENT), as on one host; before
+// the fix they succeeded, a's removals were lost on their replay (EIO at
+// the next sync) and the directories stayed.
+func TestSharedWriteBackRemoveUnderWorkingDir(t *testing.T) {
+	v := newSharedVolume(t)
+	a, b := v.mount(t, "a", "--meta-write-back"), v.mount(t, "b", "--meta-write-back")
+	// A mount taking no leases makes the directories: no lease of e1 or
+	// e2 is held when a removes them (a directory made in a leased one is
+	// leased in its create, and a removal meeting another's lease would
+	// run at once anyway).
+	c := v.mount(t, "c", "--dir-leases=false")
+	for _, d := range []string{"d", "d/e1", "d/e2"} {
+		if err := os.Mkdir(c.path(d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.stop(t)
+	var fds []int
+	closeFds := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		fds = nil
+	}
+	defer closeFds()
+	for _, d := range []string{"d/e1", "d/e2"} {
+		fd, err := unix.Open(b.path(d), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds = append(fds, fd)
+	}
+	// a works in d: its lookups there take d's lease, its creates are
+	// written back. Then its log is left to commit (a batch commits 50 ms
+	// after its first change), so that each removal below starts a batch
+	// and b's create comes well inside it.
+	changes0, _ := writeBackTotals(t, v, a)
+	for i := range 20 {
+		writeFile(t, a.path(fmt.Sprintf("d/f%d", i)), []byte("x"))
+	}
+	time.Sleep(300 * time.Millisecond)
+	createIn := func(i int) {
+		t.Helper()
+		fd, err := unix.Openat(fds[i], "x", unix.O_CREAT|unix.O_WRONLY, 0o644)
+		if err == nil {
+			unix.Close(fd)
+		}
+		if !errors.Is(err, unix.ENOENT) {
+			t.Errorf("create in d/e%d, removed by the other mount before: %v, want ENOENT", i+1, err)
+		}
+	}
+	if err := os.Remove(a.path("d/e1")); err != nil {
+		t.Fatal(err)
+	}
+	createIn(0)
+	if err := os.Mkdir(a.path("d/u"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	// rename(2) itself: os.Rename refuses to replace a directory.
+	if err := unix.Rename(a.path("d/u"), a.path("d/e2")); err != nil {
+		t.Fatalf("rename d/u over d/e2: %v", err)
+	}
+	createIn(1)
+	if changes, _ := writeBackTotals(t, v, a); changes == changes0 {
+		t.Fatal("nothing written back: the test does not exercise write-back")
+	}
+	if _, lost := writeBackTotals(t, v, a); lost != 0 {
+		t.Errorf("mount a lost %d written-back changes", lost)
+	}
+	ents, err := os.ReadDir(b.path("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if e.Name() == "e1" || e.Name() == "e2" {
+			names = append(names, e.Name())
+		}
+	}
+	if !slices.Equal(names, []string{"e2"}) {
+		t.Errorf("d holds %v of e1 and e2, want [e2] (a's renamed directory)", names)
+	}
+	if sub, err := os.ReadDir(b.path("d/e2")); err != nil || len(sub) != 0 {
+		t.Errorf("d/e2 on b: %d entries, %v; want the empty directory a renamed there", len(sub), err)
+	}
+	closeFds()
+	a.stop(t)
+	b.stop(t)
 	if out, err := v.cairn(t, "fsck", v.meta); err != nil {
 		t.Fatalf("fsck: %v\n%s", err, out)
 	}
