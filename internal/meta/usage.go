@@ -19,6 +19,11 @@ import (
 // and neither the volume's inode limit nor a quota's may be passed.
 func (o *op) chargeInode(ino base.Ino, a *base.Attr, parent base.Ino, p *base.Attr) error {
 	if lim := o.m.Settings().Inodes; lim > 0 {
+		// Every client's count decides, committed: no write-back
+		// (writeback.go), as under a quota (chargeChain).
+		if err := o.refuseWriteBack(); err != nil {
+			return err
+		}
 		used, err := usage(o, counterUsedInodes)
 		if err != nil {
 			return err
@@ -42,6 +47,9 @@ func (o *op) chargeInode(ino base.Ino, a *base.Attr, parent base.Ino, p *base.At
 // growth past the capacity or a quota.
 func (o *op) chargeBytes(ino base.Ino, a *base.Attr, delta int64) error {
 	if capa := o.m.Settings().Capacity; capa > 0 && delta > 0 {
+		if err := o.refuseWriteBack(); err != nil {
+			return err
+		}
 		used, err := usage(o, counterUsedBytes)
 		if err != nil {
 			return err

@@ -1332,3 +1332,55 @@ func TestSharedWriteBackRemoveReachedByNumber(t *testing.T) {
 		t.Fatalf("lost changes: %+v", st)
 	}
 }
+
+// A volume's inode limit and capacity are checked against every client's
+// count, as a quota is: what they charge is not acknowledged before that
+// count is committed. Before, a fresh file's data commit was written back;
+// b's write then filled the volume, and a's, run again at its commit,
+// failed with ENOSPC after it was acknowledged (lost; EIO at the next
+// sync). A create under an inode limit was kept out of the log only by
+// its prediction misses (six tries, then the usual path).
+func TestSharedWriteBackVolumeLimits(t *testing.T) {
+	a, b, d := writeBackPair(t)
+	createLooked(t, a, d, "warm")
+	ok(t, a.Sync(ctx))
+	u := must[Usage](t)(a.Usage(ctx))
+	for _, m := range []*Meta{a, b} {
+		_, err := m.ChangeSettings(ctx, func(s *Settings) error {
+			s.Inodes, s.Capacity = u.Inodes+2, u.Bytes+10000
+			return nil
+		})
+		ok(t, err)
+	}
+	leaseOf(t, a, d)
+	y := create(t, b, root, base.RootIno, "y")
+	s0 := wbStats(t, a)
+	if _, _, err := a.Lookup(ctx, root, d, "x"); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("lookup of x before its create: %v", err)
+	}
+	x, _, err := a.Create(ctx, root, d, "x", 0o644, 0)
+	ok(t, err)
+	defer func() { ok(t, a.CloseFile(ctx, x)) }()
+	// The inode limit: a's create counted, b's first fills the volume.
+	if _, _, err := b.Create(ctx, root, base.RootIno, "y2", 0o644, 0); !errors.Is(err, base.ErrNoSpace) {
+		t.Errorf("a create past the inode limit, after a's: %v, want ENOSPC", err)
+	}
+	// The capacity: a's 6,000 bytes first, b's 6,000 more do not fit.
+	write := func(m *Meta, ino base.Ino) error {
+		id, err := m.NewSliceID(ctx)
+		ok(t, err)
+		_, err = m.WriteSlices(ctx, ino, []SliceWrite{{Index: 0, Slice: base.Slice{ID: id, Size: 6000, Len: 6000}}}, 0)
+		return err
+	}
+	ok(t, write(a, x))
+	if err := write(b, y); !errors.Is(err, base.ErrNoSpace) {
+		t.Errorf("a write past the capacity, after a's: %v, want ENOSPC", err)
+	}
+	ok(t, a.Sync(ctx))
+	if st := wbStats(t, a); st.Lost != 0 || st.Changes != s0.Changes {
+		t.Errorf("a create and a write under volume limits: %d written back, %d lost, want none (%+v)", st.Changes-s0.Changes, st.Lost, st)
+	}
+	if got := must[base.Attr](t)(b.GetAttr(ctx, x)); got.Length != 6000 {
+		t.Errorf("a's file: %d bytes, want 6000", got.Length)
+	}
+}
