@@ -1289,14 +1289,14 @@ func TestSharedWriteBackRemoveReachedByNumber(t *testing.T) {
 
 	// The other client's create comes first in each check: the build
 	// before failed it (the create succeeded, the removal was lost).
-	written("rmdir of b's directory", 0, func() {
+	written("rmdir of c's directory", 0, func() {
 		ok(t, a.Rmdir(ctx, root, d, "e"))
 		if _, _, err := b.Create(ctx, root, e, "x", 0o644, 0); !errors.Is(err, base.ErrNotFound) {
 			t.Fatalf("create in a directory removed before it: %v (%+v)", err, wbStats(t, a))
 		}
 	})
 	written("mkdir", 1, func() { mkdir(t, a, root, d, "u") })
-	written("rename over b's directory", 0, func() {
+	written("rename over c's directory", 0, func() {
 		ok(t, a.Rename(ctx, root, d, "u", d, "t", 0))
 		if _, _, err := b.Create(ctx, root, tg, "x", 0o644, 0); !errors.Is(err, base.ErrNotFound) {
 			t.Fatalf("create in a directory renamed over before it: %v (%+v)", err, wbStats(t, a))
@@ -1307,8 +1307,8 @@ func TestSharedWriteBackRemoveReachedByNumber(t *testing.T) {
 		mkdir(t, a, root, d, "n")
 		ok(t, a.Rmdir(ctx, root, d, "n"))
 	})
-	// In the sticky directory: g is user's, made by b; user removes it.
-	written("sticky unlink of b's file", 0, func() {
+	// In the sticky directory: g is user's, made by c; user removes it.
+	written("sticky unlink of c's file", 0, func() {
 		ok(t, a.Unlink(ctx, user, s, "g"))
 		// A chown through g's number: after the unlink, g is gone.
 		if _, err := b.SetAttr(ctx, root, g, SetAttrRequest{Valid: SetUid, Uid: 2000}); !errors.Is(err, base.ErrNotFound) {
