@@ -36,10 +36,17 @@ func mayDelete(c *Caller, dir, victim *base.Attr) error {
 	if err := access(c, dir, MayWrite|MayExec); err != nil {
 		return err
 	}
-	if dir.Mode&modeSticky != 0 && !isRoot(c) && c.Uid != dir.Uid && c.Uid != victim.Uid {
+	if stickyOwnerDecides(c, dir) && c.Uid != victim.Uid {
 		return fmt.Errorf("sticky directory: %w", base.ErrPermission)
 	}
 	return nil
+}
+
+// stickyOwnerDecides reports whether removing an entry of dir by c rests
+// on the victim's owner: dir is sticky, and c is neither root nor dir's
+// owner.
+func stickyOwnerDecides(c *Caller, dir *base.Attr) bool {
+	return dir.Mode&modeSticky != 0 && !isRoot(c) && c.Uid != dir.Uid
 }
 
 // newOwnership computes uid, gid and mode of an inode created by c in

@@ -19,12 +19,7 @@ import (
 // and neither the volume's inode limit nor a quota's may be passed.
 func (o *op) chargeInode(ino base.Ino, a *base.Attr, parent base.Ino, p *base.Attr) error {
 	if lim := o.m.Settings().Inodes; lim > 0 {
-		// Every client's count decides, committed: no write-back
-		// (writeback.go), as under a quota (chargeChain).
-		if err := o.refuseWriteBack(); err != nil {
-			return err
-		}
-		used, err := usage(o, counterUsedInodes)
+		used, err := o.committedUsage(counterUsedInodes)
 		if err != nil {
 			return err
 		}
@@ -47,10 +42,7 @@ func (o *op) chargeInode(ino base.Ino, a *base.Attr, parent base.Ino, p *base.At
 // growth past the capacity or a quota.
 func (o *op) chargeBytes(ino base.Ino, a *base.Attr, delta int64) error {
 	if capa := o.m.Settings().Capacity; capa > 0 && delta > 0 {
-		if err := o.refuseWriteBack(); err != nil {
-			return err
-		}
-		used, err := usage(o, counterUsedBytes)
+		used, err := o.committedUsage(counterUsedBytes)
 		if err != nil {
 			return err
 		}
@@ -64,6 +56,16 @@ func (o *op) chargeBytes(ino base.Ino, a *base.Attr, delta int64) error {
 	}
 	o.m.quotaHints.note(ino, chain)
 	return o.addUsage(counterUsedBytes, delta)
+}
+
+// committedUsage is the volume's count of kind, for a limit's check:
+// every client's count decides, committed, so a change that checks it is
+// not written back (writeback.go), as under a quota (chargeChain).
+func (o *op) committedUsage(kind byte) (uint64, error) {
+	if err := o.refuseWriteBack(); err != nil {
+		return 0, err
+	}
+	return usage(o, kind)
 }
 
 // uncharge takes back everything counted for ino, whose last attributes

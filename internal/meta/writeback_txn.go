@@ -491,6 +491,13 @@ func (o *op) refuseWriteBack() error {
 	return nil
 }
 
+// writingBack reports whether the change running over o runs in the
+// write-back log.
+func (o *op) writingBack() bool {
+	_, ok := o.wtx.Txn.(*wbTxn)
+	return ok
+}
+
 // Another client can reach an inode without a lookup in the directory
 // whose lease this client writes back under: by its number (a process's
 // working directory inside a directory, an NFS file handle, an open
@@ -507,7 +514,7 @@ func (o *op) refuseWriteBack() error {
 // another client's create in dir recalls that lease, and this client
 // commits its log, the removal with it, before the create looks.
 func (o *op) wbNeedsOwnLease(dir base.Ino) error {
-	if o.m.leases == nil || o.m.leases.holds(dir) {
+	if !o.writingBack() || o.m.leases.holds(dir) {
 		return nil
 	}
 	return o.refuseWriteBack()
@@ -518,11 +525,9 @@ func (o *op) wbNeedsOwnLease(dir base.Ino) error {
 // the directory's owner asks), which another client may change (a chown
 // through a handle) unless ino is fresh (only this client can reach it).
 func (o *op) wbMayDelete(c *Caller, dir *base.Attr, ino base.Ino, victim *base.Attr) error {
-	if dir.Mode&modeSticky != 0 && !isRoot(c) && c.Uid != dir.Uid && o.m.leases != nil {
+	if o.writingBack() && stickyOwnerDecides(c, dir) {
 		if _, fresh := o.m.leases.freshIn(ino); !fresh {
-			if err := o.refuseWriteBack(); err != nil {
-				return err
-			}
+			return o.refuseWriteBack()
 		}
 	}
 	return mayDelete(c, dir, victim)
