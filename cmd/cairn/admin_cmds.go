@@ -229,10 +229,13 @@ Mounted clients use the new settings within a heartbeat (5 s by default);
 the process that made the change (or that holds an embedded volume and was
 asked through its control socket) at once. Writes and creates past a
 lowered limit fail with ENOSPC; what is stored already stays. On a shared
-volume a capacity or an inode limit is checked against every client's
-committed count, so the writes and creates it applies to are not written
-back (--meta-write-back): each waits for its transaction, as under a
-directory quota.`,
+volume a client that writes back (--meta-write-back) takes a grant of each
+limit, an eighth of what is free and at most 64 MiB or 1,024 inodes, and
+writes back the writes and creates it covers; every other client counts a
+grant as used, so ENOSPC may come while grants of other clients are unused.
+A client gives its grants back after a heartbeat without using them, and
+when it unmounts. Near a limit (less than 8 MiB or 128 inodes free) no
+grant is taken: each write and create waits for its transaction.`,
 		Example: "  cairn config pebble:///var/lib/cairn/meta\n  cairn config --capacity 2T --inodes 50000000 'postgres://cairn@db1/vol1'\n  cairn config --capacity unlimited pebble:///var/lib/cairn/meta\n  cairn config --trash-days 7 --inline-max 32K pebble:///var/lib/cairn/meta",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

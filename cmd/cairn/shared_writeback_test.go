@@ -396,3 +396,90 @@ func TestSharedWriteBackKill9(t *testing.T) {
 	}
 	t.Logf("fsck: %s", lastLines(out, 1))
 }
+
+// TestSharedWriteBackUnderLimits: two mounts writing back fill a volume
+// with an inode limit, by turns, each in its own directory. Each writes
+// back what its grant of the limit covers (before grants, of each file
+// only its close was written back: 1.0 change per file, now 2.7);
+// neither passes the limit; every file a create
+// succeeded for is there with its bytes on a third mount; with both
+// unmounted (their grants given back) the volume is exactly full; fsck is
+// clean.
+func TestSharedWriteBackUnderLimits(t *testing.T) {
+	v := newSharedVolume(t)
+	const limit = 800
+	if out, err := v.cairn(t, "config", "--inodes", fmt.Sprint(limit), "--capacity", "1G", v.meta); err != nil {
+		t.Fatalf("config: %v\n%s", err, out)
+	}
+	ms := []*sharedMount{v.mount(t, "a", "--meta-write-back"), v.mount(t, "b", "--meta-write-back")}
+	dirs := []string{"da", "db"}
+	made := map[string][]byte{}
+	full := make([]bool, len(ms))
+	for i, m := range ms {
+		if err := os.Mkdir(m.path(dirs[i]), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changes0 := make([]int64, len(ms))
+	for i, m := range ms {
+		changes0[i], _ = writeBackTotals(t, v, m)
+	}
+	for round := 0; !full[0] || !full[1]; round++ {
+		if round > limit {
+			t.Fatal("no ENOSPC after as many rounds as the limit")
+		}
+		for i, m := range ms {
+			for j := 0; j < 7 && !full[i]; j++ {
+				p := filepath.Join(dirs[i], fmt.Sprintf("f%d.%d", round, j))
+				data := []byte(p)
+				err := os.WriteFile(m.path(p), data, 0o644)
+				switch {
+				case errors.Is(err, unix.ENOSPC):
+					full[i] = true
+				case err != nil:
+					t.Fatalf("%s: %v", p, err)
+				default:
+					made[p] = data
+				}
+			}
+		}
+	}
+	for i, m := range ms {
+		changes, lost := writeBackTotals(t, v, m)
+		if lost != 0 {
+			t.Errorf("mount %d lost %d written-back changes", i, lost)
+		}
+		n := 0
+		for p := range made {
+			if strings.HasPrefix(p, dirs[i]+"/") {
+				n++
+			}
+		}
+		// Each file is a create, a write and a close; before grants only
+		// the close was written back (one change per file).
+		t.Logf("mount %d: %d files, %d changes written back", i, n, changes-changes0[i])
+		if changes-changes0[i] < int64(2*n) {
+			t.Errorf("mount %d: %d changes written back for %d files, want their creates and writes too", i, changes-changes0[i], n)
+		}
+	}
+	for _, m := range ms {
+		m.stop(t)
+	}
+	c := v.mount(t, "c")
+	for p, data := range made {
+		if got, err := os.ReadFile(c.path(p)); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s on a third mount: %q, %v; want %q", p, got, err, data)
+		}
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(c.mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Files != limit || st.Ffree != 0 {
+		t.Errorf("statfs: %d inodes, %d free; want %d, 0 (%d files made)", st.Files, st.Ffree, limit, len(made))
+	}
+	c.stop(t)
+	if out, err := v.cairn(t, "fsck", v.meta); err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+}

@@ -504,7 +504,7 @@ func (ck *checker) checkCounters(r kv.Reader, inodes, bytes uint64, maxIno base.
 // sessions that still exist (others are released when a client next opens
 // the volume, or by repair).
 func (ck *checker) checkLocks(r kv.Reader, sessions map[uint64]bool) error {
-	for _, p := range []byte{pLock, pReserved} {
+	for _, p := range []byte{pLock, pReserved, pGrant} {
 		err := r.Scan(prefixOnly(p), kv.PrefixEnd(prefixOnly(p)), false, func(k, v []byte) bool {
 			key := append([]byte(nil), k...)
 			drop := func(o *op) error { o.Delete(key); return nil }
@@ -514,6 +514,9 @@ func (ck *checker) checkLocks(r kv.Reader, sessions map[uint64]bool) error {
 			}
 			if err == nil && ki.Kind == "lock" {
 				_, err = decodeLocks(ki.Counter, v)
+			}
+			if err == nil && ki.Kind == "grant" {
+				_, err = decodeU64(v)
 			}
 			if err == nil && ki.Kind == "reserved" {
 				var end uint64

@@ -20,6 +20,9 @@ type op struct {
 	now   int64
 	attrs map[base.Ino]*base.Attr
 	dirty []base.Ino
+	// replaying: the change was acknowledged by the write-back log and
+	// runs again (wbReplay); a volume limit does not refuse it (grant.go).
+	replaying bool
 }
 
 func (m *Meta) mutate(ctx context.Context, fn func(o *op) error) error {

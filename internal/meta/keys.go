@@ -128,6 +128,7 @@ const (
 	pLoad     = 'M'
 	pQuota    = 'q'
 	pReplica  = 'r'
+	pGrant    = 'g'
 
 	pAttr    = 'A'
 	pDentry  = 'D'
@@ -230,7 +231,20 @@ func reservedPrefix(sid uint64) []byte { return u64([]byte{pReserved}, sid) }
 func reservedKey(sid, start uint64) []byte {
 	return u64(reservedPrefix(sid), start)
 }
-func expiredKey(sid uint64) []byte   { return u64([]byte{pExpired}, sid) }
+func expiredKey(sid uint64) []byte { return u64([]byte{pExpired}, sid) }
+
+// grantKey is the record of session sid's share of the volume limit of
+// kind (counterUsedBytes or counterUsedInodes): grant.go.
+func grantKey(sid uint64, kind byte) []byte { return append(grantPrefix(sid), kind) }
+func grantPrefix(sid uint64) []byte         { return u64([]byte{pGrant}, sid) }
+
+// decodeGrantKey splits a grant key.
+func decodeGrantKey(k []byte) (sid uint64, kind byte, err error) {
+	if len(k) != 10 || k[0] != pGrant || (k[9] != counterUsedBytes && k[9] != counterUsedInodes) {
+		return 0, 0, badKey("grant", k)
+	}
+	return binary.BigEndian.Uint64(k[1:]), k[9], nil
+}
 func lockPrefix(ino base.Ino) []byte { return u64([]byte{pLock}, uint64(ino)) }
 
 // lockGuardKey is written by every change of ino's locks, so two
@@ -447,6 +461,8 @@ func keySession(key []byte) (sid uint64, ok bool) {
 		sid, _, err = decodeReservedKey(key)
 	case pRecall:
 		sid, _, err = decodeRecallKey(key)
+	case pGrant:
+		sid, _, err = decodeGrantKey(key)
 	default:
 		return 0, false
 	}
@@ -518,13 +534,13 @@ func keyIno(key []byte) (ino base.Ino, ok bool) {
 
 // KeyInfo is a decoded key, for fsck, dumps and debugging.
 type KeyInfo struct {
-	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "drop", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence", "shared", "lease", "recall", "quota", "replica"
+	Kind    string // "settings", "epoch", "frozen", "counter", "session", "hold", "pending", "drop", "orphan", "attr", "dentry", "symlink", "xattr", "chunk", "reserved", "lock", "expired", "snapshot", "change", "snapshot-job", "fence", "shared", "lease", "recall", "quota", "replica", "grant"
 	Ino     base.Ino
 	Parent  base.Ino // dentry
 	Name    string   // dentry or xattr name
 	Index   uint32   // chunk index
-	ID      uint64   // session id (session, hold, reserved, lock, expired, recall) or slice id (pending, shared)
-	Counter byte     // counter kind; lock kind for locks
+	ID      uint64   // session id (session, hold, reserved, lock, expired, recall, grant) or slice id (pending, shared)
+	Counter byte     // counter kind (of a counter or a grant); lock kind for locks
 	Shard   int      // counter delta or quota usage shard plus one; 0 for the base counter or quota record
 	Start   uint64   // first slice id of a reservation
 	Owner   uint64   // lock owner
@@ -571,6 +587,12 @@ func DecodeKey(key []byte) (KeyInfo, error) {
 			return bad("reservation length")
 		}
 		return KeyInfo{Kind: "reserved", ID: binary.BigEndian.Uint64(rest), Start: binary.BigEndian.Uint64(rest[8:])}, nil
+	case pGrant:
+		sid, kind, err := decodeGrantKey(key)
+		if err != nil {
+			return bad("grant key")
+		}
+		return KeyInfo{Kind: "grant", ID: sid, Counter: kind}, nil
 	case pLock:
 		if fixed(9) && rest[8] == lockGuard {
 			return KeyInfo{Kind: "lock-guard", Ino: base.Ino(binary.BigEndian.Uint64(rest))}, nil

@@ -24,6 +24,7 @@ func TestKeyLayout(t *testing.T) {
 		{"counter shard", counterShardKey(counterUsedBytes, 3), "436203", KeyInfo{Kind: "counter", Counter: 'b', Shard: 4}},
 		{"reserved", reservedKey(2, 1024), "5200000000000000020000000000000400", KeyInfo{Kind: "reserved", ID: 2, Start: 1024}},
 		{"lock", lockKey(5, lockPosix, 2, 9), "57" + "0000000000000005" + "70" + "0000000000000002" + "0000000000000009", KeyInfo{Kind: "lock", Ino: 5, Counter: 'p', ID: 2, Owner: 9}},
+		{"grant", grantKey(3, counterUsedInodes), "67" + "0000000000000003" + "6e", KeyInfo{Kind: "grant", ID: 3, Counter: 'n'}},
 		{"expired", expiredKey(3), "470000000000000003", KeyInfo{Kind: "expired", ID: 3}},
 		{"lock guard", lockGuardKey(5), "57000000000000000567", KeyInfo{Kind: "lock-guard", Ino: 5}},
 		{"session", sessionKey(7), "4e0000000000000007", KeyInfo{Kind: "session", ID: 7}},
@@ -96,6 +97,7 @@ func TestDecodeKeyErrors(t *testing.T) {
 	for _, k := range [][]byte{
 		nil, {'Z'}, {pSettings, 0}, {pCounter}, {pSession, 1}, {pHold, 1, 2},
 		{pAttr, 1, 2, 3}, append(attrKey(1), 1),
+		grantPrefix(3), append(grantPrefix(3), 'x'), append(grantKey(3, 'b'), 0),
 		versionKey(append(dentryPrefix(1), 'a'), 1),            // no terminator
 		versionKey(append(dentryPrefix(1), 0), 1),              // empty name
 		versionKey(append(dentryPrefix(1), 'a', 0, 'b', 0), 1), // NUL in name
@@ -202,7 +204,7 @@ func FuzzDecodeKey(f *testing.F) {
 		lockKey(1, lockPosix, 2, 3), reservedKey(4, 5), expiredKey(6), counterShardKey('b', 7),
 		snapshotKey("s"), changeKey(3, dentryKey(1, "x")), snapJobKey(4), fenceKey(5), sharedKey(6),
 		dentryKey(1, "x"), xattrKey(2, "user.a"), chunkKey(3, 4), attrKey(5), symlinkKey(6), sessionKey(7),
-		pendingKey(8), orphanKey(9), recallKey(1, 2), blobKey("chunks/1_0_3"), leaseKey(3)} {
+		pendingKey(8), orphanKey(9), recallKey(1, 2), blobKey("chunks/1_0_3"), leaseKey(3), grantKey(4, 'b')} {
 		f.Add(k)
 	}
 	f.Fuzz(func(t *testing.T, k []byte) {
@@ -225,6 +227,8 @@ func FuzzDecodeKey(f *testing.F) {
 			re = lockKey(ki.Ino, ki.Counter, ki.ID, ki.Owner)
 		case "reserved":
 			re = reservedKey(ki.ID, ki.Start)
+		case "grant":
+			re = grantKey(ki.ID, ki.Counter)
 		case "lock-guard":
 			re = lockGuardKey(ki.Ino)
 		case "expired":
@@ -283,6 +287,9 @@ func checkTypedDecoders(t *testing.T, k []byte) {
 	}
 	if ino, sid, err := decodeHoldKey(k); err == nil {
 		same("hold", holdKey(ino, sid))
+	}
+	if sid, kind, err := decodeGrantKey(k); err == nil {
+		same("grant", grantKey(sid, kind))
 	}
 	if sid, start, err := decodeReservedKey(k); err == nil {
 		same("reserved", reservedKey(sid, start))

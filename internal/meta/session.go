@@ -215,11 +215,16 @@ func (m *Meta) Heartbeat(ctx context.Context) error {
 	})
 	m.noteReach(err == nil, false)
 	if err == nil && settings != nil {
-		m.settings.Store(settings)
+		m.storeSettings(settings)
 	}
 	if err == nil && !gone && m.leases != nil {
 		m.leases.alive(start)
 		m.releaseLeases(ctx, recalled)
+	}
+	if err == nil && !gone {
+		if gerr := m.wbIdleGrants(ctx); gerr != nil {
+			m.log.Warn("write-back: giving back idle grants", "err", gerr)
+		}
 	}
 	if err != nil || !gone {
 		return err
@@ -304,7 +309,8 @@ func (m *Meta) CloseSession(ctx context.Context) error {
 }
 
 // releaseSessions releases what the given (ended) sessions held: their
-// locks, slice reservations and open-file holds.
+// locks, slice reservations, grants of the volume's limits and open-file
+// holds.
 func (o *op) releaseSessions(dead map[uint64]bool) error {
 	if _, err := o.releaseSessionLocks(dead); err != nil {
 		return err
@@ -314,6 +320,9 @@ func (o *op) releaseSessions(dead map[uint64]bool) error {
 	}
 	for sid := range dead {
 		if err := o.deletePrefix(reservedPrefix(sid)); err != nil {
+			return err
+		}
+		if err := o.deletePrefix(grantPrefix(sid)); err != nil {
 			return err
 		}
 	}
@@ -388,7 +397,7 @@ func (m *Meta) releaseDeadSessions(ctx context.Context) error {
 				return true
 			})
 		}
-		for _, p := range []byte{pHold, pLock, pReserved, pRecall} {
+		for _, p := range []byte{pHold, pLock, pReserved, pRecall, pGrant} {
 			if err := collect(p); err != nil {
 				return err
 			}

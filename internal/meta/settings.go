@@ -75,8 +75,14 @@ func (m *Meta) ChangeSettings(ctx context.Context, change func(s *Settings) erro
 	if err != nil {
 		return Settings{}, err
 	}
-	m.settings.Store(&out)
+	m.storeSettings(&out)
 	return out, nil
+}
+
+// storeSettings makes s the settings this client applies; the grants of
+// the volume's limits go if the limits changed (grant.go).
+func (m *Meta) storeSettings(s *Settings) {
+	m.noteLimits(m.settings.Swap(s), s)
 }
 
 // refreshSettings reads the settings record again, for the changes other
@@ -86,7 +92,7 @@ func (m *Meta) refreshSettings(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.settings.Store(&s)
+	m.storeSettings(&s)
 	return nil
 }
 

@@ -19,12 +19,8 @@ import (
 // and neither the volume's inode limit nor a quota's may be passed.
 func (o *op) chargeInode(ino base.Ino, a *base.Attr, parent base.Ino, p *base.Attr) error {
 	if lim := o.m.Settings().Inodes; lim > 0 {
-		used, err := o.committedUsage(counterUsedInodes)
-		if err != nil {
+		if err := o.chargeLimit(counterUsedInodes, lim, 1); err != nil {
 			return err
-		}
-		if used >= lim {
-			return fmt.Errorf("volume inode limit %d reached: %w", lim, base.ErrNoSpace)
 		}
 	}
 	a.Quota = p.Quota
@@ -42,12 +38,8 @@ func (o *op) chargeInode(ino base.Ino, a *base.Attr, parent base.Ino, p *base.At
 // growth past the capacity or a quota.
 func (o *op) chargeBytes(ino base.Ino, a *base.Attr, delta int64) error {
 	if capa := o.m.Settings().Capacity; capa > 0 && delta > 0 {
-		used, err := o.committedUsage(counterUsedBytes)
-		if err != nil {
+		if err := o.chargeLimit(counterUsedBytes, capa, uint64(delta)); err != nil {
 			return err
-		}
-		if used+uint64(delta) > capa {
-			return fmt.Errorf("volume capacity %d bytes reached: %w", capa, base.ErrNoSpace)
 		}
 	}
 	chain, err := o.chargeChain(a.Quota, [2]int64{delta, 0})
@@ -56,16 +48,6 @@ func (o *op) chargeBytes(ino base.Ino, a *base.Attr, delta int64) error {
 	}
 	o.m.quotaHints.note(ino, chain)
 	return o.addUsage(counterUsedBytes, delta)
-}
-
-// committedUsage is the volume's count of kind, for a limit's check:
-// every client's count decides, committed, so a change that checks it is
-// not written back (writeback.go), as under a quota (chargeChain).
-func (o *op) committedUsage(kind byte) (uint64, error) {
-	if err := o.refuseWriteBack(); err != nil {
-		return 0, err
-	}
-	return usage(o, kind)
 }
 
 // uncharge takes back everything counted for ino, whose last attributes
@@ -239,12 +221,34 @@ func (m *Meta) StatFS(ctx context.Context) (StatFS, error) {
 	if files == 0 {
 		files = VirtualInodes
 	}
-	st := StatFS{TotalBytes: total, UsedBytes: u.Bytes, Files: u.Inodes}
-	if total > u.Bytes {
-		st.AvailBytes = total - u.Bytes
+	// What other clients' grants hold is not available here (grant.go).
+	var held [2]uint64
+	if s.Capacity > 0 || s.Inodes > 0 {
+		sid := m.sessionID()
+		err := m.view(ctx, func(r kv.Reader) error {
+			for i, kind := range grantKinds {
+				all, err := grantsHeld(r, kind)
+				if err != nil {
+					return err
+				}
+				own, err := grantOf(r, sid, kind)
+				if err != nil {
+					return err
+				}
+				held[i] = all - min(own, all)
+			}
+			return nil
+		})
+		if err != nil {
+			return StatFS{}, err
+		}
 	}
-	if files > u.Inodes {
-		st.AvailFiles = files - u.Inodes
+	st := StatFS{TotalBytes: total, UsedBytes: u.Bytes, Files: u.Inodes}
+	if total > u.Bytes+held[0] {
+		st.AvailBytes = total - u.Bytes - held[0]
+	}
+	if files > u.Inodes+held[1] {
+		st.AvailFiles = files - u.Inodes - held[1]
 	}
 	return st, nil
 }

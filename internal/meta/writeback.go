@@ -186,8 +186,11 @@ type wbLog struct {
 	// transaction outside the log before it marks ino.
 	markHook func(ino base.Ino)
 
-	ops0, batches, replays, replayed, lost, waits, viewed, commitNanos atomic.Int64
-	stickyErr                                                          atomic.Pointer[error]
+	// grants are this client's shares of the volume's limits (grant.go).
+	grants wbGrants
+
+	ops0, batches, replays, replayed, lost, waits, viewed, commitNanos, granted atomic.Int64
+	stickyErr                                                                   atomic.Pointer[error]
 }
 
 // WriteBackStats counts the write-back log's work.
@@ -200,6 +203,7 @@ type WriteBackStats struct {
 	Lost     int64 `json:"lost"`     // acknowledged changes that failed when run again
 	Waits    int64 `json:"waits"`    // operations that waited for the log's commit before they ran
 	Viewed   int64 `json:"viewed"`   // reads answered over the log, without committing it
+	Grants   int64 `json:"grants"`   // grants of the volume's limits taken (grant.go)
 	// CommitNanos is the time batches spent in flight.
 	CommitNanos int64 `json:"commit_ns"`
 }
@@ -219,7 +223,7 @@ func (m *Meta) WriteBackStats() (s WriteBackStats, ok bool) {
 	}
 	return WriteBackStats{Pending: w.n.Load(), Changes: w.ops0.Load(), Batches: w.batches.Load(),
 		Replays: w.replays.Load(), Replayed: w.replayed.Load(), Lost: w.lost.Load(), Waits: w.waits.Load(),
-		Viewed: w.viewed.Load(), CommitNanos: w.commitNanos.Load()}, true
+		Viewed: w.viewed.Load(), Grants: w.granted.Load(), CommitNanos: w.commitNanos.Load()}, true
 }
 
 // pending counts the changes not committed (mu held).
@@ -267,6 +271,7 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 	extra := make(map[string]kv.Pair)
 	var own bool // myShard is this change's to give back
 	var myShard byte
+	var granted bool // the grants were taken anew for this change
 	w.mu.Lock()
 	w.busy.Add(1)
 	defer func() {
@@ -316,6 +321,15 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 			}
 			clear(extra)
 			continue
+		case errors.Is(err, errWbGrant):
+			// A volume limit's grant is short: take it anew (after the
+			// log's commit), once; else the usual path checks the store.
+			if granted || !m.wbGrantLocked(ctx) {
+				return false, nil
+			}
+			granted = true
+			clear(extra)
+			continue
 		case err != nil:
 			// Unpredictable, or an error computed from predictions that
 			// may be stale: the usual path decides, after the log.
@@ -341,6 +355,11 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 			b.started = time.Now()
 		}
 		b.ops = append(b.ops, &wbOp{replay: replay, now: o.now, dirs: dirs, after: after})
+		if st.grantUsed != [2]uint64{} {
+			w.grants.left[0] -= st.grantUsed[0]
+			w.grants.left[1] -= st.grantUsed[1]
+			w.grants.used = true
+		}
 		w.n.Store(int64(w.pending()))
 		w.ops0.Add(1)
 		for _, g := range st.guards {
@@ -686,6 +705,7 @@ func (m *Meta) wbFly(f *wbBatch) {
 		}
 		m.wbReplay(ctx, f.ops)
 		m.wbReplay(ctx, b.ops)
+		w.wbDropGrants() // the replays charged the store's
 		m.wbDone(b)
 		w.endDecided(b.id)
 	default:
@@ -856,7 +876,7 @@ func (m *Meta) wbReplay(ctx context.Context, ops []*wbOp) {
 		err := m.retryLeased(ctx, func() error {
 			return m.updateIn(ctx, nil, 0, func(t *wtx) error {
 				o := m.newOp(t)
-				o.now = x.now
+				o.now, o.replaying = x.now, true
 				if err := x.replay(o); err != nil {
 					return err
 				}

@@ -1339,7 +1339,10 @@ func TestSharedWriteBackRemoveReachedByNumber(t *testing.T) {
 // b's write then filled the volume, and a's, run again at its commit,
 // failed with ENOSPC after it was acknowledged (lost; EIO at the next
 // sync). A create under an inode limit was kept out of the log only by
-// its prediction misses (six tries, then the usual path).
+// its prediction misses (six tries, then the usual path). Now a client
+// writes back what its grant of a limit covers (grant_test.go); this
+// close to the limits it takes none (grantMin), and every change waits
+// for its transaction.
 func TestSharedWriteBackVolumeLimits(t *testing.T) {
 	a, b, d := writeBackPair(t)
 	createLooked(t, a, d, "warm")

@@ -91,6 +91,8 @@ type wbTxn struct {
 	writes  wbWrites            // this change's writes
 	missed  []kv.Range          // ranges to read loosely before running again
 	missID  map[string]struct{} // rangeID of missed
+	// grantUsed is what this change charged of the log's grants (grant.go).
+	grantUsed [2]uint64
 	// failed is the first read that could not be answered (errSpecMiss,
 	// errNoSpec, errWbFlush): the run is void even if the change's code
 	// took the error for an answer (destroyIfOrphan reads a missing
