@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 )
 
 // TestSharedWriteBackMounts: three mounts of one volume, all writing
@@ -401,8 +403,9 @@ func TestSharedWriteBackKill9(t *testing.T) {
 // with an inode limit, by turns, each in its own directory. Each writes
 // back what its grant of the limit covers (before grants, of each file
 // only its close was written back: 1.0 change per file, now 2.7);
-// neither passes the limit; every file a create
-// succeeded for is there with its bytes on a third mount; with both
+// neither passes the limit; with PostgreSQL stopped for 3 s, a's creates
+// go on (none fails); every file a create succeeded for is there with its
+// bytes on a third mount; with both
 // unmounted (their grants given back) the volume is exactly full; fsck is
 // clean.
 func TestSharedWriteBackUnderLimits(t *testing.T) {
@@ -424,9 +427,37 @@ func TestSharedWriteBackUnderLimits(t *testing.T) {
 	for i, m := range ms {
 		changes0[i], _ = writeBackTotals(t, v, m)
 	}
+	pg := pgtest.Shared(t)
+	t.Cleanup(func() { _ = pg.Start() }) // whatever happened, for the other tests
 	for round := 0; !full[0] || !full[1]; round++ {
 		if round > limit {
 			t.Fatal("no ENOSPC after as many rounds as the limit")
+		}
+		if round == 5 {
+			// PostgreSQL stops for 3 s: a's creates go on, written back
+			// against its grant while its leases hold (a heartbeat that
+			// fails ends that), else waiting for the server; none fails,
+			// none is lost.
+			if err := pg.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			restarted := make(chan error, 1)
+			go func() {
+				time.Sleep(3 * time.Second)
+				restarted <- pg.Start()
+			}()
+			var took []time.Duration
+			for j := range 20 {
+				p := filepath.Join(dirs[0], fmt.Sprintf("outage%d", j))
+				start := time.Now()
+				writeFile(t, ms[0].path(p), []byte(p))
+				took = append(took, time.Since(start).Round(time.Millisecond))
+				made[p] = []byte(p)
+			}
+			t.Logf("creates during the outage took %v", took)
+			if err := <-restarted; err != nil {
+				t.Fatal(err)
+			}
 		}
 		for i, m := range ms {
 			for j := 0; j < 7 && !full[i]; j++ {

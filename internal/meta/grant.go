@@ -73,10 +73,11 @@ type wbGrants struct {
 }
 
 // limitState returns what is used of kind and what every session's grant
-// holds of it.
-func limitState(r kv.Reader, kind byte) (used, granted uint64, err error) {
-	if used, err = usage(r, kind); err != nil {
-		return 0, 0, err
+// holds of it. A store only this process writes (embedded) has no grants:
+// they are not read.
+func (m *Meta) limitState(r kv.Reader, kind byte) (used, granted uint64, err error) {
+	if used, err = usage(r, kind); err != nil || m.profile.SingleWriter {
+		return used, 0, err
 	}
 	granted, err = grantsHeld(r, kind)
 	return used, granted, err
@@ -132,7 +133,7 @@ func (o *op) chargeLimit(kind byte, lim, delta uint64) error {
 	if st, ok := o.wtx.Txn.(*wbTxn); ok {
 		return st.chargeGrant(o, kind, delta)
 	}
-	used, granted, err := limitState(o, kind)
+	used, granted, err := o.m.limitState(o, kind)
 	if err != nil {
 		return err
 	}
@@ -216,7 +217,7 @@ func (m *Meta) wbGrantLocked(ctx context.Context) bool {
 			}
 			lim := [2]uint64{s.Capacity, s.Inodes}[i]
 			if lim > 0 {
-				used, granted, err := limitState(t, kind)
+				used, granted, err := m.limitState(t, kind)
 				if err != nil {
 					return err
 				}

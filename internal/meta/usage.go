@@ -223,7 +223,7 @@ func (m *Meta) StatFS(ctx context.Context) (StatFS, error) {
 	}
 	// What other clients' grants hold is not available here (grant.go).
 	var held [2]uint64
-	if s.Capacity > 0 || s.Inodes > 0 {
+	if (s.Capacity > 0 || s.Inodes > 0) && !m.profile.SingleWriter {
 		sid := m.sessionID()
 		err := m.view(ctx, func(r kv.Reader) error {
 			for i, kind := range grantKinds {
