@@ -88,6 +88,22 @@ func TestSharedWriteBackVolumeGrants(t *testing.T) {
 	if s := wbStats(t, a); s.Grants != s1.Grants+1 {
 		t.Errorf("grants taken: %d, want %d", s.Grants, s1.Grants+1)
 	}
+	// The limits change: a's grant, taken under the old ones, is void; its
+	// next create takes one under the new ones.
+	ok(t, a.Sync(ctx))
+	u2 := must[Usage](t)(b.Usage(ctx))
+	setLimits(t, u2.Inodes+400, 0, b, a)
+	createLooked(t, a, d, "lowered")
+	if s := wbStats(t, a); s.Grants != s1.Grants+2 {
+		t.Errorf("grants taken after the limits changed: %d, want %d", s.Grants, s1.Grants+2)
+	}
+	ok(t, a.Sync(ctx))
+	if g, want := storedGrant(t, b, sid, counterUsedInodes), uint64(400/grantShare-1); g != want {
+		t.Errorf("a's inode grant under the lowered limit: %d, want %d", g, want)
+	}
+	if g := storedGrant(t, b, sid, counterUsedBytes); g != 0 {
+		t.Errorf("a's byte grant with no capacity: %d, want none", g)
+	}
 	settledClean(t, a, b, "the creates and writes under grants")
 	ok(t, a.CloseSession(ctx))
 	if g := storedGrant(t, b, sid, counterUsedInodes); g != 0 {
