@@ -403,6 +403,7 @@ func TestSharedWriteBackKill9(t *testing.T) {
 // with an inode limit, by turns, each in its own directory. Each writes
 // back what its grant of the limit covers (before grants, of each file
 // only its close was written back: 1.0 change per file, now 2.7);
+// cairn status shows the grants and does not count them available;
 // neither passes the limit; with PostgreSQL stopped for 3 s, a's creates
 // go on (none fails); every file a create succeeded for is there with its
 // bytes on a third mount; with both
@@ -432,6 +433,29 @@ func TestSharedWriteBackUnderLimits(t *testing.T) {
 	for round := 0; !full[0] || !full[1]; round++ {
 		if round > limit {
 			t.Fatal("no ENOSPC after as many rounds as the limit")
+		}
+		if round == 3 {
+			// cairn status shows what a's and b's grants hold, and does
+			// not count it available.
+			out, err := v.cairn(t, "status", "--json", v.meta)
+			if err != nil {
+				t.Fatalf("status: %v\n%s", err, out)
+			}
+			var st struct {
+				UsedInodes  uint64 `json:"used_inodes"`
+				AvailInodes uint64 `json:"avail_inodes"`
+				Granted     struct {
+					Inodes  uint64 `json:"inodes"`
+					Holders int    `json:"holders"`
+				} `json:"granted"`
+			}
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				t.Fatalf("status: %v\n%s", err, out)
+			}
+			if g := st.Granted; g.Holders == 0 || g.Inodes == 0 || st.AvailInodes+st.UsedInodes+g.Inodes > limit {
+				t.Errorf("status: %d inodes used, %d available, %d granted to %d clients; want grants, not counted available (limit %d)",
+					st.UsedInodes, st.AvailInodes, g.Inodes, g.Holders, limit)
+			}
 		}
 		if round == 5 {
 			// PostgreSQL stops for 3 s: a's creates go on, written back

@@ -174,6 +174,9 @@ func Status(ctx context.Context, v *Volume, w io.Writer) error {
 	fmt.Fprintf(tw, "Used\t%s (%d bytes)\n", base.IBytes(r.UsedBytes), r.UsedBytes)
 	fmt.Fprintf(tw, "Inodes\t%d\n", r.UsedInodes)
 	fmt.Fprintf(tw, "Available\t%s, %d inodes\n", base.IBytes(r.AvailBytes), r.AvailInodes)
+	if g := r.Granted; g.Holders > 0 {
+		fmt.Fprintf(tw, "Granted\t%s, %d inodes to %d clients writing back (not available to others)\n", base.IBytes(g.Bytes), g.Inodes, g.Holders)
+	}
 	switch t := r.Trash; {
 	case t.Days == 0 && t.Entries == 0:
 		fmt.Fprintf(tw, "Trash\toff\n")
@@ -235,6 +238,9 @@ type StatusReport struct {
 	UsedInodes    uint64    `json:"used_inodes"`
 	AvailBytes    uint64    `json:"avail_bytes"`
 	AvailInodes   uint64    `json:"avail_inodes"`
+	// Granted is what clients that write back hold of the limits
+	// (counted as used by every other client's check).
+	Granted meta.Granted `json:"granted"`
 	// Backups counts the metadata backups in the data store;
 	// LatestBackup is the newest (cairn backup list shows them all).
 	// BackupsError says why they could not be listed.
@@ -291,6 +297,9 @@ func statusReport(ctx context.Context, v *Volume) (StatusReport, error) {
 		return StatusReport{}, fmt.Errorf("the trash: %w", err)
 	}
 	r.Trash = TrashReport{Days: s.TrashDays, TrashUsage: tu}
+	if r.Granted, err = v.Meta.Grants(ctx); err != nil {
+		return StatusReport{}, fmt.Errorf("the grants of the volume's limits: %w", err)
+	}
 	if list, err := ListBackups(ctx, v.data()); err != nil {
 		r.BackupsError = err.Error()
 	} else if r.Backups = len(list); len(list) > 0 {

@@ -293,3 +293,44 @@ func (m *Meta) noteLimits(before, after *Settings) {
 	}
 	m.wb.grants.stale.Store(true)
 }
+
+// Granted is what clients that write back hold of the volume's limits.
+type Granted struct {
+	Bytes   uint64 `json:"bytes"`
+	Inodes  uint64 `json:"inodes"`
+	Holders int    `json:"holders"` // sessions holding a grant
+}
+
+// Grants sums the grants every session holds (cairn status).
+func (m *Meta) Grants(ctx context.Context) (Granted, error) {
+	var g Granted
+	err := m.view(ctx, func(r kv.Reader) error {
+		g = Granted{}
+		holders := make(map[uint64]bool)
+		var derr error
+		err := r.Scan(prefixOnly(pGrant), kv.PrefixEnd(prefixOnly(pGrant)), false, func(k, v []byte) bool {
+			sid, kind, err := decodeGrantKey(k)
+			if err != nil {
+				return true // fsck's
+			}
+			n, err := decodeU64(v)
+			if err != nil {
+				derr = fmt.Errorf("grant %x: %w", k, err)
+				return false
+			}
+			if kind == counterUsedInodes {
+				g.Inodes += n
+			} else {
+				g.Bytes += n
+			}
+			holders[sid] = true
+			return true
+		})
+		if err == nil {
+			err = derr
+		}
+		g.Holders = len(holders)
+		return err
+	})
+	return g, err
+}
