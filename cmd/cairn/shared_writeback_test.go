@@ -459,9 +459,9 @@ func TestSharedWriteBackUnderLimits(t *testing.T) {
 		}
 		if round == 5 {
 			// PostgreSQL stops for 3 s: a's creates go on, written back
-			// against its grant while its leases hold (a heartbeat that
-			// fails ends that), else waiting for the server; none fails,
-			// none is lost.
+			// against its grant while its leases are trusted, else
+			// waiting for the server (here the first waits about 3 s,
+			// the rest are written back); none fails, none is lost.
 			if err := pg.Stop(); err != nil {
 				t.Fatal(err)
 			}

@@ -3,7 +3,6 @@ package meta
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/cairnfs/cairn/internal/base"
@@ -21,6 +20,16 @@ func setLimits(t *testing.T, inodes, capacity uint64, ms ...*Meta) {
 	for _, m := range ms[1:] {
 		ok(t, m.refreshSettings(ctx))
 	}
+}
+
+// limitedPair is writeBackPair with a file made in d and committed, and
+// the volume's usage then: a volume to set limits on.
+func limitedPair(t *testing.T) (a, b *Meta, d base.Ino, u Usage) {
+	t.Helper()
+	a, b, d = writeBackPair(t)
+	createLooked(t, a, d, "warm")
+	ok(t, a.Sync(ctx))
+	return a, b, d, must[Usage](t)(a.Usage(ctx))
 }
 
 // storedGrant reads session sid's grant of kind as the store holds it.
@@ -41,10 +50,7 @@ func storedGrant(t *testing.T, m *Meta, sid uint64, kind byte) uint64 {
 // transaction (TestSharedWriteBackVolumeLimits, near the limit, still
 // does).
 func TestSharedWriteBackVolumeGrants(t *testing.T) {
-	a, b, d := writeBackPair(t)
-	createLooked(t, a, d, "warm")
-	ok(t, a.Sync(ctx))
-	u := must[Usage](t)(a.Usage(ctx))
+	a, b, d, u := limitedPair(t)
 	setLimits(t, u.Inodes+100_000, u.Bytes+1<<30, a, b)
 	s0 := wbStats(t, a)
 	const files, written = 200, 50
@@ -118,10 +124,7 @@ func TestSharedWriteBackVolumeGrants(t *testing.T) {
 // volume ends exactly full (a's last grant, taken near the limit, is
 // none: grantMin).
 func TestSharedWriteBackGrantsToTheLimit(t *testing.T) {
-	a, b, d := writeBackPair(t)
-	createLooked(t, a, d, "warm")
-	ok(t, a.Sync(ctx))
-	u := must[Usage](t)(a.Usage(ctx))
+	a, b, d, u := limitedPair(t)
 	lim := u.Inodes + 600
 	setLimits(t, lim, 0, a, b)
 	s0 := wbStats(t, a)
@@ -190,28 +193,8 @@ func TestSharedWriteBackGrantReplay(t *testing.T) {
 	ok(t, a.Sync(ctx))
 	sid := a.SessionID()
 	g0 := storedGrant(t, b, sid, counterUsedInodes)
-	var once sync.Once
 	fails := make(chan error, 8)
-	a.wb.flyHook = func() {
-		once.Do(func() {
-			for i := range 5 {
-				name := fmt.Sprint("g", i)
-				if _, _, err := a.Lookup(ctx, root, d, name); !errors.Is(err, base.ErrNotFound) {
-					fails <- fmt.Errorf("lookup of %s: %v", name, err)
-				}
-				ino, _, err := a.Create(ctx, root, d, name, 0o640, 0)
-				if err == nil {
-					err = a.CloseFile(ctx, ino)
-				}
-				if err != nil {
-					fails <- err
-				}
-			}
-			if _, err := b.SetAttr(ctx, root, f, SetAttrRequest{Valid: SetMode, Mode: 0o600}); err != nil {
-				fails <- err
-			}
-		})
-	}
+	replayInFlight(a, b, d, f, fails, func(base.Ino) {})
 	ok(t, a.Unlink(ctx, root, d, "f"))
 	ok(t, a.Sync(ctx))
 	close(fails)

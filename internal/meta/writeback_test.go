@@ -325,36 +325,16 @@ func TestSharedWriteBackReplayReads(t *testing.T) {
 	var (
 		mu    sync.Mutex
 		later []base.Ino // created while the first batch is in flight
-		once  sync.Once
 		reads sync.WaitGroup
 		fails = make(chan error, 16)
 	)
 	// In flight: the unlink's batch. Meanwhile a creates more (the next
 	// batch) and b changes f through e/f2, so the unlink's guard fails.
-	a.wb.flyHook = func() {
-		once.Do(func() {
-			for i := range 5 {
-				name := fmt.Sprint("g", i)
-				if _, _, err := a.Lookup(ctx, root, d, name); !errors.Is(err, base.ErrNotFound) {
-					fails <- fmt.Errorf("lookup of %s before its create: %v", name, err)
-				}
-				ino, _, err := a.Create(ctx, root, d, name, 0o640, 0)
-				if err == nil {
-					err = a.CloseFile(ctx, ino)
-				}
-				if err != nil {
-					fails <- err
-					continue
-				}
-				mu.Lock()
-				later = append(later, ino)
-				mu.Unlock()
-			}
-			if _, err := b.SetAttr(ctx, root, f, SetAttrRequest{Valid: SetMode, Mode: 0o600}); err != nil {
-				fails <- err
-			}
-		})
-	}
+	replayInFlight(a, b, d, f, fails, func(ino base.Ino) {
+		mu.Lock()
+		later = append(later, ino)
+		mu.Unlock()
+	})
 	// Replaying: a reads the files created in flight.
 	a.wb.replayHook = func() {
 		mu.Lock()
@@ -447,6 +427,36 @@ func TestSharedWriteBackUnpackNoReads(t *testing.T) {
 // in directory d, which it leases and which holds file f; f is also
 // e/f2, a name outside d through which b can change f's attribute while
 // a's log holds a change that read it (its guard then fails at commit).
+// replayInFlight makes a's batch in flight fail its guard (replayPair's
+// a, b, d and f): once, while it flies, a creates g0 … g4 in d (the next
+// batch), passing each to made, and b changes f through e/f2. Errors go
+// to fails.
+func replayInFlight(a, b *Meta, d, f base.Ino, fails chan<- error, made func(base.Ino)) {
+	var once sync.Once
+	a.wb.flyHook = func() {
+		once.Do(func() {
+			for i := range 5 {
+				name := fmt.Sprint("g", i)
+				if _, _, err := a.Lookup(ctx, root, d, name); !errors.Is(err, base.ErrNotFound) {
+					fails <- fmt.Errorf("lookup of %s before its create: %v", name, err)
+				}
+				ino, _, err := a.Create(ctx, root, d, name, 0o640, 0)
+				if err == nil {
+					err = a.CloseFile(ctx, ino)
+				}
+				if err != nil {
+					fails <- err
+					continue
+				}
+				made(ino)
+			}
+			if _, err := b.SetAttr(ctx, root, f, SetAttrRequest{Valid: SetMode, Mode: 0o600}); err != nil {
+				fails <- err
+			}
+		})
+	}
+}
+
 func replayPair(t *testing.T) (a, b *Meta, d, f base.Ino) {
 	t.Helper()
 	ms, _ := leaseClientsWith(t, []Options{{WriteBack: true, HoldReleaseDelay: 20 * time.Millisecond}, {}}, 30*time.Second)
@@ -1344,17 +1354,8 @@ func TestSharedWriteBackRemoveReachedByNumber(t *testing.T) {
 // close to the limits it takes none (grantMin), and every change waits
 // for its transaction.
 func TestSharedWriteBackVolumeLimits(t *testing.T) {
-	a, b, d := writeBackPair(t)
-	createLooked(t, a, d, "warm")
-	ok(t, a.Sync(ctx))
-	u := must[Usage](t)(a.Usage(ctx))
-	for _, m := range []*Meta{a, b} {
-		_, err := m.ChangeSettings(ctx, func(s *Settings) error {
-			s.Inodes, s.Capacity = u.Inodes+2, u.Bytes+10000
-			return nil
-		})
-		ok(t, err)
-	}
+	a, b, d, u := limitedPair(t)
+	setLimits(t, u.Inodes+2, u.Bytes+10000, a, b)
 	leaseOf(t, a, d)
 	y := create(t, b, root, base.RootIno, "y")
 	s0 := wbStats(t, a)
