@@ -95,6 +95,10 @@ type metaProfile struct {
 	// quota: the root has a directory quota (without limits), so that
 	// every operation charges it and the final check recounts it.
 	quota bool
+	// limits: the volume has a capacity and an inode limit, far above
+	// what the history uses, so that every create and write is checked
+	// against them (with write-back, charged to the client's grants).
+	limits bool
 	// trash: the volume's trash is on (Settings.TrashDays). Not a
 	// speed-up but a change of what removals leave, so the run is
 	// compared as seen from outside the trash: a file's links in the
@@ -139,6 +143,7 @@ func metaProfiles() []metaProfile {
 		{name: "pg", store: pg, opts: Options{}},
 		{name: "pg-noleases", store: pg, opts: Options{NoLeases: true}},
 		{name: "pg-writeback", store: pg, opts: Options{WriteBack: true, HoldReleaseDelay: delay}, lease: true},
+		{name: "pg-writeback-limits", store: pg, opts: Options{WriteBack: true, HoldReleaseDelay: delay}, lease: true, limits: true},
 		{name: "pg-nogroup", store: pg, opts: Options{NoGroupCommit: true}},
 		{name: "pg-listing", store: pg, opts: Options{ListingTTL: ttl}},
 		{name: "pg-plain", store: pg, opts: Options{NoLeases: true, NoGroupCommit: true, NoBlindOpens: true}},
@@ -630,6 +635,9 @@ func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 	if p.trash {
 		settings.TrashDays = 1
 	}
+	if p.limits {
+		settings.Capacity, settings.Inodes = 1<<40, 1<<30
+	}
 	ok(t, Format(ctx, store, settings, false))
 	m, err := Open(ctx, store, p.opts)
 	ok(t, err)
@@ -686,6 +694,14 @@ func runProfile(t *testing.T, p metaProfile, ops []mop) []string {
 		t.Errorf("usage counts %d inodes, the tree has %d", u.Inodes, 1+countInodes(want))
 	}
 	r.trace = append(r.trace, fmt.Sprintf("usage %+v", u))
+	if p.limits {
+		// What the client holds is a grant it took, less what it charged.
+		g := must[Granted](t)(m.Grants(ctx))
+		if g.Holders > 1 || g.Bytes > grantMax[0] || g.Inodes > grantMax[1] {
+			t.Errorf("grants after the history: %+v", g)
+		}
+		t.Logf("grants held at the end: %+v", g)
+	}
 	probs, err := m.Check(ctx, false)
 	ok(t, err)
 	if len(probs) > 0 {
