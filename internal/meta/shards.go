@@ -50,6 +50,14 @@ func (p *shardPool) getOf(prefer []byte) byte {
 	return p.get()
 }
 
+// take counts one more user of shard s, which another holds (a batch of
+// the write-back log sharing the shard of the one before it).
+func (p *shardPool) take(s byte) {
+	p.mu.Lock()
+	p.users[s]++
+	p.mu.Unlock()
+}
+
 func (p *shardPool) put(s byte) {
 	p.mu.Lock()
 	p.users[s]--

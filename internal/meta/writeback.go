@@ -296,7 +296,7 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 			shard = w.cur.shards[0]
 		} else {
 			if !own {
-				own, myShard = true, m.shards.getOf(m.spec.knownShards())
+				own, myShard = true, m.wbFirstShard()
 			}
 			shard = myShard
 		}
@@ -394,6 +394,22 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 		return true, nil
 	}
 	return false, nil
+}
+
+// wbFirstShard takes the usage shard of a batch's first change (w.mu
+// held): the shard of the batch in flight, if any, whose record the log
+// knows as that batch leaves it (read through its guard and writes, no
+// read of the store: before, a shard of its own, often not predicted,
+// cost the first change after every start of a commit a loose read, and
+// while the store was away that change waited for it); else a shard whose
+// record is predicted. The two batches commit one after the other, so
+// they do not conflict on it; each gives it back when it ends.
+func (m *Meta) wbFirstShard() byte {
+	if fl := m.wb.fl; fl != nil && len(fl.shards) > 0 {
+		m.shards.take(fl.shards[0])
+		return fl.shards[0]
+	}
+	return m.shards.getOf(m.spec.knownShards())
 }
 
 // wbReadMissed reads the ranges a change or a read over the log missed,
