@@ -72,6 +72,16 @@ type wbGrants struct {
 	stale atomic.Bool
 }
 
+// charged takes what a change that joined the log charged off what the
+// log may still charge (w.mu held).
+func (g *wbGrants) charged(n [2]uint64) {
+	if n != [2]uint64{} {
+		g.left[0] -= n[0]
+		g.left[1] -= n[1]
+		g.used = true
+	}
+}
+
 // limitState returns what is used of kind and what every session's grant
 // holds of it. A store only this process writes (embedded) has no grants:
 // they are not read.
@@ -79,31 +89,47 @@ func (m *Meta) limitState(r kv.Reader, kind byte) (used, granted uint64, err err
 	if used, err = usage(r, kind); err != nil || m.profile.SingleWriter {
 		return used, 0, err
 	}
-	granted, err = grantsHeld(r, kind)
-	return used, granted, err
+	g, err := grantsOf(r, 0)
+	return used, g.of(kind), err
 }
 
-// grantsHeld sums every session's grant of kind.
-func grantsHeld(r kv.Reader, kind byte) (uint64, error) {
-	var sum uint64
+// grantsOf sums the grants of every session but except (0: of every
+// session), and counts the sessions holding one.
+func grantsOf(r kv.Reader, except uint64) (Granted, error) {
+	var g Granted
+	holders := make(map[uint64]bool)
 	var derr error
 	err := r.Scan(prefixOnly(pGrant), kv.PrefixEnd(prefixOnly(pGrant)), false, func(k, v []byte) bool {
-		_, kd, err := decodeGrantKey(k)
-		if err != nil || kd != kind {
-			return err == nil // a bad key is fsck's; skip it
+		sid, kind, err := decodeGrantKey(k)
+		if err != nil || sid == except {
+			return true // a bad key is fsck's
 		}
 		n, err := decodeU64(v)
 		if err != nil {
 			derr = fmt.Errorf("grant %x: %w", k, err)
 			return false
 		}
-		sum += n
+		if kind == counterUsedInodes {
+			g.Inodes += n
+		} else {
+			g.Bytes += n
+		}
+		holders[sid] = true
 		return true
 	})
 	if err == nil {
 		err = derr
 	}
-	return sum, err
+	g.Holders = len(holders)
+	return g, err
+}
+
+// of is what g holds of kind.
+func (g Granted) of(kind byte) uint64 {
+	if kind == counterUsedInodes {
+		return g.Inodes
+	}
+	return g.Bytes
 }
 
 // grantOf reads session sid's grant of kind.
@@ -210,6 +236,10 @@ func (m *Meta) wbGrantLocked(ctx context.Context) bool {
 	var got [2]uint64
 	err := m.updateInOnce(context.WithValue(ctx, wbFlusherKey{}, true), nil, 0, func(t *wtx) error {
 		got = [2]uint64{}
+		others, err := grantsOf(t, sid)
+		if err != nil {
+			return err
+		}
 		for i, kind := range grantKinds {
 			own, err := grantOf(t, sid, kind)
 			if err != nil {
@@ -217,11 +247,11 @@ func (m *Meta) wbGrantLocked(ctx context.Context) bool {
 			}
 			lim := [2]uint64{s.Capacity, s.Inodes}[i]
 			if lim > 0 {
-				used, granted, err := m.limitState(t, kind)
+				used, err := usage(t, kind)
 				if err != nil {
 					return err
 				}
-				if taken := used + granted - own; taken < lim {
+				if taken := used + others.of(kind); taken < lim {
 					if n := min(grantMax[i], (lim-taken)/grantShare); n >= grantMin[i] {
 						got[i] = n
 					}
@@ -304,32 +334,8 @@ type Granted struct {
 // Grants sums the grants every session holds (cairn status).
 func (m *Meta) Grants(ctx context.Context) (Granted, error) {
 	var g Granted
-	err := m.view(ctx, func(r kv.Reader) error {
-		g = Granted{}
-		holders := make(map[uint64]bool)
-		var derr error
-		err := r.Scan(prefixOnly(pGrant), kv.PrefixEnd(prefixOnly(pGrant)), false, func(k, v []byte) bool {
-			sid, kind, err := decodeGrantKey(k)
-			if err != nil {
-				return true // fsck's
-			}
-			n, err := decodeU64(v)
-			if err != nil {
-				derr = fmt.Errorf("grant %x: %w", k, err)
-				return false
-			}
-			if kind == counterUsedInodes {
-				g.Inodes += n
-			} else {
-				g.Bytes += n
-			}
-			holders[sid] = true
-			return true
-		})
-		if err == nil {
-			err = derr
-		}
-		g.Holders = len(holders)
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		g, err = grantsOf(r, 0)
 		return err
 	})
 	return g, err

@@ -222,33 +222,22 @@ func (m *Meta) StatFS(ctx context.Context) (StatFS, error) {
 		files = VirtualInodes
 	}
 	// What other clients' grants hold is not available here (grant.go).
-	var held [2]uint64
+	var held Granted
 	if (s.Capacity > 0 || s.Inodes > 0) && !m.profile.SingleWriter {
-		sid := m.sessionID()
-		err := m.view(ctx, func(r kv.Reader) error {
-			for i, kind := range grantKinds {
-				all, err := grantsHeld(r, kind)
-				if err != nil {
-					return err
-				}
-				own, err := grantOf(r, sid, kind)
-				if err != nil {
-					return err
-				}
-				held[i] = all - min(own, all)
-			}
-			return nil
+		err := m.view(ctx, func(r kv.Reader) (err error) {
+			held, err = grantsOf(r, m.sessionID())
+			return err
 		})
 		if err != nil {
 			return StatFS{}, err
 		}
 	}
 	st := StatFS{TotalBytes: total, UsedBytes: u.Bytes, Files: u.Inodes}
-	if total > u.Bytes+held[0] {
-		st.AvailBytes = total - u.Bytes - held[0]
+	if total > u.Bytes+held.Bytes {
+		st.AvailBytes = total - u.Bytes - held.Bytes
 	}
-	if files > u.Inodes+held[1] {
-		st.AvailFiles = files - u.Inodes - held[1]
+	if files > u.Inodes+held.Inodes {
+		st.AvailFiles = files - u.Inodes - held.Inodes
 	}
 	return st, nil
 }

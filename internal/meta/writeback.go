@@ -355,11 +355,7 @@ func (m *Meta) writeBack(ctx context.Context, dirs []base.Ino, absent []kv.Range
 			b.started = time.Now()
 		}
 		b.ops = append(b.ops, &wbOp{replay: replay, now: o.now, dirs: dirs, after: after})
-		if st.grantUsed != [2]uint64{} {
-			w.grants.left[0] -= st.grantUsed[0]
-			w.grants.left[1] -= st.grantUsed[1]
-			w.grants.used = true
-		}
+		w.grants.charged(st.grantUsed)
 		w.n.Store(int64(w.pending()))
 		w.ops0.Add(1)
 		for _, g := range st.guards {
