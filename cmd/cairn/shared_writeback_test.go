@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cairnfs/cairn/internal/daemon"
 	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 )
 
@@ -437,21 +438,7 @@ func TestSharedWriteBackUnderLimits(t *testing.T) {
 		if round == 3 {
 			// cairn status shows what a's and b's grants hold, and does
 			// not count it available.
-			out, err := v.cairn(t, "status", "--json", v.meta)
-			if err != nil {
-				t.Fatalf("status: %v\n%s", err, out)
-			}
-			var st struct {
-				UsedInodes  uint64 `json:"used_inodes"`
-				AvailInodes uint64 `json:"avail_inodes"`
-				Granted     struct {
-					Inodes  uint64 `json:"inodes"`
-					Holders int    `json:"holders"`
-				} `json:"granted"`
-			}
-			if err := json.Unmarshal([]byte(out), &st); err != nil {
-				t.Fatalf("status: %v\n%s", err, out)
-			}
+			st := volumeStatus(t, v)
 			if g := st.Granted; g.Holders == 0 || g.Inodes == 0 || st.AvailInodes+st.UsedInodes+g.Inodes > limit {
 				t.Errorf("status: %d inodes used, %d available, %d granted to %d clients; want grants, not counted available (limit %d)",
 					st.UsedInodes, st.AvailInodes, g.Inodes, g.Holders, limit)
@@ -534,4 +521,158 @@ func TestSharedWriteBackUnderLimits(t *testing.T) {
 	if out, err := v.cairn(t, "fsck", v.meta); err != nil {
 		t.Fatalf("fsck: %v\n%s", err, out)
 	}
+}
+
+// volumeStatus is cairn status --json of v.
+func volumeStatus(t *testing.T, v *sharedVolume) daemon.StatusReport {
+	t.Helper()
+	out, err := v.cairn(t, "status", "--json", v.meta)
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	var st daemon.StatusReport
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	return st
+}
+
+// TestSharedWriteBackGrantHolderKilled: a mount writing back under an
+// inode limit is killed with SIGKILL while it creates files, holding a
+// grant of the limit. Until its session expires the grant stays counted
+// against the limit (status shows it, and does not count it available);
+// a live client expiring the session gives the grant back with it, and
+// then fills the volume to exactly its limit. Every file fsynced before
+// the kill reads back, a walk finds exactly the limit's inodes, and fsck
+// is clean: the used-inodes counter agrees with the inodes (nothing the
+// killed mount lost was counted), and no dead session's record is left.
+func TestSharedWriteBackGrantHolderKilled(t *testing.T) {
+	v := newSharedVolume(t)
+	const limit = 300
+	if out, err := v.cairn(t, "config", "--inodes", fmt.Sprint(limit), "--capacity", "1G", v.meta); err != nil {
+		t.Fatalf("config: %v\n%s", err, out)
+	}
+	a := v.mount(t, "a", "--meta-write-back")
+	if err := os.Mkdir(a.path("da"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	synced := map[string][]byte{}
+	for i := range 40 {
+		p := fmt.Sprintf("da/kept%d", i)
+		data := bytes.Repeat([]byte(p), 1+i*50)
+		f, err := os.Create(a.path(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		synced[p] = data
+	}
+	df, err := os.Open(a.path("da"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := df.Sync(); err != nil {
+		t.Fatalf("fsyncdir: %v", err)
+	}
+	df.Close()
+	// a goes on creating (unsynced) files, and is killed under them: its
+	// grant is in use, so not given back at a heartbeat.
+	stop, done := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if os.WriteFile(a.path(fmt.Sprintf("da/u%d", n)), []byte("unsynced"), 0o644) != nil {
+				return
+			}
+			n++
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	time.Sleep(time.Second)
+	a.kill(t)
+	close(stop)
+	t.Logf("a made %d unsynced files before the kill", <-done)
+	// The dead session's grant is still counted: nobody judged it yet.
+	st := volumeStatus(t, v)
+	if g := st.Granted; g.Holders != 1 || g.Inodes == 0 || st.AvailInodes+st.UsedInodes+g.Inodes > limit {
+		t.Fatalf("status after the kill: %d inodes used, %d available, %d granted to %d clients; want a's grant, not counted available (limit %d)",
+			st.UsedInodes, st.AvailInodes, g.Inodes, g.Holders, limit)
+	}
+	deadGrant := st.Granted.Inodes
+	// b expires a's session (after reaching the store for one and a half
+	// session timeouts) and its grant with it; b has made nothing, so
+	// holds no grant of its own.
+	b := v.mount(t, "b", "--meta-write-back")
+	deadline := time.Now().Add(10*testSessionTimeout + 10*time.Second)
+	for st.Granted.Holders != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed mount's grant of %d inodes is still held %v after its kill", deadGrant, 10*testSessionTimeout+10*time.Second)
+		}
+		time.Sleep(testHeartbeat)
+		st = volumeStatus(t, v)
+	}
+	t.Logf("a's grant of %d inodes went with its session", deadGrant)
+	if err := os.Mkdir(b.path("db"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	made := map[string][]byte{}
+	for i := 0; ; i++ {
+		if i > limit {
+			t.Fatal("no ENOSPC after as many files as the limit")
+		}
+		p := fmt.Sprintf("db/f%d", i)
+		err := os.WriteFile(b.path(p), []byte(p), 0o644)
+		if errors.Is(err, unix.ENOSPC) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		made[p] = []byte(p)
+	}
+	t.Logf("b made %d files before ENOSPC", len(made))
+	b.stop(t)
+	c := v.mount(t, "c")
+	for p, want := range synced {
+		if got, err := os.ReadFile(c.path(p)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("fsynced %s after kill -9: %d bytes, %v; want %d bytes", p, len(got), err, len(want))
+		}
+	}
+	for p, want := range made {
+		if got, err := os.ReadFile(c.path(p)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %q, %v; want %q", p, got, err, want)
+		}
+	}
+	inodes := 0
+	if err := filepath.WalkDir(c.mnt, func(_ string, _ os.DirEntry, err error) error {
+		inodes++
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var sf unix.Statfs_t
+	if err := unix.Statfs(c.mnt, &sf); err != nil {
+		t.Fatal(err)
+	}
+	if inodes != limit || sf.Files != limit || sf.Ffree != 0 {
+		t.Errorf("%d inodes walked; statfs %d inodes, %d free; want the limit %d, none free", inodes, sf.Files, sf.Ffree, limit)
+	}
+	c.stop(t)
+	out, err := v.cairn(t, "fsck", v.meta)
+	if err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+	t.Logf("fsck: %s", lastLines(out, 1))
 }
