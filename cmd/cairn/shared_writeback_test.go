@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairnfs/cairn/internal/daemon"
+	"github.com/cairnfs/cairn/internal/meta"
 	"github.com/cairnfs/cairn/internal/testenv/pgtest"
 )
 
@@ -162,22 +163,26 @@ func TestSharedWriteBackMounts(t *testing.T) {
 // started, and how many of them were lost (`cairn stats`).
 func writeBackTotals(t *testing.T, v *sharedVolume, m *sharedMount) (changes, lost int64) {
 	t.Helper()
+	st := writeBackStats(t, v, m)
+	return st.Changes, st.Lost
+}
+
+// writeBackStats is the write-back log's totals of mount m (cairn stats).
+func writeBackStats(t *testing.T, v *sharedVolume, m *sharedMount) meta.WriteBackStats {
+	t.Helper()
 	out, err := v.cairn(t, "stats", "--json", "--count", "1", "--interval", "1ms", m.mnt)
 	if err != nil {
 		t.Fatalf("stats: %v\n%s", err, out)
 	}
 	var st struct {
 		Totals struct {
-			WB *struct {
-				Changes int64 `json:"changes"`
-				Lost    int64 `json:"lost"`
-			} `json:"meta_write_back"`
+			WB *meta.WriteBackStats `json:"meta_write_back"`
 		} `json:"totals"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Totals.WB == nil {
 		t.Fatalf("stats of %s: %v\n%s", m.mnt, err, out)
 	}
-	return st.Totals.WB.Changes, st.Totals.WB.Lost
+	return *st.Totals.WB
 }
 
 // TestSharedWriteBackRemoveUnderWorkingDir: a process on mount b works in
