@@ -335,27 +335,12 @@ func TestSharedWriteBackKill9(t *testing.T) {
 		for i := range 20 {
 			p := filepath.Join(dir, fmt.Sprintf("kept%d", i))
 			data := randomBytes(rng.IntN(64 << 10))
-			f, err := os.Create(a.path(p))
-			if err != nil {
+			if err := fuseWriteFsync(&tally{}, a.path(p), data); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.Write(data); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
 			synced[p] = data
 		}
-		df, err := os.Open(a.path(dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := df.Sync(); err != nil {
-			t.Fatalf("fsyncdir: %v", err)
-		}
-		df.Close()
+		fsyncDir(t, a.path(dir))
 		// tar, killed under it.
 		untar := exec.Command("tar", "-C", a.path(dir), "-xf", archive)
 		if err := untar.Start(); err != nil {
@@ -528,6 +513,19 @@ func TestSharedWriteBackUnderLimits(t *testing.T) {
 	}
 }
 
+// fsyncDir fsyncs directory dir: the entries made in it are durable.
+func fsyncDir(t *testing.T, dir string) {
+	t.Helper()
+	df, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer df.Close()
+	if err := df.Sync(); err != nil {
+		t.Fatalf("fsyncdir %s: %v", dir, err)
+	}
+}
+
 // volumeStatus is cairn status --json of v.
 func volumeStatus(t *testing.T, v *sharedVolume) daemon.StatusReport {
 	t.Helper()
@@ -565,27 +563,12 @@ func TestSharedWriteBackGrantHolderKilled(t *testing.T) {
 	for i := range 40 {
 		p := fmt.Sprintf("da/kept%d", i)
 		data := bytes.Repeat([]byte(p), 1+i*50)
-		f, err := os.Create(a.path(p))
-		if err != nil {
+		if err := fuseWriteFsync(&tally{}, a.path(p), data); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
 		synced[p] = data
 	}
-	df, err := os.Open(a.path("da"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := df.Sync(); err != nil {
-		t.Fatalf("fsyncdir: %v", err)
-	}
-	df.Close()
+	fsyncDir(t, a.path("da"))
 	// a goes on creating (unsynced) files, and is killed under them: its
 	// grant is in use, so not given back at a heartbeat.
 	stop, done := make(chan struct{}), make(chan int)
