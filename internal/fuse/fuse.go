@@ -646,14 +646,14 @@ func (fs *rawFS) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.
 
 func (fs *rawFS) ReadDir(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
 	defer fs.done(OpReadDir, time.Now())
-	return st(fs.v.ReadDir(context.Background(), caller(&in.InHeader), in.Fh, in.Offset, false, func(e vfs.DirEntry) bool {
+	return st(fs.v.ReadDir(context.Background(), caller(&in.InHeader), in.Fh, in.Offset, vfs.NoAttrs, func(e vfs.DirEntry) bool {
 		return out.AddDirEntry(gofuse.DirEntry{Name: e.Name, Ino: uint64(e.Ino), Mode: e.Type.ModeBits(), Off: e.Off})
 	}))
 }
 
 func (fs *rawFS) ReadDirPlus(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.DirEntryList) gofuse.Status {
 	defer fs.done(OpReadDirPlus, time.Now())
-	return st(fs.v.ReadDir(context.Background(), caller(&in.InHeader), in.Fh, in.Offset, true, func(e vfs.DirEntry) bool {
+	return st(fs.v.ReadDir(context.Background(), caller(&in.InHeader), in.Fh, in.Offset, vfs.EntryAttrs, func(e vfs.DirEntry) bool {
 		eo := out.AddDirLookupEntry(gofuse.DirEntry{Name: e.Name, Ino: uint64(e.Ino), Mode: e.Type.ModeBits(), Off: e.Off})
 		if eo == nil {
 			return false

@@ -157,7 +157,11 @@ func (s *Server) readDir(ctx context.Context, req *request, args *proto.Reader, 
 	last := cookie
 	fh, e := s.dirs.take(ctx, ino, cookie)
 	if e == 0 {
-		e = s.v.ReadDir(ctx, req.caller, fh, cookie, plus, func(de vfs.DirEntry) bool {
+		attrs := vfs.NoAttrs
+		if plus {
+			attrs = vfs.AllAttrs
+		}
+		e = s.v.ReadDir(ctx, req.caller, fh, cookie, attrs, func(de vfs.DirEntry) bool {
 			size := entryBase + (len(de.Name)+3)&^3
 			if plus {
 				size += entryPlusMore

@@ -36,6 +36,22 @@ type DirEntry struct {
 	Off uint64
 }
 
+// DirAttrs says which entries ReadDir passes with their attributes.
+type DirAttrs uint8
+
+const (
+	// NoAttrs: names, numbers and types only (READDIR).
+	NoAttrs DirAttrs = iota
+	// EntryAttrs: the attributes of every entry but "." and "..". FUSE's
+	// READDIRPLUS: the kernel ignores theirs, and on a shared volume each
+	// is a read of the metadata store (two per listing, three round trips
+	// with the listing's own).
+	EntryAttrs
+	// AllAttrs: every entry's attributes, "." and ".." too (NFS
+	// READDIRPLUS, which returns them).
+	AllAttrs
+)
+
 // OpenDir opens a directory for listing.
 func (v *VFS) OpenDir(ctx context.Context, c *base.Caller, ino base.Ino) (uint64, syscall.Errno) {
 	t, real, e := v.resolve(ino)
@@ -61,9 +77,9 @@ func (v *VFS) OpenDir(ctx context.Context, c *base.Caller, ino base.Ino) (uint64
 
 // ReadDir passes the entries after offset off (0 = from the start) to fn
 // until fn returns false (the caller's buffer is full: that entry is not
-// consumed and comes first next time) or the directory ends. With plus,
-// entries carry attributes.
-func (v *VFS) ReadDir(ctx context.Context, c *base.Caller, fh uint64, off uint64, plus bool, fn func(DirEntry) bool) syscall.Errno {
+// consumed and comes first next time) or the directory ends. attrs says
+// which entries carry their attributes.
+func (v *VFS) ReadDir(ctx context.Context, c *base.Caller, fh uint64, off uint64, attrs DirAttrs, fn func(DirEntry) bool) syscall.Errno {
 	h := v.handle(fh)
 	if h == nil || h.dir == nil {
 		return syscall.EBADF
@@ -71,12 +87,13 @@ func (v *VFS) ReadDir(ctx context.Context, c *base.Caller, fh uint64, off uint64
 	d := h.dir
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	plus, dots := attrs != NoAttrs, attrs == AllAttrs
 	add := func(e base.Entry, o uint64) bool {
 		return fn(DirEntry{Entry: e, Off: o})
 	}
 	if off == 0 {
 		dot := base.Entry{Name: ".", Ino: d.ino, Type: base.TypeDir}
-		if plus {
+		if dots {
 			a, e := v.GetAttr(ctx, d.ino)
 			if e != 0 {
 				return e
@@ -93,7 +110,7 @@ func (v *VFS) ReadDir(ctx context.Context, c *base.Caller, fh uint64, off uint64
 		if d.parent == 0 {
 			dd.Ino = d.ino
 		}
-		if plus {
+		if dots {
 			a, e := v.GetAttr(ctx, dd.Ino)
 			if e != 0 {
 				a, e = v.GetAttr(ctx, d.ino)

@@ -276,7 +276,7 @@ func TestReadDirStreamsWithRefusals(t *testing.T) {
 	off := uint64(0)
 	for {
 		n := 0
-		en := e.v.ReadDir(ctx, root, fh, off, false, func(d DirEntry) bool {
+		en := e.v.ReadDir(ctx, root, fh, off, NoAttrs, func(d DirEntry) bool {
 			if n == 37 { // buffer full
 				return false
 			}
@@ -302,11 +302,50 @@ func TestReadDirStreamsWithRefusals(t *testing.T) {
 	}
 	// Rewind restarts the stream.
 	var first string
-	e.v.ReadDir(ctx, root, fh, 2, false, func(d DirEntry) bool { first = d.Name; return false })
+	e.v.ReadDir(ctx, root, fh, 2, NoAttrs, func(d DirEntry) bool { first = d.Name; return false })
 	if first != "n0000" {
 		t.Fatalf("after rewind got %q", first)
 	}
 	e.v.ReleaseDir(fh)
+}
+
+// TestReadDirAttrs: which entries ReadDir passes with attributes in each
+// mode; "." and ".." carry theirs only with AllAttrs (NFS), not with
+// EntryAttrs (FUSE, whose kernel ignores them).
+func TestReadDirAttrs(t *testing.T) {
+	e := newEnv(t)
+	for i := range 3 {
+		_, fh := e.create(t, fmt.Sprintf("f%d", i))
+		e.v.Release(ctx, fh)
+	}
+	for _, tc := range []struct {
+		attrs      DirAttrs
+		dots, ents bool
+	}{{NoAttrs, false, false}, {EntryAttrs, false, true}, {AllAttrs, true, true}} {
+		fh, en := e.v.OpenDir(ctx, root, base.RootIno)
+		if en != 0 {
+			t.Fatal(en)
+		}
+		n := 0
+		en = e.v.ReadDir(ctx, root, fh, 0, tc.attrs, func(d DirEntry) bool {
+			n++
+			want := tc.ents
+			if d.Name == "." || d.Name == ".." {
+				want = tc.dots
+			}
+			if (d.Attr != nil) != want {
+				t.Errorf("mode %d: %q has attributes %v, want %v", tc.attrs, d.Name, d.Attr != nil, want)
+			}
+			if d.Attr != nil && d.Name == "." && d.Attr.Type != base.TypeDir {
+				t.Errorf("mode %d: \".\" has type %v", tc.attrs, d.Attr.Type)
+			}
+			return true
+		})
+		e.v.ReleaseDir(fh)
+		if en != 0 || n != 5 {
+			t.Fatalf("mode %d: %d entries, %v; want 5", tc.attrs, n, en)
+		}
+	}
 }
 
 func TestReadOnly(t *testing.T) {
