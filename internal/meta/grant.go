@@ -109,11 +109,7 @@ func grantsOf(r kv.Reader, except uint64) (Granted, error) {
 			derr = fmt.Errorf("grant %x: %w", k, err)
 			return false
 		}
-		if kind == counterUsedInodes {
-			g.Inodes += n
-		} else {
-			g.Bytes += n
-		}
+		*g.in(kind) += n
 		holders[sid] = true
 		return true
 	})
@@ -125,11 +121,14 @@ func grantsOf(r kv.Reader, except uint64) (Granted, error) {
 }
 
 // of is what g holds of kind.
-func (g Granted) of(kind byte) uint64 {
+func (g Granted) of(kind byte) uint64 { return *g.in(kind) }
+
+// in is g's field for kind.
+func (g *Granted) in(kind byte) *uint64 {
 	if kind == counterUsedInodes {
-		return g.Inodes
+		return &g.Inodes
 	}
-	return g.Bytes
+	return &g.Bytes
 }
 
 // grantOf reads session sid's grant of kind.

@@ -185,14 +185,19 @@ func (t *wtx) setUsage(kind byte, n uint64) error {
 // Usage returns the usage counters.
 func (m *Meta) Usage(ctx context.Context) (Usage, error) {
 	var u Usage
-	err := m.view(ctx, func(r kv.Reader) error {
-		var err error
-		if u.Bytes, err = usage(r, counterUsedBytes); err != nil {
-			return err
-		}
-		u.Inodes, err = usage(r, counterUsedInodes)
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		u, err = usageOf(r)
 		return err
 	})
+	return u, err
+}
+
+// usageOf reads both usage counters.
+func usageOf(r kv.Reader) (u Usage, err error) {
+	if u.Bytes, err = usage(r, counterUsedBytes); err != nil {
+		return u, err
+	}
+	u.Inodes, err = usage(r, counterUsedInodes)
 	return u, err
 }
 
@@ -208,10 +213,6 @@ func (m *Meta) StatFS(ctx context.Context) (StatFS, error) {
 	if err := m.wbBarrier(ctx); err != nil {
 		return StatFS{}, err
 	}
-	u, err := m.Usage(ctx)
-	if err != nil {
-		return StatFS{}, err
-	}
 	s := m.Settings()
 	total := s.Capacity
 	if total == 0 {
@@ -221,16 +222,21 @@ func (m *Meta) StatFS(ctx context.Context) (StatFS, error) {
 	if files == 0 {
 		files = VirtualInodes
 	}
-	// What other clients' grants hold is not available here (grant.go).
+	// What other clients' grants hold is not available here (grant.go):
+	// read with the counters, in one view.
+	var u Usage
 	var held Granted
-	if (s.Capacity > 0 || s.Inodes > 0) && !m.profile.SingleWriter {
-		err := m.view(ctx, func(r kv.Reader) (err error) {
-			held, err = grantsOf(r, m.sessionID())
+	err := m.view(ctx, func(r kv.Reader) (err error) {
+		if u, err = usageOf(r); err != nil {
 			return err
-		})
-		if err != nil {
-			return StatFS{}, err
 		}
+		if (s.Capacity > 0 || s.Inodes > 0) && !m.profile.SingleWriter {
+			held, err = grantsOf(r, m.sessionID())
+		}
+		return err
+	})
+	if err != nil {
+		return StatFS{}, err
 	}
 	st := StatFS{TotalBytes: total, UsedBytes: u.Bytes, Files: u.Inodes}
 	if total > u.Bytes+held.Bytes {
